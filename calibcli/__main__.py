@@ -1,0 +1,5 @@
+"""`python -m calibcli` runs the `calib` command."""
+
+from calibcli.cli import main
+
+main()

@@ -1,0 +1,289 @@
+"""The Calibrator contract every method follows, and the typed options (`Param`) it declares.
+
+A calibrator is a class with:
+
+- `name`, `description`: the registry key and the one line `calib methods` prints;
+- `params`: a tuple of `Param` (name, type, default, help, bounds/choices); `__init__` only
+  checks and stores them in `self.params`;
+- `_fit(s, y, w, features)`: learn from scores `s`, targets `y` in [0, 1] (0/1 labels, or the
+  Platt-corrected targets when the method has the `platt_correction` option and it is on)
+  and weights `w` (always an array, ones when none were given);
+- `_predict(s, features)`: probabilities for new scores (the base class clips to [0, 1]);
+- `get_state()` / `_set_state(state)`: the minimal fitted state as a flat dict of numbers,
+  strings and (nested) lists or float arrays. `_predict` must read only what `_set_state`
+  restores, so a map reloaded from JSON or Parquet predicts bit-for-bit what the fitted
+  object did (float64 -> JSON repr -> float64 is exact).
+
+Optional hooks: `summary()` (key fitted values for the fit report), `input_features()`
+(feature columns `apply` must read), and `warnings.warn(..., CalibWarning)` during `_fit`
+for diagnostics the CLI shows on stderr.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping
+
+import numpy as np
+
+from calibcli.errors import FitError, NotFittedError, ParamError
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One option of a method: `calib fit --param name=value`, stored in the saved map."""
+
+    name: str
+    type: type
+    default: Any
+    help: str
+    low: float | None = None  # inclusive bounds for int/float
+    high: float | None = None
+    choices: tuple[str, ...] | None = None
+    optional: bool = False  # None is allowed (means "choose from the data")
+
+    def parse(self, text: str) -> Any:
+        """Convert the text after `key=` on the command line, then check it."""
+        raw = text.strip()
+        if self.optional and raw.lower() in {"none", "auto", ""}:
+            return self.check(None)
+        try:
+            if self.type is bool:
+                low = raw.lower()
+                if low not in _TRUE | _FALSE:
+                    raise ValueError
+                value: Any = low in _TRUE
+            elif self.type is int:
+                value = int(float(raw)) if float(raw).is_integer() else int(raw)
+            elif self.type is float:
+                value = float(raw)
+            else:
+                value = raw
+        except (ValueError, OverflowError):
+            raise ParamError(
+                f"--param {self.name}={text!r}: expected {self._kind()}"
+            ) from None
+        return self.check(value)
+
+    def check(self, value: Any) -> Any:
+        """Validate a Python value (from the CLI, a saved map or the library API)."""
+        if value is None:
+            if self.optional:
+                return None
+            raise ParamError(f"parameter {self.name!r} needs a value ({self._kind()})")
+        if self.type is bool:
+            if not isinstance(value, (bool, np.bool_)):
+                raise ParamError(f"parameter {self.name!r} must be true or false, got {value!r}")
+            return bool(value)
+        if self.type in (int, float):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+                raise ParamError(f"parameter {self.name!r} must be {self._kind()}, got {value!r}")
+            if self.type is int:
+                if float(value) != int(value):
+                    raise ParamError(f"parameter {self.name!r} must be a whole number, got {value!r}")
+                value = int(value)
+            else:
+                value = float(value)
+                if not math.isfinite(value):
+                    raise ParamError(f"parameter {self.name!r} must be finite, got {value!r}")
+            if self.low is not None and value < self.low:
+                raise ParamError(f"parameter {self.name!r} must be >= {self.low:g}, got {value!r}")
+            if self.high is not None and value > self.high:
+                raise ParamError(f"parameter {self.name!r} must be <= {self.high:g}, got {value!r}")
+            return value
+        value = str(value)
+        if self.choices is not None and value not in self.choices:
+            raise ParamError(
+                f"parameter {self.name!r} must be one of {', '.join(self.choices)}, got {value!r}"
+            )
+        return value
+
+    def _kind(self) -> str:
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        kind = {bool: "true/false", int: "an integer", float: "a number"}.get(self.type, "text")
+        if self.low is not None and self.high is not None:
+            kind += f" in [{self.low:g}, {self.high:g}]"
+        elif self.low is not None:
+            kind += f" >= {self.low:g}"
+        return kind + (" or 'auto'" if self.optional else "")
+
+    def describe(self) -> str:
+        """`name=default (kind): help`, for `calib methods`."""
+        default = "auto" if self.default is None else str(self.default).lower() if self.type is bool else self.default
+        return f"{self.name}={default} ({self._kind()}): {self.help}"
+
+
+PLATT_CORRECTION = Param(
+    "platt_correction",
+    bool,
+    False,
+    "fit on Platt's smoothed targets (N+ +1)/(N+ +2) and 1/(N- +2) instead of 1/0",
+)
+SEED = Param("seed", int, 0, "random seed; the same seed gives the same map", low=0)
+
+
+def platt_targets(labels: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Platt's label correction (Allikivi & Kull 2019, section 3).
+
+    Positives become 1 - 1/(N+ + 2) = (N+ + 1)/(N+ + 2), negatives 1/(N- + 2). With weights,
+    N+ and N- are the summed weights of the positives and negatives.
+    """
+    n_pos = float(np.sum(weights[labels == 1]))
+    n_neg = float(np.sum(weights[labels == 0]))
+    return np.where(labels == 1, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
+
+
+def as_float_array(values: Any, what: str) -> np.ndarray:
+    """A 1-D float64 array from state or user input; raises FitError on other shapes."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim != 1:
+        raise FitError(f"{what} must be one-dimensional, got shape {arr.shape}")
+    return arr
+
+
+class Calibrator:
+    """Base class: parameter handling, input checks, Platt correction, clipping, state."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    params: ClassVar[tuple[Param, ...]] = ()
+    monotone: ClassVar[bool] = True  # predictions non-decreasing in the score
+    needs_probabilities: ClassVar[bool] = False  # scores must lie in [0, 1]
+    uses_features: ClassVar[bool] = False  # reads --field-col/--feature-col columns
+
+    def __init__(self, **params: Any):
+        known = {p.name: p for p in self.params}
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            allowed = ", ".join(known) or "none"
+            raise ParamError(
+                f"method {self.name!r} has no parameter {unknown[0]!r}",
+                hint=f"its parameters: {allowed} (see `calib methods`)",
+            )
+        self.params: dict[str, Any] = {
+            name: p.check(params.get(name, p.default)) for name, p in known.items()
+        }
+        self._fitted = False
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        return f"{type(self).__name__}({args})"
+
+    @classmethod
+    def from_cli(cls, pairs: Mapping[str, str]) -> "Calibrator":
+        """Build from `--param key=value` strings, parsed by each Param's type."""
+        known = {p.name: p for p in cls.params}
+        parsed: dict[str, Any] = {}
+        for key, text in pairs.items():
+            if key not in known:
+                allowed = ", ".join(known) or "none"
+                raise ParamError(
+                    f"method {cls.name!r} has no parameter {key!r}",
+                    hint=f"its parameters: {allowed} (see `calib methods`)",
+                )
+            parsed[key] = known[key].parse(text)
+        return cls(**parsed)
+
+    def fit(
+        self,
+        scores: Any,
+        labels: Any,
+        weights: Any = None,
+        features: Mapping[str, np.ndarray] | None = None,
+    ) -> "Calibrator":
+        """Fit on scores and 0/1 labels (optionally weighted); returns self."""
+        s = as_float_array(scores, "scores")
+        y = as_float_array(labels, "labels")
+        if s.shape != y.shape:
+            raise FitError(f"scores and labels differ in length ({s.size} vs {y.size})")
+        if s.size == 0:
+            raise FitError("no rows to fit on")
+        if not np.all(np.isfinite(s)):
+            raise FitError("scores must be finite (no NaN or inf)")
+        if not np.all((y == 0) | (y == 1)):
+            raise FitError("labels must be 0 or 1")
+        if weights is None:
+            w = np.ones_like(s)
+        else:
+            w = as_float_array(weights, "weights")
+            if w.shape != s.shape:
+                raise FitError(f"weights and scores differ in length ({w.size} vs {s.size})")
+            if not np.all(np.isfinite(w)) or np.any(w < 0):
+                raise FitError("weights must be finite and non-negative")
+        pos = float(np.sum(w[y == 1]))
+        neg = float(np.sum(w[y == 0]))
+        if pos <= 0 or neg <= 0:
+            only = "positive (1)" if neg <= 0 else "negative (0)"
+            raise FitError(
+                f"every weighted label is {only}: calibration needs both classes",
+                hint="check --label-col, or fit on more data",
+            )
+        if self.needs_probabilities and (s.min() < 0 or s.max() > 1):
+            raise FitError(
+                f"method {self.name!r} needs scores in [0, 1], got range [{s.min():g}, {s.max():g}]"
+            )
+        targets = platt_targets(y, w) if self.params.get("platt_correction") else y
+        self._fit(s, targets, w, features)
+        self._fitted = True
+        return self
+
+    def predict(self, scores: Any, features: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        """Calibrated probabilities in [0, 1] for new scores."""
+        self._check_fitted()
+        s = as_float_array(scores, "scores")
+        out = np.asarray(self._predict(s, features), dtype=np.float64)
+        return np.clip(out, 0.0, 1.0)
+
+    def get_state(self) -> dict[str, Any]:
+        """The minimal fitted state (JSON-able after numpy arrays become lists)."""
+        self._check_fitted()
+        return self._get_state()
+
+    @classmethod
+    def from_state(cls, params: Mapping[str, Any], state: Mapping[str, Any]) -> "Calibrator":
+        """Rebuild a fitted calibrator from saved params and state."""
+        obj = cls(**dict(params))
+        obj._set_state(dict(state))
+        obj._fitted = True
+        return obj
+
+    def summary(self) -> dict[str, Any]:
+        """Key fitted values for the fit report and the map's training block."""
+        return {}
+
+    def input_features(self) -> tuple[list[str], list[str]]:
+        """(categorical, numeric) feature columns `predict` needs; none for score-only maps."""
+        return [], []
+
+    def _check_fitted(self) -> None:
+        if not self._fitted:
+            raise NotFittedError(f"{type(self).__name__} is not fitted yet: call fit first")
+
+    # Subclasses implement these four.
+    def _fit(self, s: np.ndarray, y: np.ndarray, w: np.ndarray, features: Mapping[str, np.ndarray] | None) -> None:
+        raise NotImplementedError
+
+    def _predict(self, s: np.ndarray, features: Mapping[str, np.ndarray] | None) -> np.ndarray:
+        raise NotImplementedError
+
+    def _get_state(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _set_state(self, state: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+def unique_with_sums(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pool tied scores: sorted unique scores, summed weights, summed weighted targets.
+
+    One sort (np.unique) and two bincounts, so every later step costs per distinct score.
+    """
+    xs, inv = np.unique(s, return_inverse=True)
+    sw = np.bincount(inv, weights=w, minlength=xs.size)
+    swy = np.bincount(inv, weights=w * y, minlength=xs.size)
+    return xs, sw, swy

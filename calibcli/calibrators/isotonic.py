@@ -1,0 +1,89 @@
+"""Isotonic regression calibration: weighted pool-adjacent-violators on tie-pooled scores.
+
+Prediction joins the fitted (score, value) knots by linear interpolation and is constant
+outside the training range (never NaN, unlike scikit-learn's default `out_of_bounds='nan'`).
+
+References
+----------
+Zadrozny & Elkan (2002), "Transforming classifier scores into accurate multiclass
+probability estimates"; Barlow et al. (1972) for PAV.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from calibcli.calibrators.base import PLATT_CORRECTION, Calibrator, as_float_array, unique_with_sums
+from calibcli.calibrators.registry import register
+
+
+def pav(y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Weighted isotonic (non-decreasing) least-squares fit of `y`, already sorted by score.
+
+    The kernel is scipy's compiled pool-adjacent-violators (`scipy.optimize.isotonic_regression`,
+    O(n)); a vectorised numpy PAV needs one pass per cascade of pools and took 40 s at 1e7
+    points against scipy's 0.5 s. Weights must be positive (callers drop zero-weight points).
+    Imported here so that `calib --help` and `apply` never pay for scipy.optimize.
+    """
+    from scipy.optimize import isotonic_regression
+
+    y = np.asarray(y, dtype=np.float64)
+    if y.size == 0:
+        return y.copy()
+    return isotonic_regression(y, weights=np.asarray(w, dtype=np.float64), increasing=True).x
+
+
+def isotonic_knots(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Knots (x, value) of the isotonic fit: ties pooled, then redundant interior knots removed.
+
+    A knot is kept where the fitted value changes on either side, so the linear interpolant
+    through the kept knots equals the one through every distinct score.
+    """
+    xs, sw, swy = unique_with_sums(s, y, w)
+    keep = sw > 0
+    xs, sw, swy = xs[keep], sw[keep], swy[keep]
+    fitted = pav(swy / sw, sw)
+    return compress_knots(xs, fitted)
+
+
+def compress_knots(x: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Drop interior knots that lie inside a flat run (same value on both neighbours)."""
+    if x.size <= 2:
+        return x, v
+    flat_inside = (v[1:-1] == v[:-2]) & (v[1:-1] == v[2:])
+    keep = np.concatenate([[True], ~flat_inside, [True]])
+    return x[keep], v[keep]
+
+
+def interpolate(x_knots: np.ndarray, y_knots: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Linear interpolation between knots, constant outside [x_knots[0], x_knots[-1]]."""
+    if x_knots.size == 1:
+        return np.full(s.shape, y_knots[0])
+    return np.interp(s, x_knots, y_knots)
+
+
+@register
+class IsotonicCalibrator(Calibrator):
+    """Isotonic regression (PAV) with tied scores pooled and linear interpolation."""
+
+    name = "isotonic"
+    description = "isotonic regression (weighted PAV), linear between knots, constant outside"
+    params = (PLATT_CORRECTION,)
+
+    def _fit(self, s, y, w, features):
+        self.x_, self.y_ = isotonic_knots(s, y, w)
+
+    def _predict(self, s, features):
+        return interpolate(self.x_, self.y_, s)
+
+    def _get_state(self) -> dict[str, Any]:
+        return {"x": self.x_, "y": self.y_}
+
+    def _set_state(self, state: dict[str, Any]) -> None:
+        self.x_ = as_float_array(state["x"], "state x")
+        self.y_ = as_float_array(state["y"], "state y")
+
+    def summary(self) -> dict[str, Any]:
+        return {"knots": int(self.x_.size)}

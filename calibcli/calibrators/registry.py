@@ -1,0 +1,44 @@
+"""String-keyed registry of calibrator classes: the only place a method name is dispatched."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Mapping
+
+from calibcli.calibrators.base import Calibrator
+from calibcli.errors import UsageError
+
+_REGISTRY: dict[str, type[Calibrator]] = {}
+
+
+def register(cls: type[Calibrator]) -> type[Calibrator]:
+    """Class decorator: make `cls` available as `calib fit --method <cls.name>`."""
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} has no name")
+    if cls.name in _REGISTRY:
+        raise ValueError(f"method {cls.name!r} is registered twice")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def available() -> list[str]:
+    """Registered method names, sorted."""
+    return sorted(_REGISTRY)
+
+
+def get(name: str) -> type[Calibrator]:
+    """The class for a method name; unknown names get the closest match as a hint."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, _REGISTRY, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UsageError(
+            f"unknown method {name!r}",
+            hint=hint + "available methods: " + ", ".join(available()),
+        ) from None
+
+
+def create(name: str, params: Mapping[str, Any] | None = None) -> Calibrator:
+    """An unfitted calibrator of method `name` with typed parameters."""
+    return get(name)(**dict(params or {}))

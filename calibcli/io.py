@@ -1,0 +1,469 @@
+"""Reading and writing score files: CSV, TSV, JSON lines and Parquet, files or stdin/stdout.
+
+- Format: `--format`, else the extension (`.csv`, `.tsv`/`.tab`, `.jsonl`/`.ndjson`,
+  `.parquet`/`.pq`, each optionally `.gz` for the text formats), else sniffed from the
+  first bytes: Parquet's `PAR1` magic, gzip's magic (then sniffed again), a `{` for JSON
+  lines, otherwise CSV, or TSV when the header line has tabs and no commas.
+- UTF-8 BOM and CRLF line ends are accepted. Columns of any numeric or boolean type are
+  read as float64.
+- Errors name the file, the column and the 1-based data row (header not counted) and the
+  offending value; they are `InputError`s, which the CLI prints as one line with exit 2.
+- Outputs are written to a temporary file in the target directory and renamed into place
+  only when complete, so a failed run never leaves a half-written file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import gzip
+import io as _io
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from calibcli.errors import InputError, MapError, UsageError
+
+FORMATS = ("csv", "tsv", "jsonl", "parquet")
+_EXTENSIONS = {
+    ".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl",
+    ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet",
+}
+_PARQUET_MAGIC = b"PAR1"
+_GZIP_MAGIC = b"\x1f\x8b"
+_SNIFF_BYTES = 1 << 16
+BATCH_ROWS = 1 << 17
+
+
+def display_name(path: str) -> str:
+    """How a path appears in messages: `<stdin>` for `-`."""
+    return "<stdin>" if path == "-" else str(path)
+
+
+def format_from_path(path: str) -> str | None:
+    """The format an extension implies (`.csv.gz` -> csv), or None."""
+    suffixes = [s.lower() for s in Path(path).suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    return _EXTENSIONS.get(suffixes[-1]) if suffixes else None
+
+
+def check_format(fmt: str | None) -> str | None:
+    if fmt is not None and fmt not in FORMATS:
+        raise UsageError(f"unknown format {fmt!r}", hint="formats: " + ", ".join(FORMATS))
+    return fmt
+
+
+def sniff_format(head: bytes) -> str:
+    """Guess the format of (decompressed) leading bytes."""
+    if head[:4] == _PARQUET_MAGIC:
+        return "parquet"
+    text = head.lstrip(b"\xef\xbb\xbf").lstrip()
+    if text[:1] == b"{":
+        return "jsonl"
+    first_line = text.split(b"\n", 1)[0]
+    if b"\t" in first_line and b"," not in first_line:
+        return "tsv"
+    return "csv"
+
+
+# ---------------------------------------------------------------------------- raw bytes
+
+
+def read_bytes(path: str, what: str = "input") -> bytes:
+    """All bytes of a file or of stdin; a missing file is an InputError (MapError for maps)."""
+    error = MapError if what == "map" else InputError
+    if path == "-":
+        return sys.stdin.buffer.read()
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise error(f"{path}: no such {what} file") from None
+    except IsADirectoryError:
+        raise error(f"{path}: is a directory, expected a {what} file") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read ({exc.strerror})") from None
+
+
+@contextlib.contextmanager
+def atomic_output(path: str) -> Iterator[IO[bytes]]:
+    """A binary handle whose content appears at `path` only if the block succeeds.
+
+    `-` yields stdout. Otherwise a temporary file is created next to `path` (same
+    filesystem, so the final rename is atomic) and removed on any error.
+    """
+    if path == "-":
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    if not directory.is_dir():
+        raise InputError(f"{path}: output directory {str(directory)!r} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_bytes_atomic(path: str, data: bytes) -> None:
+    """Write `data` to `path` (or stdout for `-`) in one atomic step."""
+    with atomic_output(path) as fh:
+        fh.write(data)
+
+
+# ---------------------------------------------------------------------------- opening
+
+
+class _Prefixed(_io.RawIOBase):
+    """A read-only stream: already-read `prefix` bytes, then the rest of `stream`."""
+
+    def __init__(self, prefix: bytes, stream: IO[bytes]):
+        self._prefix = memoryview(prefix)
+        self._stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        if self._prefix:
+            n = min(len(buf), len(self._prefix))
+            buf[:n] = self._prefix[:n]
+            self._prefix = self._prefix[n:]
+            return n
+        data = self._stream.read(len(buf))
+        buf[: len(data)] = data
+        return len(data)
+
+
+@dataclass
+class Source:
+    """An opened input: its display name, format and a binary stream (or Parquet buffer)."""
+
+    name: str
+    format: str
+    stream: Any  # binary file-like for text formats; pyarrow buffer or path for Parquet
+
+
+def _read_head(fh: IO[bytes]) -> bytes:
+    chunks, size = [], 0
+    while size < _SNIFF_BYTES:
+        chunk = fh.read(_SNIFF_BYTES - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def open_source(path: str, fmt: str | None = None) -> Source:
+    """Open a score file or stdin for reading, deciding its format and compression."""
+    name = display_name(path)
+    fmt = check_format(fmt) or (format_from_path(path) if path != "-" else None)
+    if path == "-":
+        raw: IO[bytes] = sys.stdin.buffer
+    else:
+        try:
+            raw = open(path, "rb")
+        except FileNotFoundError:
+            raise InputError(f"{path}: no such file") from None
+        except IsADirectoryError:
+            raise InputError(f"{path}: is a directory, expected a score file") from None
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    head = _read_head(raw)
+    if not head:
+        raise InputError(f"{name}: empty input (no header, no rows)")
+    if head[:2] == _GZIP_MAGIC:
+        stream: IO[bytes] = gzip.GzipFile(fileobj=_Prefixed(head, raw))  # type: ignore[arg-type]
+        try:
+            inner = _read_head(stream)
+        except (OSError, EOFError) as exc:
+            raise InputError(f"{name}: corrupt gzip data ({exc})") from None
+        if not inner:
+            raise InputError(f"{name}: empty input (no header, no rows)")
+        fmt = fmt or sniff_format(inner)
+        return Source(name, fmt, _io.BufferedReader(_Prefixed(inner, stream)))
+    fmt = fmt or sniff_format(head)
+    if fmt == "parquet":
+        if path != "-":
+            raw.close()
+            return Source(name, fmt, path)
+        return Source(name, fmt, pa.py_buffer(head + raw.read()))
+    return Source(name, fmt, _io.BufferedReader(_Prefixed(head, raw)))
+
+
+# ---------------------------------------------------------------------------- tables
+
+
+def _csv_options(fmt: str, string_columns: tuple[str, ...], block_size: int | None = None):
+    import pyarrow.csv as pacsv
+
+    read = pacsv.ReadOptions(block_size=block_size) if block_size else pacsv.ReadOptions()
+    parse = pacsv.ParseOptions(delimiter="\t" if fmt == "tsv" else ",")
+    convert = pacsv.ConvertOptions(
+        column_types={c: pa.string() for c in string_columns},
+        true_values=["true", "True", "TRUE"],
+        false_values=["false", "False", "FALSE"],
+    )
+    return read, parse, convert
+
+
+def _arrow_error(source: Source, exc: Exception) -> InputError:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if source.format == "parquet":
+        return InputError(f"{source.name}: not a readable Parquet file ({text})")
+    if "Empty CSV file" in text:
+        return InputError(f"{source.name}: empty input (no header, no rows)")
+    return InputError(f"{source.name}: cannot parse as {source.format.upper()}: {text}")
+
+
+def read_table(path: str, fmt: str | None = None, string_columns: tuple[str, ...] = ()) -> pa.Table:
+    """Read a whole score file into memory (fit and evaluate need every row at once)."""
+    source = open_source(path, fmt)
+    try:
+        if source.format == "parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(source.stream)
+            table = _cast_strings(table, string_columns)
+        elif source.format == "jsonl":
+            import pyarrow.json as pajson
+
+            table = _cast_strings(pajson.read_json(source.stream), string_columns)
+        else:
+            import pyarrow.csv as pacsv
+
+            read, parse, convert = _csv_options(source.format, string_columns)
+            table = pacsv.read_csv(source.stream, read_options=read, parse_options=parse,
+                                   convert_options=convert)
+    except (pa.ArrowException, OSError, EOFError) as exc:
+        raise _arrow_error(source, exc) from None
+    return table
+
+
+def iter_batches(path: str, fmt: str | None = None, string_columns: tuple[str, ...] = ()
+                 ) -> tuple[Source, Iterator[pa.RecordBatch]]:
+    """Stream record batches from a score file or stdin, for `apply` on data larger than memory."""
+    source = open_source(path, fmt)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        try:
+            if source.format == "parquet":
+                import pyarrow.parquet as pq
+
+                pf = pq.ParquetFile(source.stream)
+                for batch in pf.iter_batches(batch_size=BATCH_ROWS):
+                    yield _cast_strings_batch(batch, string_columns)
+            elif source.format == "jsonl":
+                import pyarrow.json as pajson
+
+                reader = pajson.open_json(source.stream)
+                for batch in reader:
+                    yield _cast_strings_batch(batch, string_columns)
+            else:
+                import pyarrow.csv as pacsv
+
+                read, parse, convert = _csv_options(source.format, string_columns, block_size=1 << 22)
+                yield from pacsv.open_csv(source.stream, read_options=read, parse_options=parse,
+                                          convert_options=convert)
+        except (pa.ArrowException, OSError, EOFError) as exc:
+            raise _arrow_error(source, exc) from None
+
+    return source, batches()
+
+
+def _cast_strings(table: pa.Table, columns: tuple[str, ...]) -> pa.Table:
+    for name in columns:
+        if name in table.column_names and table.schema.field(name).type != pa.string():
+            i = table.column_names.index(name)
+            table = table.set_column(i, name, pc.cast(table.column(name), pa.string()))
+    return table
+
+
+def _cast_strings_batch(batch: pa.RecordBatch, columns: tuple[str, ...]) -> pa.RecordBatch:
+    if not any(c in batch.schema.names for c in columns):
+        return batch
+    return pa.RecordBatch.from_arrays(
+        [pc.cast(col, pa.string()) if name in columns and col.type != pa.string() else col
+         for name, col in zip(batch.schema.names, batch.columns)],
+        names=batch.schema.names,
+    )
+
+
+# ---------------------------------------------------------------------------- columns
+
+
+def _column(table: pa.Table | pa.RecordBatch, name: str, source: str, flag: str) -> pa.ChunkedArray:
+    names = list(table.schema.names)
+    count = names.count(name)
+    if count == 0:
+        close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
+        hint = (f"did you mean {close[0]!r}? " if close else "") + "columns: " + ", ".join(names[:20])
+        raise InputError(f"{source}: no column {name!r} (set it with {flag})", hint=hint)
+    if count > 1:
+        raise InputError(f"{source}: column {name!r} appears {count} times in the header")
+    col = table.column(names.index(name))
+    return col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
+
+
+def _first(mask: np.ndarray) -> int:
+    return int(np.argmax(mask))
+
+
+def _to_float(col: pa.ChunkedArray, name: str, source: str, offset: int) -> np.ndarray:
+    """A numeric/boolean/numeric-text column as float64; errors name row and value."""
+    typ = col.type
+    if pa.types.is_dictionary(typ):
+        col = col.cast(typ.value_type)
+        typ = col.type
+    if col.null_count:
+        row = _first(np.asarray(col.is_null())) + 1 + offset
+        raise InputError(f"{source}: column {name!r}, row {row}: empty value")
+    if pa.types.is_boolean(typ) or pa.types.is_integer(typ) or pa.types.is_floating(typ) \
+            or pa.types.is_decimal(typ):
+        return np.asarray(col.cast(pa.float64()), dtype=np.float64)
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        trimmed = pc.utf8_trim_whitespace(col)
+        try:
+            return np.asarray(pc.cast(trimmed, pa.float64()), dtype=np.float64)
+        except pa.ArrowInvalid:
+            pass
+        text = trimmed.to_numpy(zero_copy_only=False)
+        for i, value in enumerate(text):  # error path only: find the first unparseable row
+            try:
+                float(value)
+            except ValueError:
+                raise InputError(
+                    f"{source}: column {name!r}, row {i + 1 + offset}: {value!r} is not a number"
+                ) from None
+        raise InputError(f"{source}: column {name!r} holds values that are not numbers")
+    raise InputError(f"{source}: column {name!r} has type {typ}, expected numbers")
+
+
+def scores_from(table: pa.Table | pa.RecordBatch, name: str, source: str, offset: int = 0,
+                flag: str = "--score-col") -> np.ndarray:
+    """A finite float64 score (or probability) column."""
+    s = _to_float(_column(table, name, source, flag), name, source, offset)
+    bad = ~np.isfinite(s)
+    if bad.any():
+        i = _first(bad)
+        raise InputError(f"{source}: column {name!r}, row {i + 1 + offset}: score {s[i]!r} is not finite",
+                         hint="remove or repair rows with NaN or inf scores")
+    return s
+
+
+_LABEL_TEXT = {"0": 0.0, "1": 1.0, "0.0": 0.0, "1.0": 1.0, "false": 0.0, "true": 1.0}
+
+
+def labels_from(table: pa.Table | pa.RecordBatch, name: str, source: str, offset: int = 0) -> np.ndarray:
+    """A 0/1 label column (0/1 numbers, booleans, or the words true/false) as float64."""
+    col = _column(table, name, source, "--label-col")
+    if col.null_count:
+        row = _first(np.asarray(col.is_null())) + 1 + offset
+        raise InputError(f"{source}: column {name!r}, row {row}: empty label (labels must be 0 or 1)")
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        text = pc.utf8_lower(pc.utf8_trim_whitespace(col))
+        known = np.asarray(pc.is_in(text, value_set=pa.array(list(_LABEL_TEXT))))
+        if not known.all():
+            i = _first(~known)
+            raise InputError(f"{source}: column {name!r}, row {i + 1 + offset}: label "
+                             f"{col[i].as_py()!r} is not 0/1 or true/false")
+        return np.asarray(pc.is_in(text, value_set=pa.array(["1", "1.0", "true"])), dtype=np.float64)
+    y = _to_float(col, name, source, offset)
+    bad = (y != 0) & (y != 1)
+    if bad.any():
+        i = _first(bad)
+        value = col[i].as_py()
+        raise InputError(f"{source}: column {name!r}, row {i + 1 + offset}: label {value!r} is not 0 or 1")
+    return y
+
+
+def weights_from(table: pa.Table | pa.RecordBatch, name: str, source: str) -> np.ndarray:
+    """A finite, non-negative weight column."""
+    w = _to_float(_column(table, name, source, "--weight-col"), name, source, 0)
+    bad = ~np.isfinite(w) | (w < 0)
+    if bad.any():
+        i = _first(bad)
+        raise InputError(f"{source}: column {name!r}, row {i + 1}: weight {w[i]!r} must be finite and >= 0")
+    return w
+
+
+def field_codes(table: pa.Table | pa.RecordBatch, name: str, source: str) -> tuple[np.ndarray, list[str]]:
+    """A categorical column as integer codes and the category names (nulls become '')."""
+    col = _column(table, name, source, "--field-col")
+    col = pc.fill_null(col.cast(pa.string()), "")
+    encoded = pc.dictionary_encode(col).combine_chunks()
+    codes = np.asarray(encoded.indices, dtype=np.int64)
+    return codes, encoded.dictionary.to_pylist()
+
+
+def field_values(table: pa.Table | pa.RecordBatch, name: str, source: str) -> np.ndarray:
+    """A categorical column as an object array of strings (nulls become '')."""
+    codes, categories = field_codes(table, name, source)
+    return np.asarray(categories, dtype=object)[codes] if codes.size else np.empty(0, dtype=object)
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+class BatchWriter:
+    """Writes record batches as CSV, TSV, JSON lines or Parquet to an open binary handle."""
+
+    def __init__(self, fh: IO[bytes], fmt: str, schema: pa.Schema):
+        self.fmt = check_format(fmt)
+        self._fh = fh
+        self._writer: Any = None
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            self._writer = pq.ParquetWriter(fh, schema)
+        elif fmt in ("csv", "tsv"):
+            import pyarrow.csv as pacsv
+
+            opts = pacsv.WriteOptions(delimiter="\t" if fmt == "tsv" else ",")
+            self._writer = pacsv.CSVWriter(fh, schema, write_options=opts)
+
+    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
+        if self.fmt == "jsonl":
+            rows = batch.to_pylist()
+            self._fh.write("".join(json.dumps(r, allow_nan=False, default=str) + "\n"
+                                   for r in rows).encode())
+        elif isinstance(batch, pa.Table):
+            self._writer.write_table(batch)
+        else:
+            self._writer.write_batch(batch) if self.fmt == "parquet" else self._writer.write(batch)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+
+def refuse_binary_tty(path: str, fmt: str) -> None:
+    """Parquet is never written to a terminal."""
+    if path == "-" and fmt == "parquet" and sys.stdout.isatty():
+        raise UsageError("refusing to write Parquet to a terminal",
+                         hint="use -o FILE.parquet, pipe the output, or --format csv")
+
+
+def write_table(table: pa.Table, path: str, fmt: str) -> None:
+    """Write a whole table atomically (stdout for `-`)."""
+    refuse_binary_tty(path, fmt)
+    with atomic_output(path) as fh:
+        writer = BatchWriter(fh, fmt, table.schema)
+        writer.write(table)
+        writer.close()
