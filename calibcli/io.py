@@ -257,34 +257,45 @@ def read_table(path: str, fmt: str | None = None, string_columns: tuple[str, ...
 
 
 def iter_batches(path: str, fmt: str | None = None, string_columns: tuple[str, ...] = ()
-                 ) -> tuple[Source, Iterator[pa.RecordBatch]]:
-    """Stream record batches from a score file or stdin, for `apply` on data larger than memory."""
+                 ) -> tuple[Source, pa.Schema, Iterator[pa.RecordBatch]]:
+    """Stream record batches from a score file or stdin, for `apply` on data larger than memory.
+
+    The reader is opened (and the header parsed) before returning, so a bad header fails
+    before any output is created.
+    """
     source = open_source(path, fmt)
+    try:
+        if source.format == "parquet":
+            import pyarrow.parquet as pq
+
+            pf = pq.ParquetFile(source.stream)
+            reader: Any = pf.iter_batches(batch_size=BATCH_ROWS)
+            schema = pf.schema_arrow
+        elif source.format == "jsonl":
+            import pyarrow.json as pajson
+
+            reader = pajson.open_json(source.stream)
+            schema = reader.schema
+        else:
+            import pyarrow.csv as pacsv
+
+            read, parse, convert = _csv_options(source.format, string_columns, block_size=1 << 22)
+            reader = pacsv.open_csv(source.stream, read_options=read, parse_options=parse,
+                                    convert_options=convert)
+            schema = reader.schema
+    except (pa.ArrowException, OSError, EOFError) as exc:
+        raise _arrow_error(source, exc) from None
+    schema = pa.schema([pa.field(f.name, pa.string()) if f.name in string_columns else f
+                        for f in schema])
 
     def batches() -> Iterator[pa.RecordBatch]:
         try:
-            if source.format == "parquet":
-                import pyarrow.parquet as pq
-
-                pf = pq.ParquetFile(source.stream)
-                for batch in pf.iter_batches(batch_size=BATCH_ROWS):
-                    yield _cast_strings_batch(batch, string_columns)
-            elif source.format == "jsonl":
-                import pyarrow.json as pajson
-
-                reader = pajson.open_json(source.stream)
-                for batch in reader:
-                    yield _cast_strings_batch(batch, string_columns)
-            else:
-                import pyarrow.csv as pacsv
-
-                read, parse, convert = _csv_options(source.format, string_columns, block_size=1 << 22)
-                yield from pacsv.open_csv(source.stream, read_options=read, parse_options=parse,
-                                          convert_options=convert)
+            for batch in reader:
+                yield _cast_strings_batch(batch, string_columns)
         except (pa.ArrowException, OSError, EOFError) as exc:
             raise _arrow_error(source, exc) from None
 
-    return source, batches()
+    return source, schema, batches()
 
 
 def _cast_strings(table: pa.Table, columns: tuple[str, ...]) -> pa.Table:
@@ -308,13 +319,18 @@ def _cast_strings_batch(batch: pa.RecordBatch, columns: tuple[str, ...]) -> pa.R
 # ---------------------------------------------------------------------------- columns
 
 
+def missing_column(name: str, names: list[str], source: str, flag: str) -> InputError:
+    """The error for a column the file lacks, suggesting the closest existing name."""
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
+    hint = (f"did you mean {close[0]!r}? " if close else "") + "columns: " + ", ".join(names[:20])
+    return InputError(f"{source}: no column {name!r} (set it with {flag})", hint=hint)
+
+
 def _column(table: pa.Table | pa.RecordBatch, name: str, source: str, flag: str) -> pa.ChunkedArray:
     names = list(table.schema.names)
     count = names.count(name)
     if count == 0:
-        close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
-        hint = (f"did you mean {close[0]!r}? " if close else "") + "columns: " + ", ".join(names[:20])
-        raise InputError(f"{source}: no column {name!r} (set it with {flag})", hint=hint)
+        raise missing_column(name, names, source, flag)
     if count > 1:
         raise InputError(f"{source}: column {name!r} appears {count} times in the header")
     col = table.column(names.index(name))

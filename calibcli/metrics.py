@@ -1,0 +1,154 @@
+"""Evaluation metrics for binary probabilities: pure functions of labels y (0/1) and p in [0, 1].
+
+Definitions (all unweighted means over the N rows):
+
+- log-loss: -mean(y ln p + (1-y) ln(1-p)), p clipped to [1e-15, 1 - 1e-15] (`LOG_LOSS_EPS`).
+- Brier score: mean((p - y)^2).
+- AUC: Mann-Whitney probability that a positive outranks a negative, ties counted half
+  (average ranks); NaN when only one class is present.
+- Prob-ECE: 10 equal-width bins on [0, 1], bin k = min(floor(10 p), 9) (so p = 1 is in the
+  last bin); sum over bins of (n_k / N) |mean p - mean y|.
+- CalBin (Zitnik et al. 2012, section II.B; "calibration by overlapping bins"): rows sorted
+  by p; for each window b = 1 .. n-s of s consecutive rows, the mean over the window of
+  |p_i - ybar_b|, where ybar_b is the window's positive rate; CalBin is the mean of that over
+  the n-s windows. The paper's formula sums (not averages) inside each window; we divide by
+  s so CalBin lies in [0, 1] like the values in the paper's tables, and keep its 1/(n-s)
+  and its window count n-s. When n <= s there is one window of all n rows. Rows with tied
+  p get their tie group's mean label first, so the result does not depend on row order.
+- Field-ECE (Pan et al. 2020, eq. 5): (1/N) sum_z |sum_{i in z} (y_i - p_i)|.
+- Field-RCE (eq. 6): (1/N) sum_z N_z |sum_{i in z}(y_i - p_i)| / sum_{i in z}(y_i + eps),
+  eps = 0.01 per row as the paper writes it, so fields without positives still count.
+
+References
+----------
+Zitnik, Bosnic, Kononenko (2012); Pan, Zhou, Wang, Ji, Zheng (2020), "Field-aware
+Calibration: A Simple and Empirically Strong Method for Reliable Probabilistic Predictions".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+LOG_LOSS_EPS = 1e-15
+FIELD_RCE_EPS = 0.01
+ECE_BINS = 10
+CALBIN_WINDOW = 100
+
+# Display name and direction ("lower" or "higher" is better) of every metric, in table order.
+METRICS: dict[str, tuple[str, str]] = {
+    "log_loss": ("log-loss", "lower"),
+    "brier": ("Brier", "lower"),
+    "auc": ("AUC", "higher"),
+    "ece": ("ECE", "lower"),
+    "calbin": ("CalBin", "lower"),
+    "field_ece": ("Field-ECE", "lower"),
+    "field_rce": ("Field-RCE", "lower"),
+}
+
+
+def log_loss(y: np.ndarray, p: np.ndarray, eps: float = LOG_LOSS_EPS) -> float:
+    """Mean negative log-likelihood with p clipped to [eps, 1-eps]."""
+    q = np.clip(p, eps, 1 - eps)
+    return float(-np.mean(np.where(y == 1, np.log(q), np.log1p(-q))))
+
+
+def brier(y: np.ndarray, p: np.ndarray) -> float:
+    """Mean squared difference between probability and label."""
+    return float(np.mean((p - y) ** 2))
+
+
+def _tie_groups(sorted_p: np.ndarray) -> np.ndarray:
+    """Group index of each position in a sorted array (equal values share a group)."""
+    return np.concatenate([[0], np.cumsum(sorted_p[1:] != sorted_p[:-1])])
+
+
+def auc(y: np.ndarray, p: np.ndarray) -> float:
+    """Area under the ROC curve with ties counted half; NaN for a single class."""
+    n1 = float(np.sum(y == 1))
+    n0 = float(y.size - n1)
+    if n1 == 0 or n0 == 0:
+        return float("nan")
+    order = np.argsort(p)
+    ps = p[order]
+    group = _tie_groups(ps)
+    # Average 1-based rank of each tie group: (first + last) / 2.
+    first = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]]))
+    last = np.append(first[1:], ps.size) - 1
+    avg_rank = (first + last) / 2.0 + 1.0
+    ranks = avg_rank[group]
+    rank_sum = float(np.sum(ranks[y[order] == 1]))
+    return (rank_sum - n1 * (n1 + 1) / 2.0) / (n1 * n0)
+
+
+def prob_ece(y: np.ndarray, p: np.ndarray, bins: int = ECE_BINS) -> float:
+    """Expected calibration error over equal-width probability bins."""
+    k = np.minimum((p * bins).astype(np.int64), bins - 1)
+    count = np.bincount(k, minlength=bins)
+    gap = np.abs(np.bincount(k, weights=p, minlength=bins) - np.bincount(k, weights=y, minlength=bins))
+    return float(np.sum(gap) / y.size)
+
+
+def calbin(y: np.ndarray, p: np.ndarray, window: int = CALBIN_WINDOW) -> float:
+    """Calibration by overlapping bins (Zitnik et al. 2012), normalised as the module says.
+
+    Vectorised with prefix sums: within a window the sorted p_i below ybar_b contribute
+    ybar_b - p_i and the rest p_i - ybar_b, and the split point comes from one searchsorted.
+    """
+    n = y.size
+    order = np.argsort(p, kind="stable")
+    ps = p[order]
+    ys = y[order].astype(np.float64)
+    group = _tie_groups(ps)
+    ys = (np.bincount(group, weights=ys) / np.bincount(group))[group]
+    s = min(window, n)
+    n_windows = max(n - s, 1)
+    starts = np.arange(n_windows)
+    cy = np.concatenate([[0.0], np.cumsum(ys)])
+    cp = np.concatenate([[0.0], np.cumsum(ps)])
+    ybar = (cy[starts + s] - cy[starts]) / s
+    split = np.clip(np.searchsorted(ps, ybar, side="left"), starts, starts + s)
+    below = split - starts
+    sum_below = cp[split] - cp[starts]
+    sum_above = cp[starts + s] - cp[split]
+    dev = (ybar * below - sum_below) + (sum_above - ybar * (s - below))
+    return float(np.mean(dev / s))
+
+
+def _field_sums(y: np.ndarray, p: np.ndarray, groups: np.ndarray):
+    count = np.bincount(groups)
+    resid = np.bincount(groups, weights=y - p, minlength=count.size)
+    pos = np.bincount(groups, weights=y, minlength=count.size)
+    return count, resid, pos
+
+
+def field_ece(y: np.ndarray, p: np.ndarray, groups: np.ndarray) -> float:
+    """Field-level ECE (Pan et al. 2020, eq. 5); `groups` are integer codes of the field."""
+    _, resid, _ = _field_sums(y, p, groups)
+    return float(np.sum(np.abs(resid)) / y.size)
+
+
+def field_rce(y: np.ndarray, p: np.ndarray, groups: np.ndarray, eps: float = FIELD_RCE_EPS) -> float:
+    """Field-level relative calibration error (Pan et al. 2020, eq. 6)."""
+    count, resid, pos = _field_sums(y, p, groups)
+    keep = count > 0
+    return float(np.sum(count[keep] * np.abs(resid[keep]) / (pos[keep] + eps * count[keep])) / y.size)
+
+
+def compute_all(
+    y: np.ndarray,
+    p: np.ndarray,
+    groups: np.ndarray | None = None,
+    calbin_window: int = CALBIN_WINDOW,
+) -> dict[str, float]:
+    """Every metric for one probability column, in METRICS order; field metrics need groups."""
+    out = {
+        "log_loss": log_loss(y, p),
+        "brier": brier(y, p),
+        "auc": auc(y, p),
+        "ece": prob_ece(y, p),
+        "calbin": calbin(y, p, calbin_window),
+    }
+    if groups is not None:
+        out["field_ece"] = field_ece(y, p, groups)
+        out["field_rce"] = field_rce(y, p, groups)
+    return out
