@@ -2,7 +2,8 @@
 
 Bins are equal-frequency (weighted inverted-CDF quantiles of the training scores; edges that coincide because of
 tied scores are merged, so heavy ties give fewer bins) or equal-width over the training
-range. A score equal to an edge belongs to the bin above it. An empty equal-width bin takes
+range. A score equal to an edge belongs to the bin below it (so with n distinct scores
+and n_bins dividing n, equal-frequency bins hold equally many). An empty equal-width bin takes
 the value linearly interpolated (over bin index) between its nearest non-empty neighbours,
 constant beyond the outermost ones. Scores outside the training range fall in the first or
 last bin.
@@ -30,7 +31,7 @@ def weighted_quantiles(s: np.ndarray, w: np.ndarray, q: np.ndarray) -> np.ndarra
     """
     order = np.argsort(s, kind="stable")
     cum = np.cumsum(w[order])
-    idx = np.searchsorted(cum, q * cum[-1], side="left")
+    idx = np.searchsorted(cum, q * cum[-1] * (1 - 1e-12), side="left")  # guard 0.3*10 > 3
     return s[order][np.minimum(idx, s.size - 1)]
 
 
@@ -42,12 +43,12 @@ def bin_edges(s: np.ndarray, w: np.ndarray, n_bins: int, strategy: str) -> np.nd
     else:
         inner = weighted_quantiles(s, w, np.arange(1, n_bins) / n_bins)
     inner = np.unique(inner)
-    return inner[(inner > lo) & (inner <= hi)]
+    return inner[(inner >= lo) & (inner < hi)]
 
 
 def bin_values(s: np.ndarray, y: np.ndarray, w: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """Weighted target mean per bin; empty bins interpolated from their non-empty neighbours."""
-    idx = np.searchsorted(edges, s, side="right")
+    idx = np.searchsorted(edges, s, side="left")
     nb = edges.size + 1
     sw = np.bincount(idx, weights=w, minlength=nb)
     swy = np.bincount(idx, weights=w * y, minlength=nb)
@@ -79,7 +80,7 @@ class BinningCalibrator(Calibrator):
         self.values_ = bin_values(s, y, w, self.edges_)
 
     def _predict(self, s, features):
-        return self.values_[np.searchsorted(self.edges_, s, side="right")]
+        return self.values_[np.searchsorted(self.edges_, s, side="left")]
 
     def _get_state(self) -> dict[str, Any]:
         return {"edges": self.edges_, "values": self.values_}

@@ -1,0 +1,105 @@
+"""Metrics on a hand-computed case, against brute-force references, and their invariants."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.metrics import roc_auc_score
+
+from calibcli import metrics
+
+Y = np.array([0, 1, 1, 0, 1], dtype=float)
+P = np.array([0.1, 0.8, 0.6, 0.4, 0.4])
+G = np.array([0, 0, 1, 1, 1])
+
+
+def test_hand_computed_case():
+    assert metrics.log_loss(Y, P) == pytest.approx(
+        -(math.log(0.9) + math.log(0.8) + math.log(0.6) + math.log(0.6) + math.log(0.4)) / 5
+    )
+    assert metrics.brier(Y, P) == pytest.approx(0.73 / 5)
+    assert metrics.auc(Y, P) == pytest.approx(5.5 / 6)  # one tie (0.4 vs 0.4) counts half
+    # ECE: bins 1, 4 (two rows), 6, 8: gaps 0.1 + |0.8 - 1| + 0.4 + 0.2 over 5 rows.
+    assert metrics.prob_ece(Y, P) == pytest.approx(0.9 / 5)
+    # Field 0: residual -0.1 + 0.2 = 0.1; field 1: 0.4 - 0.4 + 0.6 = 0.6.
+    assert metrics.field_ece(Y, P, G) == pytest.approx(0.7 / 5)
+    assert metrics.field_rce(Y, P, G) == pytest.approx((2 * 0.1 / 1.02 + 3 * 0.6 / 2.03) / 5)
+    # CalBin, s = 2: sorted p .1 .4 .4 .6 .8, tied labels -> 0 .5 .5 1 1; windows 1..3:
+    # (|.1-.25| + |.4-.25|)/2 = .15, (|.4-.5| * 2)/2 = .1, (|.4-.75| + |.6-.75|)/2 = .25.
+    assert metrics.calbin(Y, P, window=2) == pytest.approx((0.15 + 0.1 + 0.25) / 3)
+
+
+def calbin_reference(y, p, s):
+    """The formula written out: loops over windows, tie groups averaged first."""
+    order = np.argsort(p, kind="stable")
+    ps, ys = p[order], y[order].astype(float)
+    for v in np.unique(ps):
+        ys[ps == v] = ys[ps == v].mean()
+    n = len(ps)
+    s = min(s, n)
+    windows = range(max(n - s, 1))
+    return np.mean([np.mean(np.abs(ps[b:b + s] - ys[b:b + s].mean())) for b in windows])
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("window", [1, 7, 100, 1000])
+def test_calbin_matches_reference(seed, window):
+    rng = np.random.default_rng(seed)
+    p = np.round(rng.random(300), 2)
+    y = (rng.random(300) < p).astype(float)
+    assert metrics.calbin(y, p, window) == pytest.approx(calbin_reference(y, p, window), abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_auc_matches_sklearn_with_ties(seed):
+    rng = np.random.default_rng(seed)
+    p = np.round(rng.random(500), 1)
+    y = (rng.random(500) < p).astype(float)
+    assert metrics.auc(y, p) == pytest.approx(roc_auc_score(y, p), abs=1e-12)
+
+
+def test_auc_single_class_is_nan():
+    assert math.isnan(metrics.auc(np.ones(4), np.linspace(0, 1, 4)))
+
+
+def test_log_loss_clips_certain_mistakes():
+    assert metrics.log_loss(np.array([1.0]), np.array([0.0])) == pytest.approx(-math.log(1e-15))
+
+
+def test_ece_puts_p_equal_one_in_the_last_bin():
+    assert metrics.prob_ece(np.array([1.0, 1.0]), np.array([1.0, 0.95])) == pytest.approx(0.025)
+
+
+def test_field_rce_counts_fields_without_positives():
+    y = np.array([0.0, 0.0])
+    p = np.array([0.1, 0.3])
+    assert metrics.field_rce(y, p, np.array([0, 0])) == pytest.approx(2 * 0.4 / 0.02 / 2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1), st.booleans()), min_size=1, max_size=60),
+       st.integers(1, 20), st.randoms())
+def test_invariants(rows, window, rnd):
+    p = np.array([r[0] for r in rows])
+    y = np.array([float(r[1]) for r in rows])
+    out = metrics.compute_all(y, p, np.zeros(len(rows), dtype=np.int64), window)
+    assert 0 <= out["brier"] <= 1
+    assert 0 <= out["ece"] <= 1
+    assert 0 <= out["calbin"] <= 1
+    assert out["log_loss"] >= 0
+    perm = list(range(len(rows)))
+    rnd.shuffle(perm)
+    again = metrics.compute_all(y[perm], p[perm], np.zeros(len(rows), dtype=np.int64), window)
+    for key, value in out.items():
+        assert again[key] == pytest.approx(value, abs=1e-12, nan_ok=True)
+    # Field-ECE with a single field is |mean(y - p)|.
+    assert out["field_ece"] == pytest.approx(abs(np.mean(y - p)), abs=1e-12)
+
+
+def test_perfectly_calibrated_constant_has_zero_ece():
+    y = np.array([1, 0, 0, 0] * 25, dtype=float)
+    p = np.full(100, 0.25)
+    assert metrics.prob_ece(y, p) == pytest.approx(0.0)
+    assert metrics.field_ece(y, p, np.zeros(100, dtype=np.int64)) == pytest.approx(0.0)
