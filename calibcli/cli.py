@@ -27,7 +27,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-_state = {"debug": False}
+_state = {"debug": False, "strict": False}
 
 InputArg = Annotated[str, typer.Argument(help="Score file (CSV, TSV, JSON lines, Parquet; .gz ok) or - for stdin.")]
 FormatOpt = Annotated[Optional[str], typer.Option("--format", "-f", help="Input format: csv, tsv, jsonl, parquet (default: from extension, else sniffed).")]
@@ -45,10 +45,12 @@ def _version(value: bool) -> None:
 def _main(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Hide warnings and summaries (errors still show).")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of unexpected errors.")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Treat warnings (non-converged fit, clipped scores, all-equal scores) as errors: exit 2, no output.")] = False,
     version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = None,
 ) -> None:
     console.quiet = quiet
     _state["debug"] = debug
+    _state["strict"] = strict
 
 
 def reports_errors(func: Callable) -> Callable:
@@ -95,7 +97,8 @@ def _fmt(value: float) -> str:
 @app.command()
 @reports_errors
 def fit(
-    input: InputArg,
+    input: Annotated[Optional[str], typer.Argument(help="Score file (CSV, TSV, JSON lines, Parquet; .gz ok) or - for stdin; omit with --from-summary.")] = None,
+    from_summary: Annotated[Optional[str], typer.Option("--from-summary", help="Fit on a score summary (from `calib summarize`, or Spark/Dask: Parquet/JSON file or directory) instead of rows.")] = None,
     method: Annotated[str, typer.Option("--method", "-m", help="Calibration method (see `calib methods`).")] = "isotonic",
     param: Annotated[List[str], typer.Option("--param", "-p", help="Method option key=value; repeatable.")] = [],
     output: Annotated[str, typer.Option("--output", "-o", help="Where to save the map: .json or .parquet; - (default) prints JSON to stdout.")] = "-",
@@ -112,11 +115,23 @@ def fit(
     \b
     calib fit --method isotonic cal.csv -o map.json
     cat cal.csv | calib fit - --method logistic > map.json
+    calib fit --from-summary summary.parquet --method isotonic -o map.json
     """
     from calibcli import pipeline
 
-    cols = pipeline.Columns(score_col, label_col, weight_col, tuple(field_col), tuple(feature_col))
-    result = pipeline.fit_file(input, method, _parse_params(param), cols, format, seed, output)
+    if (input is None) == (from_summary is None):
+        raise UsageError("give either a score file or --from-summary FILE (not both)",
+                         hint="e.g. `calib fit cal.csv` or `calib fit --from-summary summary.parquet`")
+    if from_summary is not None:
+        if weight_col or field_col or feature_col or format:
+            raise UsageError("--weight-col, --field-col, --feature-col and --format apply to score files, "
+                             "not to --from-summary", hint="give them to `calib summarize` instead")
+        result = pipeline.fit_summary_file(from_summary, method, _parse_params(param), seed, output,
+                                           strict=_state["strict"])
+    else:
+        cols = pipeline.Columns(score_col, label_col, weight_col, tuple(field_col), tuple(feature_col))
+        result = pipeline.fit_file(input, method, _parse_params(param), cols, format, seed, output,
+                                   strict=_state["strict"])
     for message in result.warnings:
         console.warn(message)
     _print_fit_summary(method, result)
@@ -140,6 +155,37 @@ def _print_fit_summary(method: str, result) -> None:
 
 @app.command()
 @reports_errors
+def summarize(
+    input: InputArg,
+    output: Annotated[str, typer.Option("--output", "-o", help="Where to save the summary: .parquet or .json; - (default) prints JSON to stdout.")] = "-",
+    score_col: ScoreCol = "score",
+    label_col: LabelCol = "label",
+    weight_col: Annotated[Optional[str], typer.Option("--weight-col", help="Column of non-negative row weights.")] = None,
+    step: Annotated[Optional[float], typer.Option("--step", help="Round scores to multiples of STEP (each moves at most STEP/2); default exact.")] = None,
+    format: FormatOpt = None,
+) -> None:
+    """Stream a score file into per-score counts (n0, n1) that `calib fit --from-summary` fits on.
+
+    Summaries of parts merge: Spark or Dask can write the same table (score, n0, n1);
+    INPUT may be a directory or glob of Parquet parts.
+
+    \b
+    calib summarize big.parquet -o summary.parquet
+    calib fit --from-summary summary.parquet --method isotonic -o map.json
+    """
+    from calibcli import io, pipeline, progress, summary
+
+    cols = pipeline.Columns(score_col, label_col, weight_col)
+    total = io.parquet_rows(input) if progress.enabled() else None
+    with progress.rows("summarize", total) as advance:
+        result = pipeline.summarize_file(input, cols, format, step, on_batch=advance)
+    summary.save(result, output)
+    console.info(f"summarized {result.rows} rows, {result.positives} positive, into "
+                 f"{result.size} distinct scores" + (f" (step {step:g})" if step else ""))
+
+
+@app.command()
+@reports_errors
 def apply(
     map: Annotated[str, typer.Argument(help="A map saved by `calib fit` (.json or .parquet).")],
     input: InputArg,
@@ -151,13 +197,20 @@ def apply(
 ) -> None:
     """Add calibrated probabilities to a score file, streaming (works in pipes and on large files).
 
+    INPUT may also be a directory or glob of Parquet parts: the parts are then mirrored
+    into the directory -o. A progress bar shows on stderr when it is a terminal.
+
     \b
     calib apply map.json new.parquet -o out.parquet
     cat new.csv | calib apply map.json - > out.csv
+    calib apply map.json 'scores/*.parquet' -o calibrated/
     """
-    from calibcli import pipeline
+    from calibcli import io, pipeline, progress
 
-    pipeline.apply_file(map, input, output, score_col, output_col, input_format, format)
+    total = io.parquet_rows(input) if progress.enabled() else None
+    with progress.rows("apply", total) as advance:
+        pipeline.apply_file(map, input, output, score_col, output_col, input_format, format,
+                            on_batch=advance)
 
 
 @app.command()
@@ -170,44 +223,73 @@ def evaluate(
     score_col: ScoreCol = "score",
     field_col: Annotated[Optional[str], typer.Option("--field-col", help="Categorical column for Field-ECE and Field-RCE.")] = None,
     calbin_window: Annotated[int, typer.Option("--calbin-window", help="CalBin window size s.")] = 100,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON instead of a table.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (versioned schema) instead of tables.")] = False,
+    fail_above: Annotated[List[str], typer.Option("--fail-above", metavar="METRIC=X", help="Gate: exit 1 if METRIC is above X (e.g. field-rce=0.12); repeatable.")] = [],
+    fail_below: Annotated[List[str], typer.Option("--fail-below", metavar="METRIC=X", help="Gate: exit 1 if METRIC is below X (e.g. auc=0.7); repeatable.")] = [],
+    baseline: Annotated[Optional[str], typer.Option("--baseline", metavar="FILE", help="JSON from an earlier `evaluate --json`/--save-baseline to compare with.")] = None,
+    max_regression: Annotated[List[str], typer.Option("--max-regression", metavar="METRIC=D", help="Gate: exit 1 if METRIC is worse than the baseline by more than D, or D% of it (e.g. field-rce=0.01, log-loss=5%); repeatable.")] = [],
+    save_baseline: Annotated[Optional[str], typer.Option("--save-baseline", metavar="FILE", help="Also write the JSON report to FILE, for a later --baseline.")] = None,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", metavar="N", help="Add 95% percentile confidence intervals from N row resamples.")] = 0,
+    gate_on: Annotated[str, typer.Option("--gate-on", metavar="point|upper", help="point: gate on the metric; upper: fail only when the whole bootstrap interval is past the limit (ignores noise).")] = "point",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap resamples.")] = 0,
+    by_field: Annotated[bool, typer.Option("--by-field", help="Show the fields with the largest absolute and relative bias (needs --field-col).")] = False,
+    top: Annotated[int, typer.Option("--top", metavar="K", help="How many fields --by-field shows.")] = 5,
+    plot: Annotated[Optional[str], typer.Option("--plot", metavar="FILE", help="Reliability diagram: an image (.png/.svg/.pdf, needs calibcli[plot]) or - for text on stdout.")] = None,
     format: FormatOpt = None,
 ) -> None:
     """Print log-loss, Brier, AUC, ECE, CalBin (and Field-ECE/RCE with --field-col).
 
-    Without --prob-col or --map the score column itself is evaluated.
+    Without --prob-col or --map the score column itself is evaluated. Gates apply to every
+    column and map. Exit codes: 0 all gates passed (or none given), 1 a gate failed (which,
+    by how much and against what is printed on stderr), 2 usage or input error.
 
     \b
     calib evaluate test.csv --prob-col p1 --prob-col p2 --field-col field
     calib evaluate test.csv --map a.json --map b.json --json
+    calib evaluate test.csv --field-col field --fail-above field-rce=0.12 --fail-below auc=0.7
+    calib evaluate test.csv --field-col field --baseline base.json --max-regression field-rce=5%
     """
-    from calibcli import pipeline
+    from calibcli import gates, pipeline, progress, report as render
 
-    report = pipeline.evaluate_file(input, prob_col, map, label_col, score_col, field_col,
-                                    calbin_window, format)
+    spec = gates.GateSpec.from_options(fail_above, fail_below, max_regression, baseline, gate_on, bootstrap)
+    if save_baseline == "-":
+        raise UsageError("--save-baseline needs a file name", hint="use --json for the report on stdout")
+    if plot is not None and plot != "-":
+        from calibcli import plot as plotting
+
+        plotting.check_target(plot)
+    options = pipeline.EvaluateOptions(
+        gates=spec,
+        bootstrap=gates.BootstrapPlan(bootstrap, seed) if bootstrap else None,
+        by_field_top=top if by_field else None,
+        reliability_bins=10 if plot is not None else None,
+    )
+    with progress.working("evaluate"):
+        result = pipeline.evaluate_file(input, prob_col, map, label_col, score_col, field_col,
+                                        calbin_window, format, options)
     if as_json:
-        typer.echo(json.dumps(report.to_json(), indent=2, allow_nan=False))
+        typer.echo(json.dumps(result.to_json(), indent=2, allow_nan=False))
+    else:
+        render.print_report(result, reliability=plot == "-")
+    if save_baseline is not None:
+        pipeline.save_evaluation(result, save_baseline)
+    if plot is not None and plot != "-":
+        plotting.save_reliability(result, plot)
+    _report_gates(result.gate)
+
+
+def _report_gates(gate) -> None:
+    """Failed gates on stderr (never hidden by --quiet) and exit 1; a summary when all passed."""
+    if gate is None or not gate.checks:
         return
-    _print_evaluation(report)
-
-
-def _print_evaluation(report) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    from calibcli.metrics import METRICS
-
-    keys = [k for k in METRICS if k in report.results[0].metrics]
-    table = Table(title=f"{report.input}: {report.rows} rows, {report.positives} positive",
-                  title_justify="left")
-    table.add_column("probabilities")
-    for k in keys:
-        label, direction = METRICS[k]
-        table.add_column(f"{label} {'↓' if direction == 'lower' else '↑'}", justify="right")
-    for r in report.results:
-        table.add_row(r.name, *[_fmt(r.metrics[k]) for k in keys])
-    tty = sys.stdout.isatty()
-    Console(no_color=not tty or None, width=None if tty else 200, highlight=False).print(table)
+    if gate.passed:
+        console.info(f"gates passed: {len(gate.checks)} checks")
+        return
+    for check in gate.failed:
+        console.err().print(f"gate failed: {check.describe()}", markup=False, highlight=False)
+    console.err().print(f"{len(gate.failed)} of {len(gate.checks)} gate checks failed",
+                        markup=False, highlight=False)
+    raise typer.Exit(ExitCode.GATE_FAILED)
 
 
 @app.command()

@@ -62,13 +62,17 @@ def _tie_groups(sorted_p: np.ndarray) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(sorted_p[1:] != sorted_p[:-1])])
 
 
-def auc(y: np.ndarray, p: np.ndarray) -> float:
-    """Area under the ROC curve with ties counted half; NaN for a single class."""
+def auc(y: np.ndarray, p: np.ndarray, order: np.ndarray | None = None) -> float:
+    """Area under the ROC curve with ties counted half; NaN for a single class.
+
+    `order` is an argsort of p when the caller already has one (any tie order works).
+    """
     n1 = float(np.sum(y == 1))
     n0 = float(y.size - n1)
     if n1 == 0 or n0 == 0:
         return float("nan")
-    order = np.argsort(p)
+    if order is None:
+        order = np.argsort(p)
     ps = p[order]
     group = _tie_groups(ps)
     # Average 1-based rank of each tie group: (first + last) / 2.
@@ -88,18 +92,28 @@ def prob_ece(y: np.ndarray, p: np.ndarray, bins: int = ECE_BINS) -> float:
     return float(np.sum(gap) / y.size)
 
 
-def calbin(y: np.ndarray, p: np.ndarray, window: int = CALBIN_WINDOW) -> float:
+def calbin(y: np.ndarray, p: np.ndarray, window: int = CALBIN_WINDOW,
+           order: np.ndarray | None = None) -> float:
     """Calibration by overlapping bins (Zitnik et al. 2012), normalised as the module says.
+
+    `order` is an argsort of p when the caller already has one: tied p share their mean
+    label, so the order inside a tie does not matter and the sort need not be stable.
+    """
+    if order is None:
+        order = np.argsort(p)
+    ps = p[order]
+    ys = y[order].astype(np.float64)
+    group = _tie_groups(ps)
+    return calbin_sorted(ps, (np.bincount(group, weights=ys) / np.bincount(group))[group], window)
+
+
+def calbin_sorted(ps: np.ndarray, ys: np.ndarray, window: int = CALBIN_WINDOW) -> float:
+    """CalBin of ascending `ps` whose labels `ys` are already pooled within ties.
 
     Vectorised with prefix sums: within a window the sorted p_i below ybar_b contribute
     ybar_b - p_i and the rest p_i - ybar_b, and the split point comes from one searchsorted.
     """
-    n = y.size
-    order = np.argsort(p, kind="stable")
-    ps = p[order]
-    ys = y[order].astype(np.float64)
-    group = _tie_groups(ps)
-    ys = (np.bincount(group, weights=ys) / np.bincount(group))[group]
+    n = ps.size
     s = min(window, n)
     n_windows = max(n - s, 1)
     starts = np.arange(n_windows)
@@ -141,14 +155,26 @@ def compute_all(
     calbin_window: int = CALBIN_WINDOW,
 ) -> dict[str, float]:
     """Every metric for one probability column, in METRICS order; field metrics need groups."""
+    order = np.argsort(p)  # the one sort, shared by AUC and CalBin
     out = {
         "log_loss": log_loss(y, p),
         "brier": brier(y, p),
-        "auc": auc(y, p),
+        "auc": auc(y, p, order),
         "ece": prob_ece(y, p),
-        "calbin": calbin(y, p, calbin_window),
+        "calbin": calbin(y, p, calbin_window, order),
     }
     if groups is not None:
         out["field_ece"] = field_ece(y, p, groups)
         out["field_rce"] = field_rce(y, p, groups)
     return out
+
+
+def log_loss_counts(p: np.ndarray, n0: np.ndarray, n1: np.ndarray, eps: float = LOG_LOSS_EPS) -> float:
+    """log-loss of probabilities `p` for rows aggregated as n0 negatives and n1 positives each."""
+    q = np.clip(p, eps, 1 - eps)
+    return float(-(np.sum(n1 * np.log(q)) + np.sum(n0 * np.log1p(-q))) / (np.sum(n0) + np.sum(n1)))
+
+
+def brier_counts(p: np.ndarray, n0: np.ndarray, n1: np.ndarray) -> float:
+    """Brier score of `p` for rows aggregated as n0 negatives and n1 positives each."""
+    return float((np.sum(n1 * (p - 1.0) ** 2) + np.sum(n0 * p ** 2)) / (np.sum(n0) + np.sum(n1)))

@@ -6,6 +6,7 @@ what to show. Warnings from calibrators are collected and returned for the CLI t
 
 from __future__ import annotations
 
+import json
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -13,7 +14,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from calibcli import io, maps, metrics
+from calibcli import diagnostics, gates, io, maps, metrics
 from calibcli.calibrators import Calibrator, registry
 from calibcli.errors import CalibError, CalibWarning, FitError, InputError, UsageError
 
@@ -58,8 +59,13 @@ def fit_file(
     fmt: str | None = None,
     seed: int | None = None,
     out: str | None = None,
+    strict: bool = False,
 ) -> FitResult:
-    """Fit `method` on a score/label file and, when `out` is given, save the map there."""
+    """Fit `method` on a score/label file and, when `out` is given, save the map there.
+
+    Warnings (CalibWarnings from the fit, all-equal scores) are returned for the CLI to show;
+    with `strict` the first one is a FitError instead and no map is written.
+    """
     cls = registry.get(method)
     if seed is not None:
         if "seed" not in {p.name for p in cls.params}:
@@ -78,6 +84,7 @@ def fit_file(
     s = io.scores_from(table, cols.score, source)
     y = io.labels_from(table, cols.label, source)
     w = io.weights_from(table, cols.weight, source) if cols.weight else None
+    _check_map_scores(calibrator, s, cols.score, source, None)
     feats = _read_features(table, cols, source)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CalibWarning)
@@ -86,6 +93,10 @@ def fit_file(
         except FitError as exc:
             raise FitError(f"{source}: cannot fit {method}: {exc.message}", hint=exc.hint) from None
     messages = [str(c.message) for c in caught if issubclass(c.category, CalibWarning)]
+    if s.size > 1 and s.min() == s.max():
+        messages.append(f"all {s.size} scores equal {float(s[0]):g}: the map is a constant")
+    if strict and messages:
+        raise FitError(f"{source}: {method}: {messages[0]} (an error with --strict)")
     training: dict[str, Any] = {
         "input": source,
         "rows": int(s.size),
@@ -101,7 +112,7 @@ def fit_file(
         training["weight_col"] = cols.weight
     if s.min() >= 0 and s.max() <= 1:
         training["before"] = _quality(y, s)
-    training["after"] = _quality(y, calibrator.predict(s, features=feats))
+    training["after"] = _quality(y, predict_quietly(calibrator, s, feats))
     result = FitResult(calibrator, training, warnings=messages)
     if out is not None:
         result.envelope = maps.save_map(calibrator, out, training)
@@ -120,10 +131,13 @@ def apply_file(
 ) -> int:
     """Stream `path` through a saved map, writing every input column plus `output_col`.
 
-    Returns the number of rows written. Memory stays at a few record batches.
+    Returns the number of rows written. Memory stays at a few record batches. A directory
+    or glob of Parquet parts is applied part by part into the directory `out`.
     """
     if map_path == "-" and path == "-":
         raise UsageError("the map and the input cannot both come from stdin")
+    if io.is_parts(path):
+        return _apply_parts(map_path, path, out, score_col, output_col, input_format, output_format, on_batch)
     calibrator, _ = maps.load_map(map_path)
     categorical, numeric = calibrator.input_features()
     source, schema, batches = io.iter_batches(path, input_format, string_columns=tuple(categorical))
@@ -143,22 +157,133 @@ def apply_file(
     out_schema = schema.append(pa.field(output_col, pa.float64()))
     rows = 0
     with io.atomic_output(out) as fh:
-        writer = io.BatchWriter(fh, out_fmt, out_schema)
+        writer = None  # created after the first batch checks out, so a bad first batch prints nothing
         for batch in batches:
             s = io.scores_from(batch, score_col, name, offset=rows)
+            _check_map_scores(calibrator, s, score_col, name, map_path, rows)
             feats = None
             if categorical or numeric:
                 feats = {c: io.field_values(batch, c, name) for c in categorical}
                 feats.update({c: io.scores_from(batch, c, name, offset=rows, flag="--feature-col")
                               for c in numeric})
-            p = calibrator.predict(s, features=feats)
+            p = predict_quietly(calibrator, s, feats)
             batch = pa.RecordBatch.from_arrays([*batch.columns, pa.array(p)], schema=out_schema)
+            writer = writer or io.BatchWriter(fh, out_fmt, out_schema)
             writer.write(batch)
             rows += batch.num_rows
             if on_batch is not None:
                 on_batch(batch.num_rows)
-        writer.close()
+        (writer or io.BatchWriter(fh, out_fmt, out_schema)).close()
     return rows
+
+
+def _apply_parts(map_path: str, path: str, out: str, score_col: str, output_col: str,
+                 input_format: str | None, output_format: str | None,
+                 on_batch: Callable[[int], None] | None) -> int:
+    """Apply a map to every Parquet part of a directory or glob, mirroring the parts under `out`.
+
+    The output directory appears only when every part succeeded.
+    """
+    if out == "-":
+        raise UsageError(f"{path}: a directory or glob of parts needs -o DIR (the parts are mirrored there)")
+    if map_path == "-":
+        raise UsageError("with a directory or glob of parts the map must be a file, not stdin")
+    parts = io.list_parts(path)
+    io.check_format(output_format)
+    rows = 0
+    with io.atomic_output_dir(out) as tmp:
+        for part, relative in parts:
+            target = tmp / relative
+            fmt = output_format or input_format or io.format_from_path(part) or "parquet"
+            if fmt != io.format_from_path(part):
+                target = target.with_suffix("." + fmt)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            rows += apply_file(map_path, part, str(target), score_col, output_col, input_format, fmt, on_batch)
+    return rows
+
+
+def summarize_file(path: str, cols: Columns, fmt: str | None = None, step: float | None = None,
+                   on_batch: Callable[[int], None] | None = None) -> "summary.ScoreSummary":
+    """Stream a score/label file (or directory/glob of Parquet parts) into a mergeable summary."""
+    from calibcli import summary
+
+    parts = io.is_parts(path)
+    paths = [p for p, _ in io.list_parts(path)] if parts else [path]
+
+    def chunks():
+        for part in paths:
+            source, _, batches = io.iter_batches(part, fmt or ("parquet" if parts else None))
+            rows = 0
+            for batch in batches:
+                s = io.scores_from(batch, cols.score, source.name, offset=rows)
+                y = io.labels_from(batch, cols.label, source.name, offset=rows)
+                w = io.weights_from(batch, cols.weight, source.name, offset=rows) if cols.weight else None
+                rows += batch.num_rows
+                if on_batch is not None:
+                    on_batch(batch.num_rows)
+                yield s, y, w
+            if rows == 0:
+                raise InputError(f"{source.name}: no data rows")
+
+    result = summary.summarize_batches(chunks(), step=step)
+    result.meta.update({"input": io.display_name(path), "score_col": cols.score, "label_col": cols.label,
+                        **({"weight_col": cols.weight} if cols.weight else {})})
+    return result
+
+
+def fit_summary_file(
+    summary_path: str,
+    method: str,
+    params: dict[str, str],
+    seed: int | None = None,
+    out: str | None = None,
+    strict: bool = False,
+) -> FitResult:
+    """Fit a score-only method on a summary (`calib summarize`, or Spark/Dask) instead of rows."""
+    from calibcli import summary
+
+    cls = registry.get(method)
+    if cls.uses_features:
+        raise UsageError(f"method {method!r} uses feature columns, which a score summary does not have")
+    if seed is not None:
+        if "seed" not in {p.name for p in cls.params}:
+            raise UsageError(f"method {method!r} is deterministic and takes no --seed")
+        params = {**params, "seed": str(seed)}
+    calibrator = cls.from_cli(params)
+    source = io.display_name(summary_path)
+    summ = summary.load(summary_path)
+    if summ.size == 0:
+        raise InputError(f"{source}: the summary holds no scores")
+    s, y, w = summary.fit_rows(summ)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CalibWarning)
+        try:
+            calibrator.fit(s, y, weights=w)
+        except FitError as exc:
+            raise FitError(f"{source}: cannot fit {method}: {exc.message}", hint=exc.hint) from None
+    messages = [str(c.message) for c in caught if issubclass(c.category, CalibWarning)]
+    if strict and messages:
+        raise FitError(f"{source}: {method}: {messages[0]} (an error with --strict)")
+    n0, n1 = summ.n0, summ.n1
+    training: dict[str, Any] = {
+        "input": source,
+        "from_summary": {"entries": summ.size, "step": summ.step, "weighted": summ.weighted},
+        "rows": summ.rows,
+        "positives": summ.positives,
+        "negatives": summ.rows - summ.positives,
+        "score_range": list(summ.score_range),
+        "seed": calibrator.params.get("seed"),
+        "fit": calibrator.summary(),
+    }
+    if summ.score[0] >= 0 and summ.score[-1] <= 1:
+        training["before"] = {"log_loss": metrics.log_loss_counts(summ.score, n0, n1),
+                              "brier": metrics.brier_counts(summ.score, n0, n1)}
+    p = predict_quietly(calibrator, summ.score)
+    training["after"] = {"log_loss": metrics.log_loss_counts(p, n0, n1), "brier": metrics.brier_counts(p, n0, n1)}
+    result = FitResult(calibrator, training, warnings=messages)
+    if out is not None:
+        result.envelope = maps.save_map(calibrator, out, training)
+    return result
 
 
 @dataclass
@@ -166,6 +291,19 @@ class EvalRow:
     name: str
     kind: str  # "column" or "map"
     metrics: dict[str, float]
+    intervals: dict[str, tuple[float, float]] | None = None  # with --bootstrap
+    by_field: dict[str, Any] | None = None  # with --by-field
+    reliability: list[dict[str, Any]] | None = None  # with --plot
+
+
+@dataclass
+class EvaluateOptions:
+    """The optional parts of `calib evaluate`: gates, bootstrap, per-field view, reliability bins."""
+
+    gates: gates.GateSpec = field(default_factory=gates.GateSpec)
+    bootstrap: gates.BootstrapPlan | None = None
+    by_field_top: int | None = None
+    reliability_bins: int | None = None
 
 
 @dataclass
@@ -176,24 +314,69 @@ class Evaluation:
     field_col: str | None
     calbin_window: int
     results: list[EvalRow]
+    bootstrap: gates.BootstrapPlan | None = None
+    gate: gates.GateReport | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The machine-readable report (`calib evaluate --json`); NaN becomes null."""
+        """The machine-readable report (`calib evaluate --json`, `--save-baseline`); NaN becomes null.
+
+        Schema (version 2; version 1 had only the keys marked *):
+
+        - `format`: "calibcli.evaluation"; `schema_version`: 2; `calibcli_version`
+        - `input`*, `rows`*, `positives`*, `field_col`*, `calbin_window`*
+        - `results`*: one object per --prob-col and --map, in order: `name`*, `kind`*
+          ("column" or "map"), `metrics`* (snake_case keys of `metrics.METRICS`, null when
+          n/a), `intervals` ({metric: [low, high]} with --bootstrap, else null), `by_field`
+          (with --by-field: `fields`, `top`, `by_bias` and `by_relative_bias` lists of
+          {field, rows, positives, mean_p, positive_rate, bias, relative_bias}, else null),
+          `reliability` (with --plot: equal-mass bins {rows, mean_p, positive_rate, p_min,
+          p_max}, else null)
+        - `bootstrap`: {replicates, seed, level, method: "percentile"} or null
+        - `gate`: {passed, gate_on, baseline (path or null), checked, failed, checks}; each
+          check is {result, metric, kind ("above", "below", "regression"), value, compared,
+          limit, passed, excess, threshold, baseline, allowed, relative}. With no gate
+          options `passed` is true and `checks` is empty.
+
+        Keys are only ever added within a schema version; a removal or change of meaning
+        bumps it. `--baseline` reads versions 1 and 2.
+        """
+        from calibcli import __version__
+
         def clean(v: float) -> float | None:
             return None if v != v else v
 
+        def result(r: EvalRow) -> dict[str, Any]:
+            return {
+                "name": r.name, "kind": r.kind,
+                "metrics": {k: clean(v) for k, v in r.metrics.items()},
+                "intervals": None if r.intervals is None else
+                {k: [clean(lo), clean(hi)] for k, (lo, hi) in r.intervals.items()},
+                "by_field": r.by_field,
+                "reliability": r.reliability,
+            }
+
+        gate = self.gate or gates.GateReport("point", None, [])
         return {
-            "schema_version": 1,
+            "format": gates.EVALUATION_FORMAT,
+            "schema_version": gates.SCHEMA_VERSION,
+            "calibcli_version": __version__,
             "input": self.input,
             "rows": self.rows,
             "positives": self.positives,
             "field_col": self.field_col,
             "calbin_window": self.calbin_window,
-            "results": [
-                {"name": r.name, "kind": r.kind, "metrics": {k: clean(v) for k, v in r.metrics.items()}}
-                for r in self.results
-            ],
+            "results": [result(r) for r in self.results],
+            "bootstrap": self.bootstrap.to_json() if self.bootstrap else None,
+            "gate": gate.to_json(),
         }
+
+    def to_json_bytes(self) -> bytes:
+        return (json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n").encode()
+
+
+def save_evaluation(evaluation: Evaluation, path: str) -> None:
+    """Write the JSON report where a later `--baseline` can read it (atomically)."""
+    io.write_bytes_atomic(path, evaluation.to_json_bytes())
 
 
 def evaluate_file(
@@ -205,15 +388,35 @@ def evaluate_file(
     field_col: str | None = None,
     calbin_window: int = metrics.CALBIN_WINDOW,
     fmt: str | None = None,
+    options: EvaluateOptions | None = None,
 ) -> Evaluation:
-    """Metrics for each probability column and each map applied to the score column."""
+    """Metrics for each probability column and each map applied to the score column.
+
+    With `options`: bootstrap intervals, the per-field view, reliability bins and the gate
+    decisions (a baseline is checked against the evaluated names before the input is read).
+    """
+    opts = options or EvaluateOptions()
     if calbin_window < 1:
         raise UsageError("--calbin-window must be at least 1")
     if path == "-" and "-" in map_paths:
         raise UsageError("the input and a map cannot both come from stdin")
+    if path == "-" and opts.gates.baseline == "-":
+        raise UsageError("the input and the baseline cannot both come from stdin")
+    if opts.by_field_top is not None and field_col is None:
+        raise UsageError("--by-field needs --field-col")
+    if opts.by_field_top is not None and opts.by_field_top < 1:
+        raise UsageError("--top must be at least 1")
+    if opts.bootstrap is not None and opts.bootstrap.replicates < 1:
+        raise UsageError("--bootstrap must be at least 1")
+    gates.require_field_col(opts.gates, field_col)
     loaded = [(m, maps.load_map(m)[0]) for m in map_paths]
     if not prob_cols and not loaded:
         prob_cols = [score_col]
+    baseline = None
+    if opts.gates.baseline is not None:
+        baseline = gates.load_baseline(opts.gates.baseline)
+        gates.check_baseline(baseline, [*prob_cols, *(io.display_name(m) for m, _ in loaded)],
+                             field_col, calbin_window, opts.gates)
     needed_strings: tuple[str, ...] = (field_col,) if field_col else ()
     for _, cal in loaded:
         needed_strings += tuple(cal.input_features()[0])
@@ -222,22 +425,37 @@ def evaluate_file(
     if table.num_rows == 0:
         raise InputError(f"{source}: no data rows")
     y = io.labels_from(table, label_col, source)
-    groups = io.field_codes(table, field_col, source)[0] if field_col else None
+    groups, field_names = io.field_codes(table, field_col, source) if field_col else (None, [])
+
+    def evaluate_one(name: str, kind: str, p: np.ndarray) -> EvalRow:
+        row = EvalRow(name, kind, metrics.compute_all(y, p, groups, calbin_window))
+        if opts.bootstrap is not None:
+            row.intervals = gates.bootstrap_intervals(y, p, groups, calbin_window, opts.bootstrap)
+        if opts.by_field_top is not None and groups is not None:
+            row.by_field = diagnostics.field_breakdown(y, p, groups, field_names, opts.by_field_top)
+        if opts.reliability_bins is not None:
+            row.reliability = diagnostics.reliability_bins(y, p, opts.reliability_bins)
+        return row
+
     results = []
     for col in prob_cols:
         p = io.scores_from(table, col, source, flag="--prob-col")
         _check_probabilities(p, col, source)
-        results.append(EvalRow(col, "column", metrics.compute_all(y, p, groups, calbin_window)))
+        results.append(evaluate_one(col, "column", p))
     if loaded:
         s = io.scores_from(table, score_col, source)
         for map_path, cal in loaded:
+            _check_map_scores(cal, s, score_col, source, map_path)
             categorical, numeric = cal.input_features()
             feats = {c: io.field_values(table, c, source) for c in categorical}
             feats.update({c: io.scores_from(table, c, source, flag="--feature-col") for c in numeric})
-            p = cal.predict(s, features=feats or None)
-            results.append(EvalRow(io.display_name(map_path), "map",
-                                   metrics.compute_all(y, p, groups, calbin_window)))
-    return Evaluation(source, int(y.size), int(np.sum(y == 1)), field_col, calbin_window, results)
+            p = predict_quietly(cal, s, feats or None)
+            results.append(evaluate_one(io.display_name(map_path), "map", p))
+    report = Evaluation(source, int(y.size), int(np.sum(y == 1)), field_col, calbin_window, results,
+                        opts.bootstrap)
+    report.gate = gates.decide(opts.gates, [(r.name, r.metrics, r.intervals) for r in results],
+                               baseline, field_col)
+    return report
 
 
 def _check_probabilities(p: np.ndarray, col: str, source: str) -> None:
@@ -245,8 +463,33 @@ def _check_probabilities(p: np.ndarray, col: str, source: str) -> None:
     if bad.any():
         i = int(np.argmax(bad))
         raise InputError(
-            f"{source}: column {col!r}, row {i + 1}: {p[i]!r} is not a probability in [0, 1]",
+            f"{source}: column {col!r}, row {i + 1}: {float(p[i])!r} is not a probability in [0, 1]",
             hint="evaluate raw scores through a map with --map, or pick the probability column with --prob-col",
+        )
+
+
+def predict_quietly(cal: Calibrator, s: np.ndarray, features=None) -> np.ndarray:
+    """`cal.predict` without numpy's overflow/underflow warnings: a huge score times a slope is
+    inf and its sigmoid exactly 0 or 1, which is right, but the warning would print a
+    two-line Python warning on stderr."""
+    with np.errstate(over="ignore", under="ignore"):
+        return cal.predict(s, features=features)
+
+
+def _check_map_scores(cal: Calibrator, s: np.ndarray, col: str, source: str, map_path: str | None,
+                      offset: int = 0) -> None:
+    """A method/map for probabilities refuses scores outside [0, 1] (naming the row) instead of clipping."""
+    if not cal.needs_probabilities:
+        return
+    bad = (s < 0) | (s > 1)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InputError(
+            f"{source}: column {col!r}, row {i + 1 + offset}: score {float(s[i])!r} is outside [0, 1], "
+            + (f"but method {cal.name!r} needs probabilities" if map_path is None else
+               f"but the {cal.name} map {io.display_name(map_path)} was fitted on probabilities"),
+            hint="pass the probability column with --score-col"
+            + (", or for log-odds scores fit with --param score_kind=logit" if "score_kind" in cal.params else ""),
         )
 
 
@@ -258,5 +501,5 @@ def method_catalogue() -> list[tuple[str, str, list[str]]]:
     ]
 
 
-__all__ = ["CalibError", "Columns", "Evaluation", "FitResult", "apply_file", "evaluate_file",
-           "fit_file", "method_catalogue"]
+__all__ = ["CalibError", "Columns", "EvaluateOptions", "Evaluation", "FitResult", "apply_file",
+           "evaluate_file", "fit_file", "method_catalogue", "save_evaluation"]

@@ -17,7 +17,7 @@ FAST_PARAMS: dict[str, dict] = {
     "field-aware": {"epochs": 3},
 }
 # Methods whose fit resamples rows, so weights and duplicated rows agree only in distribution.
-NOT_EXACT_WEIGHTS = {"boot-isotonic", "boot-binning", "bayes-iso", "field-aware", "ilps"}
+NOT_EXACT_WEIGHTS = {"boot-isotonic", "boot-binning", "field-aware"}
 
 METHODS = available()
 
@@ -85,3 +85,10 @@ def test_platt_correction_when_offered(name):
     corrected = cls(**_params(name), platt_correction=True).fit(s, y).predict(s)
     assert np.all(np.isfinite(corrected))
     assert not np.array_equal(plain, corrected)
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_monotone_even_when_scores_are_inverted(name):
+    """Higher scores meaning fewer positives must not make a monotone method decrease."""
+    s, y = _data()
+    contract.check_monotone(get(name), _params(name), 1.0 - s, y)

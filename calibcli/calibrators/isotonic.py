@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from calibcli import _lookup
 from calibcli.calibrators.base import PLATT_CORRECTION, Calibrator, as_float_array, unique_with_sums
 from calibcli.calibrators.registry import register
 
@@ -58,10 +59,13 @@ def compress_knots(x: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def interpolate(x_knots: np.ndarray, y_knots: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """Linear interpolation between knots, constant outside [x_knots[0], x_knots[-1]]."""
+    """Linear interpolation between knots, constant outside [x_knots[0], x_knots[-1]].
+
+    Bit-for-bit `np.interp`, through a grid lookup that is faster on large inputs (`_lookup`).
+    """
     if x_knots.size == 1:
         return np.full(s.shape, y_knots[0])
-    return np.interp(s, x_knots, y_knots)
+    return _lookup.interp(s, x_knots, y_knots)
 
 
 @register

@@ -38,15 +38,20 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarra
     from scipy.optimize import minimize
 
     total = float(w.sum())
+    cache: dict[str, np.ndarray] = {}
 
     def objective(beta):
+        # One exp per row: softplus(eta) and sigmoid(eta) from e = exp(-|eta|), no overflow.
         eta = x @ beta
-        loss = float(np.sum(w * (np.logaddexp(0.0, eta) - y * eta))) / total
-        grad = x.T @ (w * (sigmoid(eta) - y)) / total
+        e = np.exp(-np.abs(eta))
+        p = np.where(eta >= 0, 1.0, e) / (1.0 + e)
+        cache["beta"], cache["p"] = beta.copy(), p
+        loss = float(np.sum(w * (np.maximum(eta, 0.0) + np.log1p(e) - y * eta))) / total
+        grad = x.T @ (w * (p - y)) / total
         return loss, grad
 
     def hessian(beta):
-        p = sigmoid(x @ beta)
+        p = cache["p"] if np.array_equal(cache.get("beta"), beta) else sigmoid(x @ beta)
         return (x * (w * p * (1 - p))[:, None]).T @ x / total
 
     res = minimize(
@@ -81,6 +86,7 @@ class LogisticCalibrator(Calibrator):
     name = "logistic"
     description = "Platt scaling: sigmoid(a*score + b) fitted by maximum likelihood"
     params = (PLATT_CORRECTION,)
+    monotone = False  # a is unconstrained: a < 0 (higher scores, fewer positives) decreases
 
     def _fit(self, s, y, w, features):
         mu = float(np.average(s, weights=w))

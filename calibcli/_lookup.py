@@ -1,0 +1,89 @@
+"""Exact piecewise-linear lookup, bit-for-bit `np.interp`, faster on large random-order queries.
+
+`np.interp` binary-searches every query (~60 ns a row at 1 000 knots on random order). Here
+the knot range is cut into a uniform grid of cells; each cell stores the last knot at or
+below (a hair under) its left edge, so a query finds its knot with one multiply, one table
+gather and a few vectorised "step right while the next knot is <= x" passes (as many as
+the most knots any cell holds, at most `_MAX_PASSES`). The value is then computed with
+numpy's own formula, in the same order of operations::
+
+    slope[j] = (fp[j+1] - fp[j]) / (xp[j+1] - xp[j])
+    value    = slope[j] * (x - xp[j]) + fp[j]      # fp[j] where x == xp[j]
+
+with fp[0] left of the first knot and fp[-1] from the last knot on, so results equal
+`np.interp(x, xp, fp)` exactly (tests compare bytes). Non-finite queries, tiny inputs,
+non-finite slopes or knots too clustered for the grid fall back to `np.interp`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_MIN_QUERIES = 4096  # below this, np.interp's setup-free search wins
+_MAX_PASSES = 4
+_MAX_CELLS = 1 << 18
+_cache: list = []  # [(xp, fp, table)] for the last knots used: apply calls once per batch
+
+
+def _grid(xp: np.ndarray) -> tuple[np.ndarray, float, int] | None:
+    """(start-knot table, cells per unit score, passes), or None when knots are too clustered.
+
+    `passes` is the most knots any cell (widened by its 1% margin) holds, so that many
+    "step right" passes always land on the right knot and no pass needs a check.
+    """
+    k = xp.size
+    span = float(xp[-1] - xp[0])
+    if not np.isfinite(span) or span <= 0:
+        return None
+    cells = max(64, 4 * k)
+    best = None
+    while cells <= _MAX_CELLS:
+        scale = cells / span
+        # Lower edge of each cell, 1% of a cell early, so rounding in the cell index of a
+        # query can only put the start knot too far left (fixed by stepping right), never right.
+        index = np.arange(cells + 1, dtype=np.float64)
+        start = np.maximum(np.searchsorted(xp, xp[0] + (index - 0.01) / scale, side="right") - 1, 0)
+        # The last knot a query of the cell can need: at or below its upper edge, 1% late.
+        end = np.searchsorted(xp, xp[0] + (index + 1.01) / scale, side="right") - 1
+        passes = int(np.max(end - start))
+        if passes <= _MAX_PASSES and (best is None or passes < best[2]):
+            best = (start, scale, passes)
+        if passes <= 2:  # a finer grid costs cache misses for at most one saved pass
+            break
+        cells *= 4
+    return best
+
+
+def _table(xp: np.ndarray, fp: np.ndarray):
+    if _cache and _cache[0][0] is xp and _cache[0][1] is fp:
+        return _cache[0][2]
+    slope = np.append((fp[1:] - fp[:-1]) / (xp[1:] - xp[:-1]), 0.0)
+    grid = _grid(xp) if np.isfinite(slope).all() and not np.signbit(fp).any() else None
+    table = None if grid is None else (*grid, slope, np.append(xp[1:], np.inf))
+    _cache[:] = [(xp, fp, table)]
+    return table
+
+
+def interp(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
+    """`np.interp(x, xp, fp)` for strictly increasing finite `xp` and finite `fp`.
+
+    Outside the knots, clipping x to [xp[0], xp[-1]] lands on x == xp[j], where the formula
+    gives exactly fp[j] (slope * 0 + fp[j]; fp holds no -0.0, checked in `_table`).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if x.size < _MIN_QUERIES or xp.size < 2 or not np.isfinite(x).all():
+        return np.interp(x, xp, fp)
+    table = _table(xp, fp)
+    if table is None:
+        return np.interp(x, xp, fp)
+    start, scale, passes, slope, xp_next = table
+    xc = np.clip(x, xp[0], xp[-1])
+    t = xc - xp[0]
+    t *= scale
+    j = start[t.astype(np.intp)]
+    for _ in range(passes):
+        j += xc >= xp_next[j]  # xp_next[j] = xp[j+1]; inf past the last knot
+    out = xc - xp[j]
+    out *= slope[j]
+    out += fp[j]
+    return out

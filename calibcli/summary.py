@@ -1,0 +1,342 @@
+"""Score summaries: the one aggregation pass that score-only fits need, mergeable across chunks.
+
+A summary is a table with one row per distinct score, sorted by score::
+
+    score   n0 (weight of negatives)   n1 (weight of positives)
+
+Without weights n0/n1 are row counts. Every score-only method (isotonic, binning, logistic,
+beta, ...) fits on the summary exactly as on the rows it came from: `fit_rows` turns it
+back into at most two weighted rows per score, (score, 0, n0) and (score, 1, n1), and a
+weighted fit on those is the fit on the original rows. With unit weights (or any whole-
+number weights) the pooled sums are the same integers, so isotonic and binning maps are
+bit-for-bit the maps fitted on the rows; logistic and beta optimise the same objective and
+agree to optimiser tolerance.
+
+Summaries merge: `merge([summarize(chunk) for chunk in chunks])` equals `summarize` of all
+rows, in any chunking and order (exactly for counts; for fractional weights up to
+float rounding of the sums). That is what lets a distributed engine do the heavy pass.
+
+Bucketing (`step`): optional, for data with more distinct scores than memory allows.
+Each score is replaced by the nearest multiple of `step` (`rint(score / step) * step`),
+so every training score moves by at most step/2 (plus one rounding of the product).
+Consequences: rows more than one step apart keep their order, only rows within a step
+may be pooled, and a map fitted on bucketed data, compared at the original score,
+differs by at most (largest slope of the map) * step/2. With step = 1e-6 on scores in
+[0, 1] the summary has at most 1e6 + 1 rows whatever the row count. Exactness (no
+bucketing) is the default.
+
+Producing a summary with Dask or Spark
+--------------------------------------
+The summary is a plain Parquet table with columns `score`, `n0`, `n1`, so any engine can
+write it; `load` accepts a file or a directory of Parquet parts and merges duplicate
+scores across parts. Spark::
+
+    from pyspark.sql import functions as F
+    (spark.read.parquet("scores/")
+        .groupBy("score")
+        .agg(F.sum(1 - F.col("label")).alias("n0"), F.sum("label").alias("n1"))
+        .write.parquet("summary/"))
+
+Dask, with calibcli's own functions on each partition::
+
+    import dask, dask.dataframe as dd
+    from calibcli import summary
+    parts = dd.read_parquet("scores/", columns=["score", "label"]).to_delayed()
+    partial = [dask.delayed(lambda df: summary.summarize(df["score"].to_numpy(),
+                                                          df["label"].to_numpy()))(p)
+               for p in parts]
+    summary.save(dask.delayed(summary.merge)(partial).compute(), "summary.parquet")
+
+then ``calib fit --from-summary summary/ --method isotonic -o map.json``. The tests run
+the same map/reduce in plain Python over chunks (`tests/test_scale.py`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from calibcli.errors import InputError, UsageError
+
+FORMAT = "calibcli.summary"
+SCHEMA_VERSION = 1
+PARQUET_KEY = b"calibcli.summary"
+_BINCOUNT_SPAN = 1 << 24  # bucketed keys spanning at most this many steps use bincount (no sort)
+
+
+@dataclass
+class ScoreSummary:
+    """Per-distinct-score weights of negatives (`n0`) and positives (`n1`), sorted by score.
+
+    `rows` and `positives` count input rows (not weights); `score_range` is the exact range
+    of the input scores, also when they were bucketed; `step` is the bucket width or None.
+    """
+
+    score: np.ndarray
+    n0: np.ndarray
+    n1: np.ndarray
+    rows: int
+    positives: int
+    score_range: tuple[float, float]
+    weighted: bool = False
+    step: float | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return int(self.score.size)
+
+    def to_table(self) -> pa.Table:
+        """The summary as a Parquet-ready table, header in the schema metadata."""
+        header = {
+            "format": FORMAT, "schema_version": SCHEMA_VERSION, "rows": self.rows,
+            "positives": self.positives, "score_range": list(self.score_range),
+            "weighted": self.weighted, "step": self.step, **self.meta,
+        }
+        table = pa.table({"score": self.score, "n0": self.n0, "n1": self.n1})
+        return table.replace_schema_metadata({PARQUET_KEY: json.dumps(header).encode()})
+
+
+def _aggregate(keys: np.ndarray, w0: np.ndarray, w1: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Sorted distinct keys and the sums of w0 and w1 per key (one argsort, no stable sort)."""
+    if keys.size == 0:
+        return keys.copy(), w0.copy(), w1.copy()
+    order = np.argsort(keys)
+    ks = keys[order]
+    starts = np.flatnonzero(np.concatenate([[True], ks[1:] != ks[:-1]]))
+    return ks[starts], np.add.reduceat(w0[order], starts), np.add.reduceat(w1[order], starts)
+
+
+def _bucket(s: np.ndarray, w0: np.ndarray, w1: np.ndarray, step: float) -> tuple[np.ndarray, ...]:
+    """Aggregate on the grid of multiples of `step`; a bincount when the grid span is small."""
+    k = np.rint(s / step)
+    lo, hi = float(k.min()), float(k.max())
+    if hi - lo < _BINCOUNT_SPAN:
+        idx = (k - lo).astype(np.int64)
+        n0 = np.bincount(idx, weights=w0)
+        n1 = np.bincount(idx, weights=w1)
+        used = np.flatnonzero((n0 > 0) | (n1 > 0) | (np.bincount(idx) > 0))
+        return (used + lo) * step, n0[used], n1[used]
+    keys, n0, n1 = _aggregate(k, w0, w1)
+    return keys * step, n0, n1
+
+
+def summarize(scores: Any, labels: Any, weights: Any = None, step: float | None = None) -> ScoreSummary:
+    """Summarise finite scores and 0/1 labels (optionally non-negative weights).
+
+    Raises UsageError on malformed arrays; file readers validate rows before calling this.
+    """
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    y = np.asarray(labels, dtype=np.float64).ravel()
+    if s.shape != y.shape:
+        raise UsageError(f"scores and labels differ in length ({s.size} vs {y.size})")
+    if not np.all(np.isfinite(s)):
+        raise UsageError("scores must be finite (no NaN or inf)")
+    if not np.all((y == 0) | (y == 1)):
+        raise UsageError("labels must be 0 or 1")
+    if step is not None and not (np.isfinite(step) and step > 0):
+        raise UsageError(f"--step must be a positive number, got {step!r}")
+    positive = y == 1
+    if weights is None:
+        w1 = positive.astype(np.float64)
+        w0 = 1.0 - w1
+    else:
+        w = np.asarray(weights, dtype=np.float64).ravel()
+        if w.shape != s.shape:
+            raise UsageError(f"weights and scores differ in length ({w.size} vs {s.size})")
+        if not np.all(np.isfinite(w)) or np.any(w < 0):
+            raise UsageError("weights must be finite and non-negative")
+        w1 = np.where(positive, w, 0.0)
+        w0 = np.where(positive, 0.0, w)
+    rng = (float(s.min()), float(s.max())) if s.size else (float("inf"), float("-inf"))
+    if step is None and weights is None:
+        from calibcli.calibrators.base import unique_with_sums  # the fit's own pooling: no argsort
+
+        xs, count, n1 = unique_with_sums(s, y, np.ones_like(s))
+        n0 = count - n1  # whole numbers: exact
+    elif step is None:
+        xs, n0, n1 = _aggregate(s, w0, w1)
+    elif s.size:
+        xs, n0, n1 = _bucket(s, w0, w1, float(step))
+    else:
+        xs, n0, n1 = s.copy(), w0.copy(), w1.copy()
+    return ScoreSummary(xs, n0, n1, int(s.size), int(np.count_nonzero(positive)), rng,
+                        weighted=weights is not None, step=step)
+
+
+def merge(summaries: Iterable[ScoreSummary]) -> ScoreSummary:
+    """One summary of the union of the rows behind `summaries` (any number, any order)."""
+    parts = list(summaries)
+    if not parts:
+        raise UsageError("nothing to merge: no summaries")
+    steps = {p.step for p in parts}
+    if len(steps) > 1:
+        raise UsageError("cannot merge summaries bucketed with different steps: "
+                         + ", ".join("none" if s is None else f"{s:g}" for s in steps))
+    xs, n0, n1 = _aggregate(np.concatenate([p.score for p in parts]),
+                            np.concatenate([p.n0 for p in parts]),
+                            np.concatenate([p.n1 for p in parts]))
+    lo = min(p.score_range[0] for p in parts)
+    hi = max(p.score_range[1] for p in parts)
+    return ScoreSummary(xs, n0, n1, sum(p.rows for p in parts), sum(p.positives for p in parts),
+                        (lo, hi), weighted=any(p.weighted for p in parts), step=parts[0].step)
+
+
+def fit_rows(summary: ScoreSummary) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(scores, labels, weights) with one weighted row per score and class present.
+
+    A weighted fit on these rows is the fit on the rows the summary came from.
+    """
+    has0 = summary.n0 > 0
+    has1 = summary.n1 > 0
+    s = np.concatenate([summary.score[has0], summary.score[has1]])
+    y = np.concatenate([np.zeros(int(has0.sum())), np.ones(int(has1.sum()))])
+    w = np.concatenate([summary.n0[has0], summary.n1[has1]])
+    return s, y, w
+
+
+# ---------------------------------------------------------------------------- files
+
+
+def save(summary: ScoreSummary, path: str) -> None:
+    """Write a summary as Parquet (`.parquet`/`.pq`) or JSON (anything else; `-` = stdout JSON)."""
+    from calibcli import io
+
+    if path != "-" and io.format_from_path(path) == "parquet":
+        import pyarrow.parquet as pq
+
+        with io.atomic_output(path) as fh:
+            pq.write_table(summary.to_table(), fh)
+        return
+    meta = json.loads(summary.to_table().schema.metadata[PARQUET_KEY])
+    doc = {**meta, "score": summary.score.tolist(), "n0": summary.n0.tolist(), "n1": summary.n1.tolist()}
+    io.write_bytes_atomic(path, (json.dumps(doc, allow_nan=False) + "\n").encode())
+
+
+def _from_columns(score: Any, n0: Any, n1: Any, header: dict[str, Any], source: str) -> ScoreSummary:
+    arrays = []
+    for name, values in (("score", score), ("n0", n0), ("n1", n1)):
+        try:
+            arr = np.asarray(values, dtype=np.float64).ravel()
+        except (TypeError, ValueError):
+            raise InputError(f"{source}: summary column {name!r} must hold numbers") from None
+        bad = ~np.isfinite(arr) | ((arr < 0) if name != "score" else False)
+        if bad.any():
+            i = int(np.argmax(bad))
+            what = "finite" if name == "score" else "finite and >= 0"
+            raise InputError(f"{source}: summary column {name!r}, row {i + 1}: {arr[i]!r} must be {what}")
+        arrays.append(arr)
+    if not arrays[0].size == arrays[1].size == arrays[2].size:
+        raise InputError(f"{source}: summary columns score, n0, n1 differ in length")
+    xs, n0_, n1_ = _aggregate(*arrays)
+    counts = n0_ + n1_
+    rows = header.get("rows", int(round(float(counts.sum()))))
+    positives = header.get("positives", int(round(float(n1_.sum()))))
+    rng = header.get("score_range") or ([float(xs[0]), float(xs[-1])] if xs.size else [0.0, 0.0])
+    extra = {k: v for k, v in header.items()
+             if k not in {"format", "schema_version", "rows", "positives", "score_range", "weighted", "step"}}
+    return ScoreSummary(xs, n0_, n1_, int(rows), int(positives), (float(rng[0]), float(rng[1])),
+                        weighted=bool(header.get("weighted", False)), step=header.get("step"), meta=extra)
+
+
+def _check_header(header: Any, source: str) -> dict[str, Any]:
+    if not isinstance(header, dict):
+        raise InputError(f"{source}: corrupt calibcli summary header")
+    version = header.get("schema_version", SCHEMA_VERSION)
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise InputError(f"{source}: summary schema version {version!r} is newer than this calibcli reads "
+                         f"(up to {SCHEMA_VERSION})", hint="upgrade calibcli: `pip install -U calibcli`")
+    return header
+
+
+def _parquet_parts(path: str) -> list[Path]:
+    root = Path(path)
+    if root.is_dir():
+        parts = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in {".parquet", ".pq"})
+        if not parts:
+            raise InputError(f"{path}: directory holds no .parquet files")
+        return parts
+    return [root]
+
+
+def load(path: str) -> ScoreSummary:
+    """Read a summary: a JSON or Parquet file from `save`, or any Parquet file or directory of
+    parts with columns score, n0, n1 (e.g. written by Spark); duplicate scores are merged."""
+    from calibcli import io
+
+    source = io.display_name(path)
+    if path != "-" and Path(path).is_dir():
+        return _load_parquet(_parquet_parts(path), source)
+    data = io.read_bytes(path)
+    if data[:4] == b"PAR1":
+        return _load_parquet([pa.BufferReader(data)], source)
+    try:
+        doc = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise InputError(f"{source}: not a calibcli summary (neither Parquet nor JSON)") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise InputError(f"{source}: not a calibcli summary (no \"format\": \"{FORMAT}\" field)")
+    header = _check_header({k: v for k, v in doc.items() if k not in ("score", "n0", "n1")}, source)
+    missing = [k for k in ("score", "n0", "n1") if not isinstance(doc.get(k), list)]
+    if missing:
+        raise InputError(f"{source}: summary is missing the list {missing[0]!r}")
+    return _from_columns(doc["score"], doc["n0"], doc["n1"], header, source)
+
+
+def _load_parquet(parts: Sequence[Any], source: str) -> ScoreSummary:
+    import pyarrow.parquet as pq
+
+    tables, headers = [], []
+    for part in parts:
+        try:
+            table = pq.read_table(part)
+        except (pa.ArrowException, OSError) as exc:
+            raise InputError(f"{source}: not a readable Parquet summary ({str(exc).splitlines()[0]})") from None
+        missing = [c for c in ("score", "n0", "n1") if c not in table.column_names]
+        if missing:
+            raise InputError(f"{source}: summary has no column {missing[0]!r}",
+                             hint="a summary has the columns score, n0 (negatives), n1 (positives)")
+        raw = (table.schema.metadata or {}).get(PARQUET_KEY)
+        if raw is not None:
+            try:
+                headers.append(_check_header(json.loads(raw), source))
+            except json.JSONDecodeError:
+                raise InputError(f"{source}: corrupt calibcli summary header") from None
+        tables.append(table.select(["score", "n0", "n1"]).cast(
+            pa.schema([("score", pa.float64()), ("n0", pa.float64()), ("n1", pa.float64())])))
+    table = pa.concat_tables(tables)
+    header: dict[str, Any] = headers[0] if len(headers) == 1 and len(parts) == 1 else {}
+    if len(headers) == len(parts) and len(parts) > 1:
+        header = {"rows": sum(h["rows"] for h in headers), "positives": sum(h["positives"] for h in headers),
+                  "score_range": [min(h["score_range"][0] for h in headers),
+                                  max(h["score_range"][1] for h in headers)],
+                  "weighted": any(h.get("weighted") for h in headers), "step": headers[0].get("step")}
+    cols = [np.asarray(table.column(c).fill_null(float("nan"))) for c in ("score", "n0", "n1")]
+    return _from_columns(*cols, header, source)
+
+
+def summarize_batches(batches: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray | None]],
+                      step: float | None = None) -> ScoreSummary:
+    """Map/reduce over chunks: `summarize` each (scores, labels, weights) chunk, then `merge`.
+
+    Partial summaries are compacted whenever they hold more entries than the last merged
+    result plus a chunk's worth, so memory follows the number of distinct scores.
+    """
+    pending: list[ScoreSummary] = []
+    pending_size = 0
+    merged_size = 0
+    for s, y, w in batches:
+        part = summarize(s, y, w, step=step)
+        pending.append(part)
+        pending_size += part.size
+        if pending_size > 2 * merged_size + (1 << 22):
+            pending = [merge(pending)]
+            pending_size = merged_size = pending[0].size
+    if not pending:
+        raise InputError("no data rows")
+    return merge(pending)

@@ -1,0 +1,221 @@
+"""`calib evaluate` through the real CLI: gates, baselines, bootstrap, per-field view, diagrams."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from calibcli.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def scores(tmp_path_factory):
+    """2 000 rows: `good` is calibrated, `bad` over-predicts field f3 by a lot."""
+    rng = np.random.default_rng(3)
+    n = 2000
+    field = rng.choice(["f0", "f1", "f2", "f3"], n, p=[0.4, 0.3, 0.2, 0.1])
+    good = rng.uniform(0.05, 0.95, n)
+    label = (rng.random(n) < good).astype(int)
+    bad = np.where(field == "f3", np.minimum(good + 0.4, 0.99), good)
+    path = tmp_path_factory.mktemp("evaluate") / "scores.csv"
+    lines = ["field,good,bad,label"] + [f"{f},{g:.6f},{b:.6f},{y}" for f, g, b, y in zip(field, good, bad, label)]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def run(*args):
+    return runner.invoke(app, ["evaluate", *map(str, args)])
+
+
+def metrics_of(scores, col):
+    out = json.loads(run(scores, "--prob-col", col, "--field-col", "field", "--json").stdout)
+    return out["results"][0]["metrics"]
+
+
+def test_passing_gates_exit_0_with_the_table_on_stdout(scores):
+    result = run(scores, "--prob-col", "good", "--field-col", "field",
+                 "--fail-above", "field-rce=0.5", "--fail-above", "log_loss=0.9", "--fail-below", "auc=0.6")
+    assert result.exit_code == 0, result.stderr
+    assert "good" in result.stdout and "Field-RCE" in result.stdout
+    assert "gates passed: 3 checks" in result.stderr
+
+
+def test_failing_gate_exits_1_and_says_which_for_what_and_by_how_much(scores):
+    m = metrics_of(scores, "bad")
+    result = run(scores, "--prob-col", "good", "--prob-col", "bad", "--field-col", "field",
+                 "--fail-above", "field-rce=0.05", "--fail-below", "auc=0.6")
+    assert result.exit_code == 1
+    assert "bad" in result.stdout  # the data still goes to stdout
+    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("gate failed")]
+    assert lines == [f"gate failed: Field-RCE of 'bad' is {m['field_rce']:.4g}, above the threshold 0.05 "
+                     f"by {m['field_rce'] - 0.05:.4g}"]
+    assert "1 of 4 gate checks failed" in result.stderr
+
+
+def test_quiet_hides_the_summary_but_never_a_failed_gate(scores):
+    passed = runner.invoke(app, ["-q", "evaluate", scores, "--prob-col", "good", "--fail-below", "auc=0.5"])
+    assert passed.exit_code == 0 and passed.stderr == ""
+    failed = runner.invoke(app, ["-q", "evaluate", scores, "--prob-col", "good", "--fail-below", "auc=0.9"])
+    assert failed.exit_code == 1 and failed.stderr.startswith("gate failed: AUC of 'good'")
+
+
+def test_json_report_carries_the_gate_result(scores):
+    result = run(scores, "--prob-col", "bad", "--field-col", "field", "--json", "--fail-above", "field-rce=0.05")
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    assert doc["format"] == "calibcli.evaluation" and doc["schema_version"] == 2
+    assert set(doc["results"][0]["metrics"]) == {"log_loss", "brier", "auc", "ece", "calbin", "field_ece", "field_rce"}
+    gate = doc["gate"]
+    assert gate["passed"] is False and gate["checked"] == 1
+    (failed,) = gate["failed"]
+    assert failed["result"] == "bad" and failed["metric"] == "field_rce" and failed["kind"] == "above"
+    assert failed["threshold"] == 0.05 and failed["excess"] == pytest.approx(failed["value"] - 0.05)
+
+
+def test_without_gates_the_json_says_passed(scores):
+    doc = json.loads(run(scores, "--prob-col", "good", "--json").stdout)
+    assert doc["gate"] == {"passed": True, "gate_on": "point", "baseline": None, "checked": 0,
+                           "failed": [], "checks": []}
+    assert doc["bootstrap"] is None and doc["results"][0]["intervals"] is None
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--fail-above", "fild-rce=0.1"], "error: --fail-above: unknown metric 'fild-rce'"),
+    (["--fail-below", "auc"], "error: --fail-below 'auc' is not METRIC=VALUE"),
+    (["--fail-above", "brier=lots"], "error: --fail-above 'brier=lots': 'lots' is not a number"),
+    (["--max-regression", "brier=1%"], "error: --max-regression needs --baseline FILE"),
+    (["--gate-on", "upper", "--fail-above", "brier=0.3"], "error: --gate-on upper needs confidence intervals"),
+    (["--fail-above", "field-ece=0.1"], "error: a gate on field-ece needs --field-col"),
+    (["--by-field"], "error: --by-field needs --field-col"),
+    (["--save-baseline", "-"], "error: --save-baseline needs a file name"),
+    (["--bootstrap", "-3"], "error: --bootstrap must be at least 1"),
+    (["--field-col", "field", "--by-field", "--top", "0"], "error: --top must be at least 1"),
+])
+def test_usage_errors_exit_2_with_one_line(scores, args, message):
+    result = run(scores, "--prob-col", "good", *args)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0] == message
+    assert result.stdout == ""
+
+
+def test_baseline_round_trip_passes_then_catches_a_regression(scores, tmp_path):
+    base = tmp_path / "base.json"
+    saved = run(scores, "--prob-col", "good", "--field-col", "field", "--save-baseline", base)
+    assert saved.exit_code == 0 and "good" in saved.stdout
+    assert json.loads(base.read_text())["results"][0]["name"] == "good"
+    same = run(scores, "--prob-col", "good", "--field-col", "field", "--baseline", base,
+               "--max-regression", "field-rce=0", "--max-regression", "log-loss=1%")
+    assert same.exit_code == 0, same.stderr
+
+    # The same column name, now holding the over-predicting scores: a regression.
+    worse = tmp_path / "worse.csv"
+    text = open(scores).read().splitlines()
+    rows = [ln.split(",") for ln in text[1:]]
+    worse.write_text("field,good,label\n" + "".join(f"{r[0]},{r[2]},{r[3]}\n" for r in rows))
+    m_old = json.loads(base.read_text())["results"][0]["metrics"]
+    m_new = metrics_of(str(worse), "good")
+    result = run(worse, "--prob-col", "good", "--field-col", "field", "--baseline", base,
+                 "--max-regression", "field-rce=10%", "--max-regression", "auc=0.5")
+    assert result.exit_code == 1
+    (line,) = [ln for ln in result.stderr.splitlines() if ln.startswith("gate failed")]
+    allowed = 0.1 * m_old["field_rce"]
+    assert line == (f"gate failed: Field-RCE of 'good' is {m_new['field_rce']:.4g}, above the baseline "
+                    f"{m_old['field_rce']:.4g} by {m_new['field_rce'] - m_old['field_rce']:.4g}: more than "
+                    f"the allowed {allowed:.4g} (10% of the baseline), over by "
+                    f"{m_new['field_rce'] - m_old['field_rce'] - allowed:.4g}")
+
+
+def test_bad_baselines_exit_2(scores, tmp_path):
+    gate = ["--field-col", "field", "--max-regression", "brier=0.01"]
+    missing = run(scores, "--prob-col", "good", "--baseline", tmp_path / "none.json", *gate)
+    assert missing.exit_code == 2 and "no such baseline file" in missing.stderr
+    corrupt = tmp_path / "corrupt.json"
+    corrupt.write_text('{"schema_version": 2, "results": [')
+    bad = run(scores, "--prob-col", "good", "--baseline", corrupt, *gate)
+    assert bad.exit_code == 2 and "baseline is not JSON" in bad.stderr
+    base = tmp_path / "base.json"
+    assert run(scores, "--prob-col", "good", "--save-baseline", base).exit_code == 0
+    other = run(scores, "--prob-col", "bad", "--baseline", base, *gate)
+    assert other.exit_code == 2
+    assert other.stderr.splitlines()[0] == (f"error: {base}: baseline is for 'good', this run evaluates 'bad'")
+
+
+def test_bootstrap_intervals_and_gating_on_the_interval(scores):
+    args = [scores, "--prob-col", "bad", "--field-col", "field", "--json", "--bootstrap", 60, "--seed", 4]
+    first = json.loads(run(*args).stdout)
+    assert first == json.loads(run(*args).stdout)  # seeded
+    assert first["bootstrap"] == {"replicates": 60, "seed": 4, "level": 0.95, "method": "percentile"}
+    point = first["results"][0]["metrics"]["field_rce"]
+    lo, hi = first["results"][0]["intervals"]["field_rce"]
+    assert lo < point < hi
+    threshold = f"field-rce={(lo + point) / 2}"  # inside the noise: point fails, interval passes
+    assert run(*args, "--fail-above", threshold).exit_code == 1
+    upper = run(*args, "--fail-above", threshold, "--gate-on", "upper")
+    assert upper.exit_code == 0, upper.stderr
+    assert json.loads(upper.stdout)["gate"]["checks"][0]["compared"] == lo
+    assert run(*args, "--fail-above", f"field-rce={lo / 2}", "--gate-on", "upper").exit_code == 1
+
+
+def test_bootstrap_table_shows_intervals(scores):
+    result = run(scores, "--prob-col", "good", "--bootstrap", 20)
+    assert result.exit_code == 0
+    assert "95% intervals from 20 resamples" in result.stdout and "[0." in result.stdout
+
+
+def test_by_field_lists_the_worst_fields(scores):
+    result = run(scores, "--prob-col", "bad", "--field-col", "field", "--by-field", "--top", 2)
+    assert result.exit_code == 0
+    table = result.stdout[result.stdout.index("by |bias"):]
+    assert "top 2 of 4 values of 'field'" in result.stdout
+    assert table.splitlines()[4].split()[1] == "f3"  # the over-predicted field comes first
+    doc = json.loads(run(scores, "--prob-col", "bad", "--field-col", "field", "--by-field", "--json").stdout)
+    worst = doc["results"][0]["by_field"]["by_bias"][0]
+    assert worst["field"] == "f3" and worst["bias"] < 0 and worst["rows"] > 100
+    assert worst["mean_p"] > worst["positive_rate"]
+
+
+def test_text_reliability_diagram(scores):
+    result = run(scores, "--prob-col", "good", "--prob-col", "bad", "--plot", "-")
+    assert result.exit_code == 0
+    for name in ("good", "bad"):
+        assert f"reliability of '{name}': 10 equal-mass bins" in result.stdout
+    rows = [ln for ln in result.stdout.splitlines() if ln.rstrip().endswith(("|", "█", " ")) and " 200  " in ln]
+    assert len(rows) == 20  # 2000 rows in 10 equal-mass bins, for each column
+
+
+def test_png_reliability_diagram(scores, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "reliability.png"
+    result = run(scores, "--prob-col", "good", "--prob-col", "bad", "--plot", out, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bins = json.loads(result.stdout)["results"][1]["reliability"]
+    assert len(bins) == 10 and sum(b["rows"] for b in bins) == 2000
+
+
+def test_png_without_matplotlib_is_a_usage_error(scores, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    out = tmp_path / "reliability.png"
+    result = run(scores, "--prob-col", "good", "--plot", out)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        "error: --plot FILE needs matplotlib",
+        "hint: pip install 'calibcli[plot]', or use --plot - for a text diagram"]
+    assert not out.exists() and result.stdout == ""
+
+
+def test_subprocess_gate_failure_keeps_json_on_stdout(scores):
+    proc = subprocess.run(
+        [sys.executable, "-m", "calibcli", "evaluate", scores, "--prob-col", "bad", "--field-col", "field",
+         "--json", "--fail-above", "field-rce=0.05", "--fail-below", "auc=0.99"],
+        capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert json.loads(proc.stdout)["gate"]["passed"] is False
+    failed = [ln for ln in proc.stderr.splitlines() if ln.startswith("gate failed")]
+    assert [ln.split(" of ")[0] for ln in failed] == ["gate failed: Field-RCE", "gate failed: AUC"]
+    assert "below the threshold 0.99" in failed[1]

@@ -1,0 +1,286 @@
+"""ILPS and field-aware Neural Calibration (Pan et al. 2020): worked cases, gradients, studies."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.isotonic import IsotonicRegression
+from sklearn.metrics import log_loss, roc_auc_score
+
+import contract
+from calibcli.calibrators import create
+from calibcli.calibrators.field_aware import FieldAwareCalibrator, loss_and_grads
+from calibcli.calibrators.ilps import ILPSCalibrator, ilps_eta, ilps_splits, knot_penalty, segments
+from calibcli.errors import FitError, InputError
+
+
+def logit(p):
+    return np.log(p) - np.log1p(-p)
+
+
+def field_rce(y, p, z, eps=0.01):
+    """Pan et al. eq. 6: (1/N) sum_z N_z |sum_z (y - p)| / sum_z (y + eps)."""
+    _, inv = np.unique(z, return_inverse=True)
+    n_z = np.bincount(inv)
+    resid = np.bincount(inv, weights=y - p)
+    denom = np.bincount(inv, weights=y + eps)
+    return float(np.sum(n_z * np.abs(resid) / denom) / y.size)
+
+
+def ctr_data(n, seed, levels=500):
+    """CTR-like rows: Zipf field z, base model logit l0, truth sigmoid(0.7 l0 - 0.5 + delta_z)."""
+    rng = np.random.default_rng(seed)
+    delta = np.random.default_rng(123).normal(0.0, 1.0, levels)
+    pz = 1.0 / np.arange(1, levels + 1) ** 1.1
+    zi = rng.choice(levels, size=n, p=pz / pz.sum())
+    l0 = rng.normal(-1.5, 1.2, n)
+    y = (rng.random(n) < 1 / (1 + np.exp(-(0.7 * l0 - 0.5 + delta[zi])))).astype(float)
+    z = np.array([f"site{i}" for i in range(levels)], dtype=object)[zi]
+    return 1 / (1 + np.exp(-l0)), y, z
+
+
+def mixed_features(n, seed):
+    rng = np.random.default_rng(seed)
+    s = rng.beta(2, 2, n)
+    a = np.array(["x", "y", "z", "w"], dtype=object)[rng.integers(0, 4, n)]
+    c = np.array([f"c{i}" for i in range(12)], dtype=object)[rng.integers(0, 12, n)]
+    u = rng.normal(3.0, 2.0, n)
+    shift = np.where(a == "x", 1.0, 0.0) - 0.3 * (u - 3.0)
+    y = (rng.random(n) < 1 / (1 + np.exp(-(3 * (s - 0.5) + shift)))).astype(float)
+    return s, y, {"a": a, "c": c, "u": u}
+
+
+# ---- ILPS ------------------------------------------------------------------------------
+
+
+def test_splits_follow_k_over_k_plus_2():
+    a = ilps_splits(2)
+    np.testing.assert_allclose(a, [-np.log(3), 0.0, np.log(3)], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(1 / (1 + np.exp(-ilps_splits(100))), np.arange(1, 102) / 102, atol=1e-15)
+
+
+def test_eta_is_line_plot_with_linear_end_segments():
+    a = np.array([-1.0, 0.0, 2.0])
+    b = np.array([-3.0, 1.0, 2.0])
+    l = np.array([-2.0, -1.0, -0.5, 0.0, 1.0, 2.0, 4.0])
+    # slopes 4 on [-1, 0], 0.5 on [0, 2], continued outside
+    np.testing.assert_allclose(ilps_eta(l, a, b), [-7.0, -3.0, -1.0, 1.0, 1.5, 2.0, 3.0])
+
+
+def test_points_on_knots_give_logit_of_rates():
+    """Data only at the splits: the fit puts b_k = logit(positive rate at split k)."""
+    a = ilps_splits(2)
+    p_knots = 1 / (1 + np.exp(-a))
+    counts, pos = np.array([10, 20, 10]), np.array([2, 10, 7])
+    s = np.repeat(p_knots, counts)
+    y = np.concatenate([np.r_[np.ones(k), np.zeros(n - k)] for n, k in zip(counts, pos)])
+    cal = ILPSCalibrator(K=2, ridge=0.0).fit(s, y)
+    np.testing.assert_allclose(cal.b_, logit(pos / counts), atol=1e-7)
+    np.testing.assert_allclose(cal.predict(p_knots), pos / counts, atol=1e-8)
+
+
+def test_exact_penalty_pools_violators_like_isotonic():
+    """Decreasing rates at the splits: lam = 1 gives the pooled (PAV) rates, no projection."""
+    a = ilps_splits(3)
+    p_knots = 1 / (1 + np.exp(-a))
+    counts, pos = np.array([10, 20, 10, 10]), np.array([2, 12, 5, 8])
+    s = np.repeat(p_knots, counts)
+    y = np.concatenate([np.r_[np.ones(k), np.zeros(n - k)] for n, k in zip(counts, pos)])
+    iso = IsotonicRegression().fit(p_knots, pos / counts, sample_weight=counts).predict(p_knots)
+    cal = ILPSCalibrator(K=3, ridge=0.0, lam=1.0).fit(s, y)
+    np.testing.assert_allclose(cal.predict(p_knots), iso, atol=1e-7)
+    assert cal.summary()["projection_changed"] is False
+
+
+def test_weak_penalty_leaves_violations_that_projection_removes():
+    a = ilps_splits(3)
+    p_knots = 1 / (1 + np.exp(-a))
+    counts, pos = np.array([10, 20, 10, 10]), np.array([2, 12, 5, 8])
+    s = np.repeat(p_knots, counts)
+    y = np.concatenate([np.r_[np.ones(k), np.zeros(n - k)] for n, k in zip(counts, pos)])
+    cal = ILPSCalibrator(K=3, ridge=0.0, lam=0.0).fit(s, y)
+    summary = cal.summary()
+    assert summary["projection_changed"] is True
+    # unconstrained optimum b = logit(rates): violation logit(12/20) - logit(5/10)
+    assert summary["max_violation"] == pytest.approx(logit(0.6) - logit(0.5), abs=1e-6)
+    assert np.all(np.diff(cal.b_) >= 0)
+
+
+def test_ilps_weights_equal_duplicates_exactly():
+    s, y = contract.synthetic(300)
+    contract.check_weights_as_duplicates(ILPSCalibrator, {}, s, y, atol=1e-9)
+
+
+def test_logit_scores_match_probability_scores():
+    s, y = contract.synthetic(400, seed=3)
+    a = ILPSCalibrator().fit(s, y).predict(s)
+    b = ILPSCalibrator(score_kind="logit").fit(logit(s), y).predict(logit(s))
+    np.testing.assert_allclose(a, b, atol=1e-12)
+
+
+def test_probability_scores_outside_unit_interval_are_rejected():
+    s, y = np.array([-1.0, 0.5, 2.0, 0.3]), np.array([0, 1, 1, 0.0])
+    for cls, extra in ((ILPSCalibrator, {}), (FieldAwareCalibrator, {"epochs": 1})):
+        with pytest.raises(FitError, match=r"needs scores in \[0, 1\]"):
+            cls(**extra).fit(s, y)
+        as_logits = cls(score_kind="logit", **extra)
+        assert as_logits.needs_probabilities is False
+        assert np.all(np.isfinite(as_logits.fit(s, y).predict(s)))
+
+
+def bayes_iso_data(n, seed):
+    """Allikivi & Kull (2019) synthetic: negatives Beta(1,3); positives 50/50 Beta(1.5,3), Beta(30,3)."""
+    rng = np.random.default_rng(seed)
+    y = (rng.random(n) < 0.5).astype(float)
+    pick = rng.random(n) < 0.5
+    s = np.where(y == 0, rng.beta(1, 3, n), np.where(pick, rng.beta(1.5, 3, n), rng.beta(30, 3, n)))
+    return s, y
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ilps_at_least_as_good_as_platt_on_bayes_iso_setup(seed):
+    s, y = bayes_iso_data(1000, seed)
+    st, yt = bayes_iso_data(20000, 100 + seed)
+    ll_ilps = log_loss(yt, create("ilps").fit(s, y).predict(st))
+    ll_platt = log_loss(yt, create("logistic").fit(s, y).predict(st))
+    assert ll_ilps <= ll_platt
+
+
+# ---- gradients -------------------------------------------------------------------------
+
+
+def _random_problem(layers):
+    rng = np.random.default_rng(7)
+    n, a = 40, ilps_splits(6)
+    vocab_sizes, dim, n_num, hidden = (4, 6), 3, 2, 5
+    params = [np.sort(rng.normal(0, 2, a.size)) + rng.normal(0, 0.3, a.size)]  # some violations
+    params += [rng.normal(0, 0.5, (v, dim)) for v in vocab_sizes]
+    width = dim * len(vocab_sizes) + n_num
+    for _ in range(layers):
+        params += [rng.normal(0, 0.7, (width, hidden)), rng.normal(0, 0.3, hidden)]
+        width = hidden
+    params += [rng.normal(0, 0.7, width), rng.normal(0, 0.3, 1)]
+    k, t = segments(rng.normal(0, 3, n), a)
+    codes = np.column_stack([rng.integers(0, v, n) for v in vocab_sizes])
+    batch = dict(k=k, t=t, codes=codes, xnum=rng.normal(size=(n, n_num)), y=rng.integers(0, 2, n).astype(float),
+                 w=rng.uniform(0.5, 2.0, n))
+    return params, a, batch
+
+
+@pytest.mark.parametrize("layers", [0, 2])
+def test_gradients_match_finite_differences(layers):
+    params, a, batch = _random_problem(layers)
+    n_cat, lam, ridge = 2, 0.7, 0.05
+
+    def f(ps):
+        return loss_and_grads(ps, n_cat, a, lam, ridge, **batch)[0]
+
+    _, grads = loss_and_grads(params, n_cat, a, lam, ridge, **batch)
+    h = 1e-6
+    for block, (p, g) in enumerate(zip(params, grads)):
+        assert g.shape == p.shape
+        for idx in np.ndindex(p.shape):
+            plus = [q.copy() for q in params]
+            minus = [q.copy() for q in params]
+            plus[block][idx] += h
+            minus[block][idx] -= h
+            fd = (f(plus) - f(minus)) / (2 * h)
+            assert g[idx] == pytest.approx(fd, rel=1e-5, abs=1e-8), (block, idx)
+
+
+def test_knot_penalty_value():
+    a = np.array([0.0, 1.0, 3.0])
+    b = np.array([0.0, -1.0, 3.0])
+    value, _ = knot_penalty(a, b, lam=2.0, ridge=0.5)
+    # hinge: 2 * 1; ridge: 0.5/2 * ((-1 - 1)^2 / 1 + (4 - 2)^2 / 2)
+    assert value == pytest.approx(2.0 + 0.25 * (4.0 + 2.0))
+
+
+# ---- field-aware -----------------------------------------------------------------------
+
+
+def test_without_features_equals_ilps():
+    s, y = contract.synthetic(400, seed=5)
+    g = contract.grid(s)
+    fa = FieldAwareCalibrator(epochs=3).fit(s, y)
+    np.testing.assert_array_equal(fa.predict(g), ILPSCalibrator().fit(s, y).predict(g))
+    assert fa.input_features() == ([], [])
+
+
+def test_round_trip_with_features_is_bit_exact():
+    s, y, feats = mixed_features(600, 0)
+    contract.check_round_trip(FieldAwareCalibrator, {"epochs": 3}, s, y, features=feats)
+    contract.check_fit_predict(FieldAwareCalibrator, {"epochs": 3}, s, y, features=feats)
+
+
+def test_input_features_and_missing_columns():
+    s, y, feats = mixed_features(600, 1)
+    cal = FieldAwareCalibrator(epochs=2).fit(s, y, features=feats)
+    assert cal.input_features() == (["a", "c"], ["u"])
+    with pytest.raises(InputError, match="'c', 'u'"):
+        cal.predict(s, features={"a": feats["a"]})
+    with pytest.raises(InputError):
+        cal.predict(s)
+
+
+def test_unseen_and_rare_levels_share_the_unknown_embedding():
+    s, y, feats = mixed_features(800, 2)
+    feats["c"] = feats["c"].copy()
+    feats["c"][:3] = "rare"  # 3 rows < min_count=5: not in the vocabulary
+    cal = FieldAwareCalibrator(epochs=3).fit(s, y, features=feats)
+    assert "rare" not in cal.vocab_[1].tolist()
+    probe = {k: v[:1].copy() for k, v in feats.items()}
+    probe["c"][0] = "rare"
+    p_rare = cal.predict(s[:1], features=probe)
+    probe["c"][0] = "never-seen"
+    assert np.array_equal(cal.predict(s[:1], features=probe), p_rare)
+    unknown = cal.net_[2][0]
+    assert np.all(np.isfinite(unknown)) and np.any(unknown != 0)
+
+
+def test_row_order_and_seed():
+    s, y, feats = mixed_features(700, 3)
+    order = np.random.default_rng(9).permutation(s.size)
+    g = contract.grid(s)
+    gf = {k: np.resize(v, g.size) for k, v in feats.items()}
+    a = FieldAwareCalibrator(epochs=3).fit(s, y, features=feats)
+    b = FieldAwareCalibrator(epochs=3).fit(s[order], y[order], features={k: v[order] for k, v in feats.items()})
+    np.testing.assert_array_equal(a.predict(g, gf), b.predict(g, gf))  # canonical order: bit-identical
+    c = FieldAwareCalibrator(epochs=3, seed=1).fit(s, y, features=feats)
+    assert not np.array_equal(a.predict(g, gf), c.predict(g, gf))
+
+
+def test_monotone_in_score_for_fixed_features():
+    s, y, feats = mixed_features(700, 4)
+    cal = FieldAwareCalibrator(epochs=3).fit(s, y, features=feats)
+    g = np.linspace(-0.1, 1.1, 200)
+    fixed = {k: np.repeat(v[:1], g.size) for k, v in feats.items()}
+    assert np.all(np.diff(cal.predict(g, fixed)) >= 0)
+
+
+def test_progress_callback_reaches_total():
+    s, y, feats = mixed_features(500, 6)
+    cal = FieldAwareCalibrator(epochs=2, batch_size=100)
+    calls = []
+    cal.progress = lambda done, total: calls.append((done, total))
+    cal.fit(s, y, features=feats)
+    steps = [c[0] for c in calls]
+    assert steps == sorted(steps) and calls[-1][0] == calls[-1][1] == 2 * 5
+
+
+def test_ctr_like_study_field_rce_halved_and_auc_kept():
+    s, y, z = ctr_data(20000, 1)
+    st, yt, zt = ctr_data(100000, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p_iso = create("isotonic").fit(s, y).predict(st)
+        p_platt = create("logistic").fit(s, y).predict(st)
+    p_fa = create("field-aware").fit(s, y, features={"z": z}).predict(st, features={"z": zt})
+    rce_fa = field_rce(yt, p_fa, zt)
+    assert rce_fa <= 0.5 * field_rce(yt, p_iso, zt)
+    assert rce_fa <= 0.5 * field_rce(yt, p_platt, zt)
+    auc_fa = roc_auc_score(yt, p_fa)
+    assert auc_fa >= roc_auc_score(yt, st)
+    assert auc_fa >= max(roc_auc_score(yt, p_iso), roc_auc_score(yt, p_platt))

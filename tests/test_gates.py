@@ -1,0 +1,230 @@
+"""Library side of `calib evaluate` gates: parsing, baselines, decisions, bootstrap, breakdowns."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from calibcli import diagnostics, gates, metrics
+from calibcli.errors import InputError, UsageError
+
+
+def test_metric_names_accept_hyphens_underscores_and_case():
+    assert gates.metric_key("field-rce", "--fail-above") == "field_rce"
+    assert gates.metric_key("Log_Loss", "--fail-above") == "log_loss"
+    with pytest.raises(UsageError, match="--fail-above: unknown metric 'fild-rce'") as exc:
+        gates.metric_key("fild-rce", "--fail-above")
+    assert "field-rce" in exc.value.hint
+
+
+def test_parse_limits_values_and_percentages():
+    assert gates.parse_limits(["field-rce=0.12", "auc = 0.7"], "--fail-above") == [
+        gates.Limit("field_rce", 0.12), gates.Limit("auc", 0.7)]
+    assert gates.parse_limits(["log-loss=5%"], "--max-regression", allow_percent=True) == [
+        gates.Limit("log_loss", 0.05, relative=True)]
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("field-rce", "is not METRIC=VALUE"),
+    ("=0.1", "is not METRIC=VALUE"),
+    ("auc=", "is not METRIC=VALUE"),
+    ("auc=high", "'high' is not a number"),
+    ("auc=nan", "must be finite"),
+    ("auc=5%", "'5%' is not a number"),
+])
+def test_parse_limits_rejects_malformed_thresholds(spec, message):
+    with pytest.raises(UsageError, match=message):
+        gates.parse_limits([spec], "--fail-above")
+
+
+def test_parse_limits_rejects_negative_regression_and_duplicates():
+    with pytest.raises(UsageError, match="cannot be negative"):
+        gates.parse_limits(["brier=-0.1"], "--max-regression", allow_percent=True)
+    with pytest.raises(UsageError, match="given twice for field-rce"):
+        gates.parse_limits(["field-rce=0.1", "field_rce=0.2"], "--fail-above")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(gate_on="upper", bootstrap=0), "--gate-on upper needs confidence intervals"),
+    (dict(gate_on="lower"), "--gate-on 'lower'"),
+    (dict(max_regression=["auc=0.01"]), "--max-regression needs --baseline"),
+    (dict(baseline="b.json"), "--baseline needs --max-regression"),
+])
+def test_gate_spec_cross_checks(kwargs, message):
+    args = dict(fail_above=[], fail_below=[], max_regression=[], baseline=None, gate_on="point", bootstrap=0)
+    with pytest.raises(UsageError, match=message):
+        gates.GateSpec.from_options(**{**args, **kwargs})
+
+
+def _spec(**kw):
+    return gates.GateSpec(**kw)
+
+
+def test_thresholds_pass_and_fail_with_the_excess():
+    spec = _spec(fail_above=[gates.Limit("field_rce", 0.12)], fail_below=[gates.Limit("auc", 0.7)])
+    report = gates.decide(spec, [("good", {"field_rce": 0.10, "auc": 0.8}, None),
+                                 ("bad", {"field_rce": 0.15, "auc": 0.65}, None)], field_col="f")
+    assert [c.passed for c in report.checks] == [True, True, False, False]
+    above, below = report.failed
+    assert above.excess == pytest.approx(0.03) and below.excess == pytest.approx(0.05)
+    assert above.describe() == "Field-RCE of 'bad' is 0.15, above the threshold 0.12 by 0.03"
+    assert below.describe() == "AUC of 'bad' is 0.65, below the threshold 0.7 by 0.05"
+    assert not report.passed and report.to_json()["checked"] == 4
+
+
+def test_regression_is_direction_aware_and_relative():
+    base = gates.Baseline("b.json", "f", 100, {"m": {"log_loss": 0.50, "auc": 0.80}})
+    spec = _spec(max_regression=[gates.Limit("log_loss", 0.05, relative=True), gates.Limit("auc", 0.01)],
+                 baseline="b.json")
+    ok = gates.decide(spec, [("m", {"log_loss": 0.52, "auc": 0.795}, None)], base, "f")
+    assert ok.passed
+    bad = gates.decide(spec, [("m", {"log_loss": 0.53, "auc": 0.78}, None)], base, "f")
+    ll, auc = bad.failed
+    assert ll.limit == pytest.approx(0.525) and ll.excess == pytest.approx(0.005)
+    assert "above the baseline 0.5 by 0.03: more than the allowed 0.025 (5% of the baseline)" in ll.describe()
+    assert auc.limit == pytest.approx(0.79) and auc.excess == pytest.approx(0.01)
+    assert "below the baseline 0.8 by 0.02" in auc.describe()
+
+
+def test_an_improvement_never_fails_a_regression_gate():
+    base = gates.Baseline("b.json", None, 100, {"m": {"brier": 0.2}})
+    spec = _spec(max_regression=[gates.Limit("brier", 0.0)], baseline="b.json")
+    assert gates.decide(spec, [("m", {"brier": 0.1}, None)], base).passed
+    assert not gates.decide(spec, [("m", {"brier": 0.2000001}, None)], base).passed
+
+
+def test_na_values_fail_their_gate():
+    spec = _spec(fail_below=[gates.Limit("auc", 0.7)])
+    report = gates.decide(spec, [("m", {"auc": math.nan}, None)])
+    assert not report.passed
+    assert "n/a" in report.failed[0].describe()
+    assert report.to_json()["failed"][0]["value"] is None
+
+
+def test_gate_on_upper_compares_the_interval_end_nearest_to_passing():
+    values = {"field_rce": 0.13, "auc": 0.69}
+    intervals = {"field_rce": (0.11, 0.15), "auc": (0.66, 0.72)}
+    spec = _spec(fail_above=[gates.Limit("field_rce", 0.12)], fail_below=[gates.Limit("auc", 0.7)])
+    assert not gates.decide(spec, [("m", values, intervals)], field_col="f").passed
+    spec.gate_on = "upper"
+    report = gates.decide(spec, [("m", values, intervals)], field_col="f")
+    assert report.passed and [c.compared for c in report.checks] == [0.11, 0.72]
+    spec.fail_above = [gates.Limit("field_rce", 0.10)]
+    failed = gates.decide(spec, [("m", values, intervals)], field_col="f").failed
+    assert [c.metric for c in failed] == ["field_rce"]
+    assert "(confidence interval end 0.11)" in failed[0].describe()
+
+
+def test_field_gates_need_a_field_column():
+    with pytest.raises(UsageError, match="a gate on field-ece needs --field-col"):
+        gates.require_field_col(_spec(fail_above=[gates.Limit("field_ece", 0.1)]), None)
+
+
+def _write(tmp_path, doc):
+    path = tmp_path / "base.json"
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    return str(path)
+
+
+def test_load_baseline_reads_v1_and_v2(tmp_path):
+    v1 = {"schema_version": 1, "field_col": None, "calbin_window": 100,
+          "results": [{"name": "p", "kind": "column", "metrics": {"auc": 0.8, "brier": None}}]}
+    base = gates.load_baseline(_write(tmp_path, v1))
+    assert base.metrics == {"p": {"auc": 0.8, "brier": None}}
+
+
+@pytest.mark.parametrize("doc, message", [
+    ("{not json", "baseline is not JSON"),
+    ({"schema_version": 2}, "no 'results' list"),
+    ({"schema_version": 9, "results": []}, "schema version 9 is newer"),
+    ({"results": []}, "no valid schema_version"),
+    ({"schema_version": 2, "results": [{"name": "p"}]}, r"results\[0\] has no name or metrics"),
+    ({"schema_version": 2, "results": [{"name": "p", "metrics": {"auc": "x"}}]}, "'x', not a number"),
+])
+def test_load_baseline_refuses_corrupt_files(tmp_path, doc, message):
+    with pytest.raises(InputError, match=message):
+        gates.load_baseline(_write(tmp_path, doc))
+
+
+def test_load_baseline_missing_file(tmp_path):
+    with pytest.raises(InputError, match="no such baseline file"):
+        gates.load_baseline(str(tmp_path / "nope.json"))
+
+
+def test_check_baseline_refuses_other_columns_and_settings():
+    spec = _spec(max_regression=[gates.Limit("field_rce", 0.01)], baseline="b.json")
+    base = gates.Baseline("b.json", "field", 100, {"p1": {"field_rce": 0.1}})
+    gates.check_baseline(base, ["p1"], "field", 100, spec)
+    with pytest.raises(UsageError, match="baseline is for 'p1', this run evaluates 'p2'"):
+        gates.check_baseline(base, ["p2"], "field", 100, spec)
+    with pytest.raises(UsageError, match="--field-col 'field', this run uses 'other'"):
+        gates.check_baseline(base, ["p1"], "other", 100, spec)
+    spec.max_regression = [gates.Limit("auc", 0.01)]
+    with pytest.raises(UsageError, match="baseline has no auc for 'p1'"):
+        gates.check_baseline(base, ["p1"], "field", 100, spec)
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(7)
+    n = 1500
+    p = np.round(rng.random(n), 2)  # many ties, as in real calibrated output
+    y = (rng.random(n) < p ** 1.3).astype(np.int8)
+    g = rng.integers(0, 9, n)
+    return y, p, g
+
+
+@pytest.mark.parametrize("ties", [True, False])
+def test_bootstrap_replicates_equal_the_metrics_of_materialised_resamples(data, ties):
+    y, p, g = data
+    if not ties:
+        p = p * 0.999 + np.linspace(0, 1e-3, p.size)  # distinct values in [0, 1]: the no-tie path
+    reps = gates.bootstrap_replicates(y, p, g, 40, gates.BootstrapPlan(4, seed=11))
+    rng = np.random.default_rng(11)
+    for b in range(4):
+        idx = rng.integers(0, y.size, y.size)
+        expected = metrics.compute_all(y[idx], p[idx], g[idx], 40)
+        for key, value in expected.items():
+            assert reps[key][b] == pytest.approx(value, rel=1e-9, abs=1e-12), key
+
+
+def test_bootstrap_intervals_are_seeded_and_cover_the_estimate(data):
+    y, p, g = data
+    a = gates.bootstrap_intervals(y, p, g, 100, gates.BootstrapPlan(150, seed=1))
+    assert a == gates.bootstrap_intervals(y, p, g, 100, gates.BootstrapPlan(150, seed=1))
+    assert a != gates.bootstrap_intervals(y, p, g, 100, gates.BootstrapPlan(150, seed=2))
+    point = metrics.compute_all(y, p, g, 100)
+    for key, (lo, hi) in a.items():
+        assert lo < hi and lo <= point[key] <= hi, key
+
+
+def test_bootstrap_with_one_class_leaves_auc_na(data):
+    _, p, _ = data
+    out = gates.bootstrap_intervals(np.ones(p.size, np.int8), p, None, 100, gates.BootstrapPlan(5, 0))
+    assert math.isnan(out["auc"][0]) and "field_rce" not in out
+
+
+def test_field_breakdown_by_hand():
+    y = np.array([1, 0, 0, 1, 1, 0])
+    p = np.array([0.2, 0.2, 0.2, 0.9, 0.5, 0.5])
+    codes = np.array([0, 0, 0, 1, 2, 2])
+    out = diagnostics.field_breakdown(y, p, codes, ["a", "b", "c"], top=2)
+    assert out["fields"] == 3
+    first = out["by_bias"][0]
+    assert first["field"] == "a" and first["rows"] == 3 and first["positives"] == 1
+    assert first["bias"] == pytest.approx(0.4) and first["relative_bias"] == pytest.approx(0.4 / 1.03)
+    assert [f["field"] for f in out["by_bias"]] == ["a", "b"]
+    assert [f["field"] for f in out["by_relative_bias"]] == ["a", "b"]
+    total_rce = sum(f["rows"] * abs(f["relative_bias"]) for f in
+                    diagnostics.field_breakdown(y, p, codes, ["a", "b", "c"], 3)["by_bias"]) / y.size
+    assert total_rce == pytest.approx(metrics.field_rce(y, p, codes))
+
+
+def test_reliability_bins_have_equal_mass():
+    p = np.linspace(0, 1, 1000)
+    y = (p > 0.5).astype(np.int8)
+    bins = diagnostics.reliability_bins(y, p, 10)
+    assert [b["rows"] for b in bins] == [100] * 10
+    assert bins[0]["mean_p"] == pytest.approx(p[:100].mean()) and bins[0]["positive_rate"] == 0
+    assert bins[-1]["positive_rate"] == 1 and bins[-1]["p_max"] == 1
