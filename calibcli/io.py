@@ -10,6 +10,9 @@
   offending value; they are `InputError`s, which the CLI prints as one line with exit 2.
 - Outputs are written to a temporary file in the target directory and renamed into place
   only when complete, so a failed run never leaves a half-written file.
+- A directory or glob of Parquet parts (`list_parts`) is written part by part into a
+  temporary directory that becomes the output directory when every part succeeded
+  (`atomic_output_dir`).
 """
 
 from __future__ import annotations

@@ -87,7 +87,6 @@ def auc(y: np.ndarray, p: np.ndarray, order: np.ndarray | None = None) -> float:
 def prob_ece(y: np.ndarray, p: np.ndarray, bins: int = ECE_BINS) -> float:
     """Expected calibration error over equal-width probability bins."""
     k = np.minimum((p * bins).astype(np.int64), bins - 1)
-    count = np.bincount(k, minlength=bins)
     gap = np.abs(np.bincount(k, weights=p, minlength=bins) - np.bincount(k, weights=y, minlength=bins))
     return float(np.sum(gap) / y.size)
 

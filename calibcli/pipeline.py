@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from calibcli import diagnostics, gates, io, maps, metrics
+from calibcli import diagnostics, gates, io, maps, metrics, summary
 from calibcli.calibrators import Calibrator, registry
 from calibcli.errors import CalibError, CalibWarning, FitError, InputError, UsageError
 
@@ -203,10 +203,8 @@ def _apply_parts(map_path: str, path: str, out: str, score_col: str, output_col:
 
 
 def summarize_file(path: str, cols: Columns, fmt: str | None = None, step: float | None = None,
-                   on_batch: Callable[[int], None] | None = None) -> "summary.ScoreSummary":
+                   on_batch: Callable[[int], None] | None = None) -> summary.ScoreSummary:
     """Stream a score/label file (or directory/glob of Parquet parts) into a mergeable summary."""
-    from calibcli import summary
-
     parts = io.is_parts(path)
     paths = [p for p, _ in io.list_parts(path)] if parts else [path]
 
@@ -222,10 +220,10 @@ def summarize_file(path: str, cols: Columns, fmt: str | None = None, step: float
                 if on_batch is not None:
                     on_batch(batch.num_rows)
                 yield s, y, w
-            if rows == 0:
-                raise InputError(f"{source.name}: no data rows")
 
     result = summary.summarize_batches(chunks(), step=step)
+    if result.rows == 0:
+        raise InputError(f"{io.display_name(path)}: no data rows")
     result.meta.update({"input": io.display_name(path), "score_col": cols.score, "label_col": cols.label,
                         **({"weight_col": cols.weight} if cols.weight else {})})
     return result
@@ -240,8 +238,6 @@ def fit_summary_file(
     strict: bool = False,
 ) -> FitResult:
     """Fit a score-only method on a summary (`calib summarize`, or Spark/Dask) instead of rows."""
-    from calibcli import summary
-
     cls = registry.get(method)
     if cls.uses_features:
         raise UsageError(f"method {method!r} uses feature columns, which a score summary does not have")

@@ -13,19 +13,23 @@ from typing import Callable, Iterator
 from calibcli import console
 
 
-def enabled() -> bool:
-    """True when a progress bar should be drawn (stderr is a terminal, no --quiet)."""
-    stream = sys.stderr
-    return not console.quiet and bool(getattr(stream, "isatty", lambda: False)())
+def enabled(data_to_stdout: bool = False) -> bool:
+    """True when a progress bar should be drawn: stderr is a terminal, no --quiet, and data
+    is not being printed on the same terminal (where the bar would garble it)."""
+    def tty(stream) -> bool:
+        return bool(getattr(stream, "isatty", lambda: False)())
+
+    return not console.quiet and tty(sys.stderr) and not (data_to_stdout and tty(sys.stdout))
 
 
 @contextlib.contextmanager
-def rows(description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
+def rows(description: str, total: int | None = None, data_to_stdout: bool = False
+         ) -> Iterator[Callable[[int], None]]:
     """A row counter: yields `advance(n)`; with `total` (e.g. from Parquet metadata) a bar and ETA.
 
     The bar is transient: it disappears when the run ends, leaving stderr for messages.
     """
-    if not enabled():
+    if not enabled(data_to_stdout):
         yield lambda n: None
         return
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,

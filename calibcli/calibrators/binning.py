@@ -22,6 +22,7 @@ import numpy as np
 
 from calibcli.calibrators.base import PLATT_CORRECTION, Calibrator, Param, as_float_array
 from calibcli.calibrators.registry import register
+from calibcli.errors import FitError
 
 
 def weighted_quantiles(s: np.ndarray, w: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -61,8 +62,29 @@ def bin_values(s: np.ndarray, y: np.ndarray, w: np.ndarray, edges: np.ndarray) -
     return values
 
 
+class StepMap(Calibrator):
+    """Shared state of bin-based methods: inner edges and one value per bin."""
+
+    edge_side = "left"  # a score equal to an edge belongs to the bin below ("left") or above
+
+    def _predict(self, s, features):
+        return self.values_[np.searchsorted(self.edges_, s, side=self.edge_side)]
+
+    def _get_state(self) -> dict[str, Any]:
+        return {"edges": self.edges_, "values": self.values_}
+
+    def _set_state(self, state: dict[str, Any]) -> None:
+        self.edges_ = as_float_array(state["edges"], "state edges")
+        self.values_ = as_float_array(state["values"], "state values")
+        if self.values_.size != self.edges_.size + 1:
+            raise FitError(f"{self.name} state needs one more value than inner edges")
+
+    def summary(self) -> dict[str, Any]:
+        return {"bins": int(self.values_.size)}
+
+
 @register
-class BinningCalibrator(Calibrator):
+class BinningCalibrator(StepMap):
     """Histogram binning with equal-frequency or equal-width bins."""
 
     name = "binning"
@@ -78,18 +100,3 @@ class BinningCalibrator(Calibrator):
     def _fit(self, s, y, w, features):
         self.edges_ = bin_edges(s, w, self.params["n_bins"], self.params["strategy"])
         self.values_ = bin_values(s, y, w, self.edges_)
-
-    def _predict(self, s, features):
-        return self.values_[np.searchsorted(self.edges_, s, side="left")]
-
-    def _get_state(self) -> dict[str, Any]:
-        return {"edges": self.edges_, "values": self.values_}
-
-    def _set_state(self, state: dict[str, Any]) -> None:
-        self.edges_ = as_float_array(state["edges"], "state edges")
-        self.values_ = as_float_array(state["values"], "state values")
-        if self.values_.size != self.edges_.size + 1:
-            raise ValueError("binning state needs one more value than inner edges")
-
-    def summary(self) -> dict[str, Any]:
-        return {"bins": int(self.values_.size)}

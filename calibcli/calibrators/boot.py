@@ -89,9 +89,9 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import PLATT_CORRECTION, SEED, Calibrator, Param, as_float_array
-from calibcli.calibrators.binning import bin_edges, bin_values
-from calibcli.calibrators.isotonic import compress_knots, interpolate, pav
+from calibcli.calibrators.base import PLATT_CORRECTION, SEED, Calibrator, Param
+from calibcli.calibrators.binning import StepMap, bin_edges, bin_values
+from calibcli.calibrators.isotonic import KnotMap, compress_knots, interpolate, pav
 from calibcli.calibrators.registry import register
 from calibcli.errors import CalibWarning
 
@@ -296,7 +296,7 @@ def _common_params() -> tuple[Param, ...]:
 
 
 @register
-class BootIsotonicCalibrator(_BootBase):
+class BootIsotonicCalibrator(_BootBase, KnotMap):
     """Boot-isotonic regression: bootstrapped isotonic fits, merged bins, PAV over the bins."""
 
     name = "boot-isotonic"
@@ -311,16 +311,6 @@ class BootIsotonicCalibrator(_BootBase):
     def _finish(self, first, last, centre, value, weight):
         self.x_, self.y_ = compress_knots(centre, pav(value, weight))
 
-    def _predict(self, s, features):
-        return interpolate(self.x_, self.y_, s)
-
-    def _get_state(self) -> dict[str, Any]:
-        return {"x": self.x_, "y": self.y_}
-
-    def _set_state(self, state: dict[str, Any]) -> None:
-        self.x_ = as_float_array(state["x"], "state x")
-        self.y_ = as_float_array(state["y"], "state y")
-
     def summary(self) -> dict[str, Any]:
         out = {"knots": int(self.x_.size)}
         if hasattr(self, "n_bins_"):
@@ -329,7 +319,7 @@ class BootIsotonicCalibrator(_BootBase):
 
 
 @register
-class BootBinningCalibrator(_BootBase):
+class BootBinningCalibrator(_BootBase, StepMap):
     """Boot-binning: bootstrapped equal-frequency binning, merged bins, piecewise constant."""
 
     name = "boot-binning"
@@ -338,6 +328,7 @@ class BootBinningCalibrator(_BootBase):
         Param("n_bins", int, 10, "equal-frequency bins per bootstrap round", low=1, high=1_000_000),
     ) + _common_params()[1:]
     monotone = False
+    edge_side = "right"
 
     def _round_values(self, xs, sw, swy):
         m = sw > 0
@@ -351,18 +342,6 @@ class BootBinningCalibrator(_BootBase):
         mid = lo + (hi - lo) * 0.5
         self.edges_ = np.where(mid > lo, mid, hi)
         self.values_ = value
-
-    def _predict(self, s, features):
-        return self.values_[np.searchsorted(self.edges_, s, side="right")]
-
-    def _get_state(self) -> dict[str, Any]:
-        return {"edges": self.edges_, "values": self.values_}
-
-    def _set_state(self, state: dict[str, Any]) -> None:
-        self.edges_ = as_float_array(state["edges"], "state edges")
-        self.values_ = as_float_array(state["values"], "state values")
-        if self.values_.size != self.edges_.size + 1:
-            raise ValueError("boot-binning state needs one more value than inner edges")
 
     def summary(self) -> dict[str, Any]:
         out = {"bins": int(self.values_.size)}

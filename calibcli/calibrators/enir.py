@@ -68,14 +68,8 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import (
-    PLATT_CORRECTION,
-    Calibrator,
-    Param,
-    as_float_array,
-    unique_with_sums,
-)
-from calibcli.calibrators.isotonic import compress_knots, interpolate
+from calibcli.calibrators.base import PLATT_CORRECTION, Param, unique_with_sums
+from calibcli.calibrators.isotonic import KnotMap, compress_knots
 from calibcli.calibrators.registry import register
 from calibcli.errors import FitError
 
@@ -353,29 +347,12 @@ def _pooled(s: np.ndarray, y: np.ndarray, w: np.ndarray):
     return xs[keep], sw[keep], swy[keep]
 
 
-class _KnotCalibrator(Calibrator):
-    """Shared state handling: a piecewise-linear map through (x, y) knots."""
-
-    monotone = False
-
-    def _predict(self, s, features):
-        return interpolate(self.x_, self.y_, s)
-
-    def _get_state(self) -> dict[str, Any]:
-        return {"x": self.x_, "y": self.y_}
-
-    def _set_state(self, state: dict[str, Any]) -> None:
-        self.x_ = as_float_array(state["x"], "state x")
-        self.y_ = as_float_array(state["y"], "state y")
-        if self.x_.size == 0 or self.x_.size != self.y_.size:
-            raise FitError("state x and y must be non-empty and of the same length")
-
-
 @register
-class ENIRCalibrator(_KnotCalibrator):
+class ENIRCalibrator(KnotMap):
     """ENIR: BIC-weighted average of near-isotonic fits along the whole lambda path."""
 
     name = "enir"
+    monotone = False
     description = "ENIR: BIC-weighted ensemble of near-isotonic regressions along the lambda path"
     params = (
         Param("models", int, 100, "at most this many lambdas from the path (R's maxBreaks)", low=2),
@@ -403,10 +380,11 @@ class ENIRCalibrator(_KnotCalibrator):
 
 
 @register
-class NearIsotonicCalibrator(_KnotCalibrator):
+class NearIsotonicCalibrator(KnotMap):
     """Near-isotonic regression at one penalty lambda (on summed weights)."""
 
     name = "near-isotonic"
+    monotone = False
     description = "near-isotonic regression: least squares + lambda * sum of decreases, linear between knots"
     params = (
         Param(

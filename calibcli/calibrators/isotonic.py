@@ -18,6 +18,7 @@ import numpy as np
 from calibcli import _lookup
 from calibcli.calibrators.base import PLATT_CORRECTION, Calibrator, as_float_array, unique_with_sums
 from calibcli.calibrators.registry import register
+from calibcli.errors import FitError
 
 
 def pav(y: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -68,16 +69,8 @@ def interpolate(x_knots: np.ndarray, y_knots: np.ndarray, s: np.ndarray) -> np.n
     return _lookup.interp(s, x_knots, y_knots)
 
 
-@register
-class IsotonicCalibrator(Calibrator):
-    """Isotonic regression (PAV) with tied scores pooled and linear interpolation."""
-
-    name = "isotonic"
-    description = "isotonic regression (weighted PAV), linear between knots, constant outside"
-    params = (PLATT_CORRECTION,)
-
-    def _fit(self, s, y, w, features):
-        self.x_, self.y_ = isotonic_knots(s, y, w)
+class KnotMap(Calibrator):
+    """Shared state of knot-based methods: (x, y) knots, linear between, constant outside."""
 
     def _predict(self, s, features):
         return interpolate(self.x_, self.y_, s)
@@ -88,6 +81,20 @@ class IsotonicCalibrator(Calibrator):
     def _set_state(self, state: dict[str, Any]) -> None:
         self.x_ = as_float_array(state["x"], "state x")
         self.y_ = as_float_array(state["y"], "state y")
+        if self.x_.size == 0 or self.x_.size != self.y_.size:
+            raise FitError("state x and y must be non-empty and of the same length")
 
     def summary(self) -> dict[str, Any]:
         return {"knots": int(self.x_.size)}
+
+
+@register
+class IsotonicCalibrator(KnotMap):
+    """Isotonic regression (PAV) with tied scores pooled and linear interpolation."""
+
+    name = "isotonic"
+    description = "isotonic regression (weighted PAV), linear between knots, constant outside"
+    params = (PLATT_CORRECTION,)
+
+    def _fit(self, s, y, w, features):
+        self.x_, self.y_ = isotonic_knots(s, y, w)
