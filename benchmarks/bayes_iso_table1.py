@@ -18,35 +18,7 @@ import warnings
 
 import numpy as np
 
-PAPER = {  # method: (BS100, LL100, BS3000, LL3000), Table 1
-    "ideal": (0.1621, 0.4741, 0.1621, 0.4741),
-    "bayes-iso": (0.1655, 0.4878, 0.1625, 0.4753),
-    "enir-platt": (0.1683, 0.5029, 0.1627, 0.4778),
-    "iso-platt": (0.1685, 0.5036, 0.1627, 0.4779),
-    "beta(-platt)": (0.1672, 0.4895, 0.1660, 0.4862),
-    "log-platt": (0.1720, 0.5112, 0.1721, 0.5097),
-}
-
-
-def make_data(n: int, rng: np.random.Generator):
-    """Scores and labels from the paper's generative model."""
-    y = rng.random(n) < 0.5
-    pos = np.where(rng.random(n) < 0.5, rng.beta(1.5, 3, n), rng.beta(30, 3, n))
-    return np.where(y, pos, rng.beta(1, 3, n)), y.astype(np.float64)
-
-
-def true_map(s: np.ndarray) -> np.ndarray:
-    """P(y = 1 | s) under the generative model."""
-    from scipy.stats import beta
-
-    f1 = 0.5 * beta.pdf(s, 1.5, 3) + 0.5 * beta.pdf(s, 30, 3)
-    return f1 / (f1 + beta.pdf(s, 1, 3))
-
-
-def brier_logloss(p: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    p = np.clip(p, 1e-15, 1 - 1e-15)
-    return float(np.mean((p - y) ** 2)), float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p)))
-
+from _common import TABLE1, brier_logloss, section51, true_map
 
 def fitters(samples: int, seed: int, diagnostics: list):
     """name -> (fit for BS, fit for LL); each fit(s, y) returns a predict function.
@@ -103,21 +75,21 @@ def main() -> None:
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     rng = np.random.default_rng(args.seed)
-    s_test, y_test = make_data(100_000, rng)
-    ideal = brier_logloss(true_map(s_test), y_test)
+    s_test, y_test = section51(100_000, rng)
+    ideal = brier_logloss(y_test, true_map(s_test))
     diagnostics: list = []
     methods = fitters(args.samples, args.seed, diagnostics)
     results = {name: {100: [], 3000: []} for name in methods}
     seconds = {name: 0.0 for name in methods}
     for n in (100, 3000):
         for _ in range(args.replicates):
-            s, y = make_data(n, rng)
+            s, y = section51(n, rng)
             for name, (fit_bs, fit_ll) in methods.items():
                 start = time.perf_counter()
                 predict = fit_bs(s, y)
-                bs = brier_logloss(predict(s_test), y_test)[0]
+                bs = brier_logloss(y_test, predict(s_test))[0]
                 predict = predict if fit_ll is fit_bs else fit_ll(s, y)
-                ll = brier_logloss(predict(s_test), y_test)[1]
+                ll = brier_logloss(y_test, predict(s_test))[1]
                 seconds[name] += time.perf_counter() - start
                 results[name][n].append((bs, ll))
     print(f"Table 1 (Allikivi & Kull 2019), {args.replicates} replicates, 100 000 test rows, seed {args.seed}")
@@ -127,14 +99,14 @@ def main() -> None:
     print(head)
     print(f"{'':<13}" + "".join(f"{'ours  paper  gap/p':>19}" for _ in range(4)))
     ideal4 = (ideal[0], ideal[1], ideal[0], ideal[1])
-    pideal = PAPER["ideal"]
+    pideal = TABLE1["ideal"]
     print(f"{'ideal':<13}" + "".join(f"{o:>7.4f}{p:>7.4f}{'':>5}" for o, p in zip(ideal4, pideal)))
     for name in methods:
         m100 = np.mean(results[name][100], axis=0)
         m3000 = np.mean(results[name][3000], axis=0)
         ours4 = (m100[0], m100[1], m3000[0], m3000[1])
         cells = ""
-        for o, p, io, ip in zip(ours4, PAPER[name], ideal4, pideal):
+        for o, p, io, ip in zip(ours4, TABLE1[name], ideal4, pideal):
             # our gap to ideal / the paper's gap to ideal
             ratio = (o - io) / (p - ip) if p != ip else float("nan")
             cells += f"{o:>7.4f}{p:>7.4f}{ratio:>5.1f}"

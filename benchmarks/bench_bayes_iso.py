@@ -22,6 +22,10 @@ import warnings
 
 import numpy as np
 
+from calibcli.metrics import log_loss
+
+from _common import best, section51, true_map
+
 
 def plain_reference(s, y, samples, seed, bin_size, margin, chunk=1000):
     """Posterior mean with independent trees per map (no shared pivots), unique scores."""
@@ -74,17 +78,19 @@ def make_distinct(n, seed):
     return s, (rng.random(n) < 0.1 + 0.8 * s**2).astype(np.float64)
 
 
-def timed(fn, repeats):
-    best = np.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - start)
+def peak_bytes(fn) -> int:
+    """Peak memory traced by tracemalloc (numpy's buffers included) during one call of fn()."""
     tracemalloc.start()
     fn()
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    return best, peak, out
+    return peak
+
+
+def timed(fn, repeats):
+    """(best of `repeats` seconds, peak bytes of one more call, the last timed result)."""
+    seconds, out = best(fn, repeats)
+    return seconds, peak_bytes(fn), out
 
 
 def speed(n, samples, repeats):
@@ -109,41 +115,26 @@ def speed(n, samples, repeats):
 
 
 def large(sizes, samples):
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from bayes_iso_table1 import make_data, true_map
-
     from calibcli.calibrators import create
 
-    def logloss(p, y):
-        p = np.clip(p, 1e-15, 1 - 1e-15)
-        return float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p)))
-
     rng = np.random.default_rng(1)
-    s_test, y_test = make_data(200_000, rng)
+    s_test, y_test = section51(200_000, rng)
     print()
-    print(f"Large N: section 5.1 data, test log-loss on 200 000 rows (ideal {logloss(true_map(s_test), y_test):.5f})")
+    print(f"Large N: section 5.1 data, test log-loss on 200 000 rows (ideal {log_loss(y_test, true_map(s_test)):.5f})")
     print(
         f"{'rows':>9}{'bayes-iso LL':>14}{'iso-Platt LL':>14}{'diff':>10}{'ESS min':>9}{'dominated':>11}"
         f"{'blocks':>8}{'knots':>7}{'fit s':>8}{'iso s':>7}{'peak MB':>9}"
     )
     for n in sizes:
-        s, y = make_data(int(n), rng)
+        s, y = section51(int(n), rng)
         start = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             cal = create("bayes-iso", {"samples": samples}).fit(s, y)
         t_fit = time.perf_counter() - start
-        tracemalloc.start()
-        create("bayes-iso", {"samples": samples}).fit(s, y)
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-        start = time.perf_counter()
-        iso = create("isotonic", {"platt_correction": True}).fit(s, y)
-        t_iso = time.perf_counter() - start
-        ours, ref = logloss(cal.predict(s_test), y_test), logloss(iso.predict(s_test), y_test)
+        peak = peak_bytes(lambda: create("bayes-iso", {"samples": samples}).fit(s, y))
+        t_iso, iso = best(lambda: create("isotonic", {"platt_correction": True}).fit(s, y))
+        ours, ref = log_loss(y_test, cal.predict(s_test)), log_loss(y_test, iso.predict(s_test))
         info = cal.summary()
         flag = f"{info['dominated_blocks']}/{info['blocks']}" + (" (warned)" if caught else "")
         print(

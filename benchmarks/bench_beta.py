@@ -11,10 +11,13 @@ pools tied scores, betacal does not). The last column checks that both reach the
 from __future__ import annotations
 
 import argparse
-import time
 import warnings
 
 import numpy as np
+
+from calibcli.metrics import log_loss
+
+from _common import best
 
 
 def make_data(n: int, seed: int, decimals: int | None):
@@ -27,39 +30,23 @@ def make_data(n: int, seed: int, decimals: int | None):
     return s, (rng.random(n) < x).astype(np.float64)
 
 
-def best_time(fn, repeats: int) -> tuple[float, float, np.ndarray]:
-    """(best fit seconds, best predict seconds, predictions) of fn() -> (fit_s, predict_s, p)."""
-    fits, preds, p = [], [], None
-    for _ in range(repeats):
-        f, q, p = fn()
-        fits.append(f)
-        preds.append(q)
-    return min(fits), min(preds), p
-
-
-def run_calibcli(s, y, s_new):
+def fit_calibcli(s, y):
     from calibcli.calibrators import get
 
-    t0 = time.perf_counter()
-    cal = get("beta")().fit(s, y)
-    t1 = time.perf_counter()
-    p = cal.predict(s_new)
-    return t1 - t0, time.perf_counter() - t1, p
+    return get("beta")().fit(s, y)
 
 
-def run_betacal(s, y, s_new):
+def fit_betacal(s, y):
     from betacal import BetaCalibration
 
-    t0 = time.perf_counter()
-    cal = BetaCalibration("abm").fit(s, y)
-    t1 = time.perf_counter()
-    p = cal.predict(s_new)
-    return t1 - t0, time.perf_counter() - t1, p
+    return BetaCalibration("abm").fit(s, y)
 
 
-def log_loss(y, p):
-    p = np.clip(p, 1e-15, 1 - 1e-15)
-    return float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p)))
+def fit_and_predict(fit, s, y, s_new, repeats: int) -> tuple[float, float, np.ndarray]:
+    """(best fit seconds, best predict seconds, predictions) over `repeats` runs of each."""
+    t_fit, cal = best(lambda: fit(s, y), repeats)
+    t_pred, p = best(lambda: cal.predict(s_new), repeats)
+    return t_fit, t_pred, p
 
 
 def main() -> None:
@@ -68,8 +55,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     warnings.simplefilter("ignore")
-    run_calibcli(*make_data(1000, 0, None), np.array([0.5]))  # imports and scipy warm-up
-    run_betacal(*make_data(1000, 0, None), np.array([0.5]))
+    fit_calibcli(*make_data(1000, 0, None)).predict(np.array([0.5]))  # imports and scipy warm-up
+    fit_betacal(*make_data(1000, 0, None)).predict(np.array([0.5]))
 
     header = f"{'data':<11}{'n':>9}  {'calibcli fit':>12} {'betacal fit':>11} {'ratio':>6}  " \
              f"{'calibcli pred':>13} {'betacal pred':>12} {'ratio':>6}  {'total ratio':>11}  {'dLL test':>9}"
@@ -80,8 +67,8 @@ def main() -> None:
         for label, decimals in (("continuous", None), ("4 decimals", 4)):
             s, y = make_data(n, 1, decimals)
             s_new, y_new = make_data(n, 2, decimals)
-            cf, cp, p = best_time(lambda: run_calibcli(s, y, s_new), args.repeats)
-            bf, bp, q = best_time(lambda: run_betacal(s, y, s_new), args.repeats)
+            cf, cp, p = fit_and_predict(fit_calibcli, s, y, s_new, args.repeats)
+            bf, bp, q = fit_and_predict(fit_betacal, s, y, s_new, args.repeats)
             print(
                 f"{label:<11}{n:>9}  {cf:>11.3f}s {bf:>10.3f}s {bf / cf:>5.2f}x  "
                 f"{cp:>12.3f}s {bp:>11.3f}s {bp / cp:>5.2f}x  {(bf + bp) / (cf + cp):>10.2f}x  "

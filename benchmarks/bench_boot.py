@@ -11,12 +11,14 @@ from the same distribution (true P(y=1|s) = sigmoid(4(s - 0.5) + 0.3), scores ~ 
 from __future__ import annotations
 
 import sys
-import time
 
 import numpy as np
 from sklearn.isotonic import IsotonicRegression
 
 from calibcli.calibrators import create
+from calibcli.metrics import brier
+
+from _common import best
 
 R = 20
 
@@ -48,15 +50,6 @@ class NaiveBootIsotonic:
         return np.mean([m.predict(s) for m in self.models], axis=0)
 
 
-def timed(make, s, y, repeats: int = 3):
-    best, model = np.inf, None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        model = make().fit(s, y)
-        best = min(best, time.perf_counter() - t0)
-    return best, model
-
-
 def main(sizes):
     create("boot-isotonic", {"r": 2}).fit(*data(200, 9))  # import scipy once, outside the timings
     print(f"r = {R}; fit time = best of 3 runs; Brier on a fresh test set of the same size")
@@ -71,11 +64,10 @@ def main(sizes):
             ("calib boot-binning", lambda: create("boot-binning", {"r": R})),
             ("calib binning", lambda: create("binning")),
         ]
-        results = [(name, *timed(make, s, y)) for name, make in rows]
+        results = [(name, *best(lambda: make().fit(s, y), 3)) for name, make in rows]
         ref = results[0][1]
         for name, t, model in results:
-            brier = float(np.mean((model.predict(st) - yt) ** 2))
-            print(f"{n:>8} {name:<28} {t:>8.3f} {t / ref:>8.2f}x {brier:>8.5f}")
+            print(f"{n:>8} {name:<28} {t:>8.3f} {t / ref:>8.2f}x {brier(yt, model.predict(st)):>8.5f}")
 
 
 if __name__ == "__main__":

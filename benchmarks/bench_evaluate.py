@@ -18,18 +18,13 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-
-def timed(fn):
-    t0 = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - t0, out
+from _common import best
 
 
 def main() -> None:
@@ -60,10 +55,10 @@ def main() -> None:
         print(f"{'metric':<10} {'calibcli s':>10} {'sklearn s':>9} {'ratio':>6} {'value':>12} {'|diff|':>9}")
         total = 0.0
         for name, fn in ours.items():
-            t, v = timed(fn)
+            t, v = best(fn)
             total += t
             if name in sk:
-                ts, vs = timed(sk[name])
+                ts, vs = best(sk[name])
                 print(f"{name:<10} {t:>10.3f} {ts:>9.3f} {ts / t:>6.2f} {v:>12.6f} {abs(v - vs):>9.1e}")
             else:
                 print(f"{name:<10} {t:>10.3f} {'':>9} {'':>6} {v:>12.6f}")

@@ -12,18 +12,10 @@ scikit-learn's time over the row's time. Minimum of --repeat runs.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
-
-def best(fn, repeat: int) -> tuple[float, object]:
-    times, out = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return min(times), out
+from _common import best
 
 
 def main() -> None:

@@ -11,19 +11,11 @@ calibcli has the `beta` method, beta calibration against betacal. Minimum of --r
 from __future__ import annotations
 
 import argparse
-import time
 import warnings
 
 import numpy as np
 
-
-def best(fn, repeat: int) -> tuple[float, object]:
-    times, out = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return min(times), out
+from _common import best
 
 
 def main() -> None:

@@ -365,7 +365,7 @@ def bootstrap_replicates(y: np.ndarray, p: np.ndarray, groups: np.ndarray | None
     order = np.argsort(p)
     ps = p[order]
     ys = y[order].astype(np.float64)
-    tie = metrics._tie_groups(ps)
+    tie = metrics.tie_groups(ps)
     n_ties = int(tie[-1]) + 1
     q = np.clip(ps, metrics.LOG_LOSS_EPS, 1 - metrics.LOG_LOSS_EPS)
     row_ll = -np.where(ys == 1, np.log(q), np.log1p(-q))
@@ -387,8 +387,7 @@ def bootstrap_replicates(y: np.ndarray, p: np.ndarray, groups: np.ndarray | None
             cnt = np.bincount(tie, weights=w, minlength=n_ties)
             pos = np.bincount(tie, weights=w * ys, minlength=n_ties)
         neg = cnt - pos
-        n1, n0 = pos.sum(), neg.sum()
-        out["auc"][b] = (pos @ (np.cumsum(neg) - 0.5 * neg)) / (n1 * n0) if n1 > 0 and n0 > 0 else np.nan
+        out["auc"][b] = metrics.auc_from_ties(pos, neg)
         wi = w.astype(np.int64)
         pooled = np.divide(pos, cnt, out=np.zeros_like(pos), where=cnt > 0)
         out["calbin"][b] = metrics.calbin_sorted(np.repeat(ps, wi), np.repeat(pooled[tie], wi), calbin_window)

@@ -88,14 +88,20 @@ def sniff_format(head: bytes) -> str:
 
 def read_bytes(path: str, what: str = "input") -> bytes:
     """All bytes of a file or of stdin; a missing file is an InputError (MapError for maps)."""
-    error = MapError if what == "map" else InputError
     if path == "-":
         return sys.stdin.buffer.read()
+    with _open_binary(path, what) as fh:
+        return fh.read()
+
+
+def _open_binary(path: str, what: str = "input") -> IO[bytes]:
+    """Open a file for reading; a missing file is an InputError (MapError for maps)."""
+    error = MapError if what == "map" else InputError
+    noun = "file" if what in ("input", "score") else f"{what} file"
     try:
-        with open(path, "rb") as fh:
-            return fh.read()
+        return open(path, "rb")
     except FileNotFoundError:
-        raise error(f"{path}: no such {what} file") from None
+        raise error(f"{path}: no such {noun}") from None
     except IsADirectoryError:
         raise error(f"{path}: is a directory, expected a {what} file") from None
     except OSError as exc:
@@ -199,14 +205,7 @@ def open_source(path: str, fmt: str | None = None) -> Source:
     if path == "-":
         raw: IO[bytes] = sys.stdin.buffer
     else:
-        try:
-            raw = open(path, "rb")
-        except FileNotFoundError:
-            raise InputError(f"{path}: no such file") from None
-        except IsADirectoryError:
-            raise InputError(f"{path}: is a directory, expected a score file") from None
-        except OSError as exc:
-            raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+        raw = _open_binary(path, "score")
     head = _read_head(raw)
     if not head:
         raise InputError(f"{name}: empty input (no header, no rows)")

@@ -33,6 +33,7 @@ LOG_LOSS_EPS = 1e-15
 FIELD_RCE_EPS = 0.01
 ECE_BINS = 10
 CALBIN_WINDOW = 100
+_CALBIN_CHUNK = 1 << 20
 
 # Display name and direction ("lower" or "higher" is better) of every metric, in table order.
 METRICS: dict[str, tuple[str, str]] = {
@@ -57,9 +58,31 @@ def brier(y: np.ndarray, p: np.ndarray) -> float:
     return float(np.mean((p - y) ** 2))
 
 
-def _tie_groups(sorted_p: np.ndarray) -> np.ndarray:
+def tie_groups(sorted_p: np.ndarray) -> np.ndarray:
     """Group index of each position in a sorted array (equal values share a group)."""
     return np.concatenate([[0], np.cumsum(sorted_p[1:] != sorted_p[:-1])])
+
+
+def auc_from_ties(pos: np.ndarray, neg: np.ndarray) -> float:
+    """AUC from positive and negative counts per tie group of p, groups in ascending p.
+
+    Each positive beats the negatives of lower groups and ties half of its own group's.
+    """
+    n1, n0 = float(pos.sum()), float(neg.sum())
+    if n1 <= 0 or n0 <= 0:
+        return float("nan")
+    return float(pos @ (np.cumsum(neg) - 0.5 * neg)) / (n1 * n0)
+
+
+def _sorted_ties(y: np.ndarray, p: np.ndarray, order: np.ndarray | None):
+    """Sorted p, tie group of each sorted row, positives and rows per tie group."""
+    if order is None:
+        order = np.argsort(p)  # any tie order: everything below is per tie group
+    ps = p[order]
+    group = tie_groups(ps)
+    pos = np.bincount(group, weights=y[order])
+    count = np.bincount(group).astype(np.float64)
+    return ps, group, pos, count
 
 
 def auc(y: np.ndarray, p: np.ndarray, order: np.ndarray | None = None) -> float:
@@ -67,21 +90,8 @@ def auc(y: np.ndarray, p: np.ndarray, order: np.ndarray | None = None) -> float:
 
     `order` is an argsort of p when the caller already has one (any tie order works).
     """
-    n1 = float(np.sum(y == 1))
-    n0 = float(y.size - n1)
-    if n1 == 0 or n0 == 0:
-        return float("nan")
-    if order is None:
-        order = np.argsort(p)
-    ps = p[order]
-    group = _tie_groups(ps)
-    # Average 1-based rank of each tie group: (first + last) / 2.
-    first = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]]))
-    last = np.append(first[1:], ps.size) - 1
-    avg_rank = (first + last) / 2.0 + 1.0
-    ranks = avg_rank[group]
-    rank_sum = float(np.sum(ranks[y[order] == 1]))
-    return (rank_sum - n1 * (n1 + 1) / 2.0) / (n1 * n0)
+    _, _, pos, count = _sorted_ties(y, p, order)
+    return auc_from_ties(pos, count - pos)
 
 
 def prob_ece(y: np.ndarray, p: np.ndarray, bins: int = ECE_BINS) -> float:
@@ -98,12 +108,8 @@ def calbin(y: np.ndarray, p: np.ndarray, window: int = CALBIN_WINDOW,
     `order` is an argsort of p when the caller already has one: tied p share their mean
     label, so the order inside a tie does not matter and the sort need not be stable.
     """
-    if order is None:
-        order = np.argsort(p)
-    ps = p[order]
-    ys = y[order].astype(np.float64)
-    group = _tie_groups(ps)
-    return calbin_sorted(ps, (np.bincount(group, weights=ys) / np.bincount(group))[group], window)
+    ps, group, pos, count = _sorted_ties(y, p, order)
+    return calbin_sorted(ps, (pos / count)[group], window)
 
 
 def calbin_sorted(ps: np.ndarray, ys: np.ndarray, window: int = CALBIN_WINDOW) -> float:
@@ -115,16 +121,17 @@ def calbin_sorted(ps: np.ndarray, ys: np.ndarray, window: int = CALBIN_WINDOW) -
     n = ps.size
     s = min(window, n)
     n_windows = max(n - s, 1)
-    starts = np.arange(n_windows)
     cy = np.concatenate([[0.0], np.cumsum(ys)])
     cp = np.concatenate([[0.0], np.cumsum(ps)])
-    ybar = (cy[starts + s] - cy[starts]) / s
-    split = np.clip(np.searchsorted(ps, ybar, side="left"), starts, starts + s)
-    below = split - starts
-    sum_below = cp[split] - cp[starts]
-    sum_above = cp[starts + s] - cp[split]
-    dev = (ybar * below - sum_below) + (sum_above - ybar * (s - below))
-    return float(np.mean(dev / s))
+    total = 0.0
+    for lo in range(0, n_windows, _CALBIN_CHUNK):  # chunks of windows bound the temporaries
+        starts = np.arange(lo, min(lo + _CALBIN_CHUNK, n_windows))
+        ybar = (cy[starts + s] - cy[starts]) / s
+        split = np.clip(np.searchsorted(ps, ybar, side="left"), starts, starts + s)
+        below = split - starts
+        dev = (ybar * below - (cp[split] - cp[starts])) + ((cp[starts + s] - cp[split]) - ybar * (s - below))
+        total += float(np.sum(dev))
+    return total / s / n_windows
 
 
 def _field_sums(y: np.ndarray, p: np.ndarray, groups: np.ndarray):
@@ -154,13 +161,13 @@ def compute_all(
     calbin_window: int = CALBIN_WINDOW,
 ) -> dict[str, float]:
     """Every metric for one probability column, in METRICS order; field metrics need groups."""
-    order = np.argsort(p)  # the one sort, shared by AUC and CalBin
+    ps, group, pos, count = _sorted_ties(y, p, None)  # the one sort, shared by AUC and CalBin
     out = {
         "log_loss": log_loss(y, p),
         "brier": brier(y, p),
-        "auc": auc(y, p, order),
+        "auc": auc_from_ties(pos, count - pos),
         "ece": prob_ece(y, p),
-        "calbin": calbin(y, p, calbin_window, order),
+        "calbin": calbin_sorted(ps, (pos / count)[group], calbin_window),
     }
     if groups is not None:
         out["field_ece"] = field_ece(y, p, groups)

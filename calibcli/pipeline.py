@@ -413,15 +413,8 @@ def evaluate_file(
         baseline = gates.load_baseline(opts.gates.baseline)
         gates.check_baseline(baseline, [*prob_cols, *(io.display_name(m) for m, _ in loaded)],
                              field_col, calbin_window, opts.gates)
-    needed_strings: tuple[str, ...] = (field_col,) if field_col else ()
-    for _, cal in loaded:
-        needed_strings += tuple(cal.input_features()[0])
-    table = io.read_table(path, fmt, string_columns=needed_strings)
-    source = io.display_name(path)
-    if table.num_rows == 0:
-        raise InputError(f"{source}: no data rows")
-    y = io.labels_from(table, label_col, source)
-    groups, field_names = io.field_codes(table, field_col, source) if field_col else (None, [])
+    source, y, columns, groups, field_names = _evaluation_arrays(
+        path, fmt, label_col, score_col, prob_cols, loaded, field_col)
 
     def evaluate_one(name: str, kind: str, p: np.ndarray) -> EvalRow:
         row = EvalRow(name, kind, metrics.compute_all(y, p, groups, calbin_window))
@@ -433,20 +426,7 @@ def evaluate_file(
             row.reliability = diagnostics.reliability_bins(y, p, opts.reliability_bins)
         return row
 
-    results = []
-    for col in prob_cols:
-        p = io.scores_from(table, col, source, flag="--prob-col")
-        _check_probabilities(p, col, source)
-        results.append(evaluate_one(col, "column", p))
-    if loaded:
-        s = io.scores_from(table, score_col, source)
-        for map_path, cal in loaded:
-            _check_map_scores(cal, s, score_col, source, map_path)
-            categorical, numeric = cal.input_features()
-            feats = {c: io.field_values(table, c, source) for c in categorical}
-            feats.update({c: io.scores_from(table, c, source, flag="--feature-col") for c in numeric})
-            p = predict_quietly(cal, s, feats or None)
-            results.append(evaluate_one(io.display_name(map_path), "map", p))
+    results = [evaluate_one(name, kind, p) for name, kind, p in columns]
     report = Evaluation(source, int(y.size), int(np.sum(y == 1)), field_col, calbin_window, results,
                         opts.bootstrap)
     report.gate = gates.decide(opts.gates, [(r.name, r.metrics, r.intervals) for r in results],
@@ -454,12 +434,66 @@ def evaluate_file(
     return report
 
 
-def _check_probabilities(p: np.ndarray, col: str, source: str) -> None:
+def _evaluation_arrays(path, fmt, label_col, score_col, prob_cols, loaded, field_col):
+    """Stream the input in record batches, keeping only what the metrics need.
+
+    Per row that is the label, one float64 per probability column or map, and the field
+    code: about 8 * (1 + columns) + 8 bytes, whatever else the file holds. Maps predict
+    batch by batch. Field codes are made global across batches (a batch's dictionary is
+    mapped through one category -> code table). Returns (source name, labels, [(name,
+    kind, probabilities)], field codes or None, field names).
+    """
+    strings = ((field_col,) if field_col else ()) + tuple(
+        c for _, cal in loaded for c in cal.input_features()[0])
+    source, schema, batches = io.iter_batches(path, fmt, string_columns=strings)
+    name = source.name
+    needed = [(label_col, "--label-col"), *((c, "--prob-col") for c in prob_cols)]
+    if loaded:
+        needed.append((score_col, "--score-col"))
+    if field_col:
+        needed.append((field_col, "--field-col"))
+    for col, flag in needed:
+        if col not in schema.names:
+            raise io.missing_column(col, schema.names, name, flag)
+    ys: list[np.ndarray] = []
+    parts: list[list[np.ndarray]] = [[] for _ in (*prob_cols, *loaded)]
+    group_parts: list[np.ndarray] = []
+    coder: dict[str, int] = {}
+    offset = 0
+    for batch in batches:
+        ys.append(io.labels_from(batch, label_col, name, offset))
+        for k, col in enumerate(prob_cols):
+            p = io.scores_from(batch, col, name, offset, flag="--prob-col")
+            _check_probabilities(p, col, name, offset)
+            parts[k].append(p)
+        if loaded:
+            s = io.scores_from(batch, score_col, name, offset)
+            for k, (map_path, cal) in enumerate(loaded, start=len(prob_cols)):
+                _check_map_scores(cal, s, score_col, name, map_path, offset)
+                categorical, numeric = cal.input_features()
+                feats = {c: io.field_values(batch, c, name) for c in categorical}
+                feats.update({c: io.scores_from(batch, c, name, offset, flag="--feature-col")
+                              for c in numeric})
+                parts[k].append(predict_quietly(cal, s, feats or None))
+        if field_col:
+            codes, cats = io.field_codes(batch, field_col, name)
+            lut = np.array([coder.setdefault(c, len(coder)) for c in cats], dtype=np.int64)
+            group_parts.append(lut[codes] if codes.size else codes)
+        offset += batch.num_rows
+    if offset == 0:
+        raise InputError(f"{name}: no data rows")
+    names = [(c, "column") for c in prob_cols] + [(io.display_name(m), "map") for m, _ in loaded]
+    columns = [(n, kind, np.concatenate(ps)) for (n, kind), ps in zip(names, parts)]
+    groups = np.concatenate(group_parts) if field_col else None
+    return name, np.concatenate(ys), columns, groups, list(coder)
+
+
+def _check_probabilities(p: np.ndarray, col: str, source: str, offset: int = 0) -> None:
     bad = (p < 0) | (p > 1)
     if bad.any():
         i = int(np.argmax(bad))
         raise InputError(
-            f"{source}: column {col!r}, row {i + 1}: {float(p[i])!r} is not a probability in [0, 1]",
+            f"{source}: column {col!r}, row {i + 1 + offset}: {float(p[i])!r} is not a probability in [0, 1]",
             hint="evaluate raw scores through a map with --map, or pick the probability column with --prob-col",
         )
 

@@ -1,0 +1,71 @@
+"""Pieces several benchmark scripts share: a best-of-N timer, the Bayes-Iso section 5.1 data.
+
+The scripts run as `python benchmarks/x.py`, so the script's folder is on sys.path and
+`from _common import ...` works. Metrics come from calibcli.metrics, the same code
+`calib evaluate` runs, so a benchmark's losses are the ones users see.
+
+Section 5.1 of Allikivi & Kull (2019): balanced classes; negatives' scores ~ Beta(1, 3),
+positives' a 50/50 mixture of Beta(1.5, 3) and Beta(30, 3).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from calibcli import metrics
+
+# Table 1 of Allikivi & Kull (2019): method -> (Brier N=100, log-loss N=100, Brier N=3000, log-loss N=3000).
+TABLE1 = {
+    "ideal": (0.1621, 0.4741, 0.1621, 0.4741),
+    "bayes-iso": (0.1655, 0.4878, 0.1625, 0.4753),
+    "enir-platt": (0.1683, 0.5029, 0.1627, 0.4778),
+    "iso-platt": (0.1685, 0.5036, 0.1627, 0.4779),
+    "beta(-platt)": (0.1672, 0.4895, 0.1660, 0.4862),
+    "log-platt": (0.1720, 0.5112, 0.1721, 0.5097),
+}
+
+
+def best(fn, repeat: int = 1) -> tuple[float, object]:
+    """(fastest wall time of `repeat` calls of fn(), the last call's result)."""
+    times, out = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), out
+
+
+def section51(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, 0/1 float labels): n rows of section 5.1, every component drawn for all n rows."""
+    y = rng.random(n) < 0.5
+    pos = np.where(rng.random(n) < 0.5, rng.beta(1.5, 3, n), rng.beta(30, 3, n))
+    return np.where(y, pos, rng.beta(1, 3, n)), y.astype(np.float64)
+
+
+def section51_by_class(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Section 5.1 rows drawing the positives' mixture only for the positive rows.
+
+    Same distribution as `section51`, other random draws: kept so bench_enir's numbers stay
+    comparable with earlier runs.
+    """
+    y = (rng.random(n) < 0.5).astype(np.float64)
+    s = rng.beta(1.0, 3.0, n)
+    pos = y == 1
+    k = int(pos.sum())
+    s[pos] = np.where(rng.random(k) < 0.5, rng.beta(1.5, 3.0, k), rng.beta(30.0, 3.0, k))
+    return s, y
+
+
+def true_map(s: np.ndarray) -> np.ndarray:
+    """P(y = 1 | s) under section 5.1's model: f1 / (f0 + f1) with equal priors."""
+    from scipy.stats import beta
+
+    f1 = 0.5 * beta.pdf(s, 1.5, 3) + 0.5 * beta.pdf(s, 30, 3)
+    return f1 / (f1 + beta.pdf(s, 1, 3))
+
+
+def brier_logloss(y: np.ndarray, p: np.ndarray) -> tuple[float, float]:
+    """(Brier score, log-loss) as calibcli.metrics computes them."""
+    return metrics.brier(y, p), metrics.log_loss(y, p)
