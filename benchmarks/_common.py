@@ -10,6 +10,7 @@ positives' a 50/50 mixture of Beta(1.5, 3) and Beta(30, 3).
 
 from __future__ import annotations
 
+import argparse
 import time
 
 import numpy as np
@@ -25,6 +26,14 @@ TABLE1 = {
     "beta(-platt)": (0.1672, 0.4895, 0.1660, 0.4862),
     "log-platt": (0.1720, 0.5112, 0.1721, 0.5097),
 }
+
+
+def sizes_parser(doc: str, sizes: list[float], repeat_flag: str = "--repeat") -> argparse.ArgumentParser:
+    """Argument parser with the usual --sizes (row counts, 1e6 notation allowed) and a repeat count."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--sizes", type=float, nargs="+", default=sizes)
+    ap.add_argument(repeat_flag, type=int, default=3, help="runs per tool; the minimum time is shown")
+    return ap
 
 
 def best(fn, repeat: int = 1) -> tuple[float, object]:

@@ -14,7 +14,6 @@ time over apply's time (1.0 = apply costs no more than moving the bytes).
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -25,6 +24,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from _common import sizes_parser
 
 CHUNK = 1_000_000
 
@@ -86,10 +87,8 @@ def make_map(path: Path) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=float, nargs="+", default=[1e6, 1e7])
+    ap = sizes_parser(__doc__, [1e6, 1e7])
     ap.add_argument("--with-1e8", action="store_true", help="also run 1e8 rows (needs ~5 GB of disk)")
-    ap.add_argument("--repeat", type=int, default=3, help="runs per tool; the minimum time is shown")
     ap.add_argument("--dir", default=None, help="where to write the data files (default: a temp dir)")
     args = ap.parse_args()
     sizes = [int(n) for n in args.sizes] + ([100_000_000] if args.with_1e8 else [])

@@ -10,14 +10,13 @@ pools tied scores, betacal does not). The last column checks that both reach the
 
 from __future__ import annotations
 
-import argparse
 import warnings
 
 import numpy as np
 
 from calibcli.metrics import log_loss
 
-from _common import best
+from _common import best, sizes_parser
 
 
 def make_data(n: int, seed: int, decimals: int | None):
@@ -50,10 +49,7 @@ def fit_and_predict(fit, s, y, s_new, repeats: int) -> tuple[float, float, np.nd
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=float, nargs="+", default=[1e5, 1e6])
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = sizes_parser(__doc__, [1e5, 1e6], "--repeats").parse_args()
     warnings.simplefilter("ignore")
     fit_calibcli(*make_data(1000, 0, None)).predict(np.array([0.5]))  # imports and scipy warm-up
     fit_betacal(*make_data(1000, 0, None)).predict(np.array([0.5]))

@@ -21,31 +21,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 import warnings
 
 import numpy as np
 
 from calibcli.calibrators import create
+from calibcli.metrics import auc, field_rce, log_loss
 
-
-def field_rce(y, p, z, eps=0.01):
-    _, inv = np.unique(z, return_inverse=True)
-    n_z = np.bincount(inv)
-    return float(np.sum(n_z * np.abs(np.bincount(inv, weights=y - p)) / np.bincount(inv, weights=y + eps)) / y.size)
-
-
-def auc(y, p):
-    from scipy.stats import rankdata
-
-    r = rankdata(p)
-    n1 = y.sum()
-    return float((r[y == 1].sum() - n1 * (n1 + 1) / 2) / (n1 * (y.size - n1)))
-
-
-def logloss(y, p):
-    p = np.clip(p, 1e-15, 1 - 1e-15)
-    return float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p)))
+from _common import best
 
 
 def make_data(n, seed, levels, n_num, bias_sd=1.0):
@@ -90,29 +73,22 @@ def part_time(rows, seed):
     l = np.log(s) - np.log1p(-s)
     print(f"\nPart 1: {rows:,} rows, 1000-level field, 5 numeric features "
           f"(OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')})")
-    times = {}
-    t = time.perf_counter()
-    create("ilps").fit(s, y)
-    times["calibcli ilps"] = time.perf_counter() - t
+
+    def sklearn_lr():
+        onehot = sparse.csr_matrix((np.ones(rows), (np.arange(rows), zi)), shape=(rows, 1000))
+        dense = np.column_stack([l] + [feats[f"x{j}"] for j in range(5)])
+        design = sparse.hstack([sparse.csr_matrix(dense), onehot]).tocsr()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            LogisticRegression(max_iter=200).fit(design, y)
+
+    times = {"calibcli ilps": best(lambda: create("ilps").fit(s, y))[0]}
     fa = create("field-aware")
     fa.progress = Bar()
-    t = time.perf_counter()
-    fa.fit(s, y, features=feats)
-    times["calibcli field-aware"] = time.perf_counter() - t
-    t = time.perf_counter()
-    fa.predict(s, features=feats)
-    times["calibcli field-aware predict"] = time.perf_counter() - t
-    t = time.perf_counter()
-    IsotonicRegression(out_of_bounds="clip").fit(s, y)
-    times["sklearn IsotonicRegression"] = time.perf_counter() - t
-    t = time.perf_counter()
-    onehot = sparse.csr_matrix((np.ones(rows), (np.arange(rows), zi)), shape=(rows, 1000))
-    dense = np.column_stack([l] + [feats[f"x{j}"] for j in range(5)])
-    design = sparse.hstack([sparse.csr_matrix(dense), onehot]).tocsr()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        LogisticRegression(max_iter=200).fit(design, y)
-    times["sklearn LogisticRegression(logit, one-hot, numeric)"] = time.perf_counter() - t
+    times["calibcli field-aware"] = best(lambda: fa.fit(s, y, features=feats))[0]
+    times["calibcli field-aware predict"] = best(lambda: fa.predict(s, features=feats))[0]
+    times["sklearn IsotonicRegression"] = best(lambda: IsotonicRegression(out_of_bounds="clip").fit(s, y))[0]
+    times["sklearn LogisticRegression(logit, one-hot, numeric)"] = best(sklearn_lr)[0]
     ref = times["sklearn LogisticRegression(logit, one-hot, numeric)"]
     print(f"  {'fit':<52s} {'seconds':>9s} {'/ sklearn LR':>13s}")
     for name, sec in times.items():
@@ -124,21 +100,20 @@ def part_time(rows, seed):
 
 def part_study(rows, seed):
     s, y, feats, _ = make_data(rows, seed + 1, 500, 0)
-    st, yt, ft, _ = make_data(100_000, seed + 2, 500, 0)
+    st, yt, ft, codes = make_data(100_000, seed + 2, 500, 0)
     z, zt = feats["z"], ft["z"]
+    create("isotonic").fit(s[:100], y[:100])  # imports scipy once, outside the timings
     print(f"\nPart 2: CTR-like study, 500-level Zipf field, calibration {rows:,} rows, test 100,000 rows")
     print(f"  {'method':<13s} {'Field-RCE':>10s} {'AUC':>8s} {'log-loss':>9s} {'fit s':>7s}")
-    print(f"  {'base scores':<13s} {field_rce(yt, st, zt):10.4f} {auc(yt, st):8.4f} {logloss(yt, st):9.4f} {'':>7s}")
+    print(f"  {'base scores':<13s} {field_rce(yt, st, codes):10.4f} {auc(yt, st):8.4f} {log_loss(yt, st):9.4f} {'':>7s}")
     for name in ("isotonic", "logistic", "ilps", "field-aware"):
         cal = create(name)
         use = {"z": z} if name == "field-aware" else None
-        t = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            cal.fit(s, y, features=use)
-        sec = time.perf_counter() - t
+            sec = best(lambda: cal.fit(s, y, features=use))[0]
         p = cal.predict(st, features={"z": zt} if use else None)
-        print(f"  {name:<13s} {field_rce(yt, p, zt):10.4f} {auc(yt, p):8.4f} {logloss(yt, p):9.4f} {sec:7.2f}")
+        print(f"  {name:<13s} {field_rce(yt, p, codes):10.4f} {auc(yt, p):8.4f} {log_loss(yt, p):9.4f} {sec:7.2f}")
 
 
 def main():

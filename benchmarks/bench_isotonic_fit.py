@@ -11,18 +11,14 @@ scikit-learn's time over the row's time. Minimum of --repeat runs.
 
 from __future__ import annotations
 
-import argparse
 
 import numpy as np
 
-from _common import best
+from _common import best, sizes_parser
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=float, nargs="+", default=[1e6, 1e7])
-    ap.add_argument("--repeat", type=int, default=3)
-    args = ap.parse_args()
+    args = sizes_parser(__doc__, [1e6, 1e7]).parse_args()
 
     from sklearn.isotonic import IsotonicRegression
 

@@ -23,17 +23,10 @@ from calibcli.calibrators.beta import EPS, midpoint
 from calibcli.errors import CalibWarning, FitError
 
 import contract
+from synthetic import logit, sigmoid
 
 BETACAL_PARAMETERS = {"beta": "abm", "beta-am": "am", "beta-ab": "ab"}
 VARIANTS = list(BETACAL_PARAMETERS)
-
-
-def _logit(x):
-    return np.log(x) - np.log1p(-x)
-
-
-def _sigmoid(t):
-    return 1.0 / (1.0 + np.exp(-t))
 
 
 def _log_loss(y, p, w=None):
@@ -49,12 +42,12 @@ def _expected_rows(s, x):
 
 def _naive_bayes_like(rng, n):
     x = rng.uniform(0.02, 0.98, n)  # overconfident: log-odds tripled
-    return _sigmoid(3 * _logit(x)), (rng.random(n) < x).astype(float), None
+    return sigmoid(3 * logit(x)), (rng.random(n) < x).astype(float), None
 
 
 def _boosting_like(rng, n):
     x = rng.uniform(0.02, 0.98, n)  # underconfident: pulled towards 1/2, shifted
-    return _sigmoid(0.4 * _logit(x) + 0.3), (rng.random(n) < x).astype(float), None
+    return sigmoid(0.4 * logit(x) + 0.3), (rng.random(n) < x).astype(float), None
 
 
 def _two_betas_weighted(rng, n):
@@ -177,7 +170,7 @@ def _naive_bayes_scores(x, k):
     odds = np.prod(copies / (1 - copies), axis=1)
     s = odds / (1 + odds)
     np.testing.assert_allclose(s, x**k / (x**k + (1 - x) ** k), rtol=1e-12)
-    return s, np.sum(_logit(copies), axis=1)
+    return s, np.sum(logit(copies), axis=1)
 
 
 @pytest.mark.parametrize("k", [2, 3, 5])
@@ -213,7 +206,7 @@ def test_constrained_optimum_matches_bounded_solver():
 
     def loss(beta):
         eta = f @ beta
-        return np.mean(np.logaddexp(0, eta) - y * eta), f.T @ (_sigmoid(eta) - y) / s.size
+        return np.mean(np.logaddexp(0, eta) - y * eta), f.T @ (sigmoid(eta) - y) / s.size
 
     ref = minimize(loss, np.array([0.5, 0.5, 0.0]), jac=True, method="L-BFGS-B",
                    bounds=[(0, None), (0, None), (None, None)], options={"ftol": 1e-15, "gtol": 1e-12})
@@ -277,17 +270,17 @@ def test_separated_classes_warn_unless_platt_corrected():
 def test_logit_scores_equal_probability_scores(method):
     s, y = contract.synthetic(500, ties=False)
     prob = get(method)().fit(s, y)
-    logit = get(method)(score_kind="logit").fit(_logit(s), y)
+    on_logits = get(method)(score_kind="logit").fit(logit(s), y)
     for key in "abcm":
-        assert logit.get_state()[key] == pytest.approx(prob.get_state()[key], abs=1e-8)
-    np.testing.assert_allclose(logit.predict(_logit(s)), prob.predict(s), atol=1e-9)
+        assert on_logits.get_state()[key] == pytest.approx(prob.get_state()[key], abs=1e-8)
+    np.testing.assert_allclose(on_logits.predict(logit(s)), prob.predict(s), atol=1e-9)
 
 
 def test_out_of_range_scores_name_the_logit_option():
     s, y = contract.synthetic(100)
     with pytest.raises(FitError, match="score_kind=logit"):
-        get("beta")().fit(_logit(s), y)
-    get("beta")(score_kind="logit").fit(_logit(s), y)
+        get("beta")().fit(logit(s), y)
+    get("beta")(score_kind="logit").fit(logit(s), y)
     assert get("beta")().needs_probabilities and not get("beta")(score_kind="logit").needs_probabilities
 
 
@@ -328,4 +321,4 @@ def test_state_and_summary_round_trip(method):
         assert reloaded.get_state() == state
         assert reloaded.params == cal.params
         assert np.array_equal(reloaded.predict(contract.grid(s)), cal.predict(contract.grid(s)))
-    contract.check_round_trip(get(method), {"score_kind": "logit"}, _logit(s), y)
+    contract.check_round_trip(get(method), {"score_kind": "logit"}, logit(s), y)

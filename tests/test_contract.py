@@ -32,34 +32,22 @@ def _data():
     return contract.synthetic(300)
 
 
+# Contract checks that run on _data() for every method: test id -> (check, keyword arguments).
+CHECKS = {
+    "fit_predict_in_unit_interval": (contract.check_fit_predict, {}),
+    "monotone": (contract.check_monotone, {}),
+    "round_trip_bit_exact": (contract.check_round_trip, {}),
+    "same_seed_same_map": (contract.check_seed_reproducible, {}),
+    "row_order_does_not_matter": (contract.check_permutation_invariant, {"atol": 1e-6}),
+}
+
+
+@pytest.mark.parametrize("check", CHECKS)
 @pytest.mark.parametrize("name", METHODS)
-def test_fit_predict_in_unit_interval(name):
+def test_contract_check(name, check):
+    fn, kwargs = CHECKS[check]
     s, y = _data()
-    contract.check_fit_predict(get(name), _params(name), s, y)
-
-
-@pytest.mark.parametrize("name", METHODS)
-def test_monotone(name):
-    s, y = _data()
-    contract.check_monotone(get(name), _params(name), s, y)
-
-
-@pytest.mark.parametrize("name", METHODS)
-def test_round_trip_bit_exact(name):
-    s, y = _data()
-    contract.check_round_trip(get(name), _params(name), s, y)
-
-
-@pytest.mark.parametrize("name", METHODS)
-def test_same_seed_same_map(name):
-    s, y = _data()
-    contract.check_seed_reproducible(get(name), _params(name), s, y)
-
-
-@pytest.mark.parametrize("name", METHODS)
-def test_row_order_does_not_matter(name):
-    s, y = _data()
-    contract.check_permutation_invariant(get(name), _params(name), s, y, atol=1e-6)
+    fn(get(name), _params(name), s, y, **kwargs)
 
 
 @pytest.mark.parametrize("name", METHODS)

@@ -10,23 +10,12 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.metrics import log_loss, roc_auc_score
 
 import contract
+from synthetic import logit, section51, sigmoid
 from calibcli.calibrators import create
 from calibcli.calibrators.field_aware import FieldAwareCalibrator, loss_and_grads
 from calibcli.calibrators.ilps import ILPSCalibrator, ilps_eta, ilps_splits, knot_penalty, segments
 from calibcli.errors import FitError, InputError
-
-
-def logit(p):
-    return np.log(p) - np.log1p(-p)
-
-
-def field_rce(y, p, z, eps=0.01):
-    """Pan et al. eq. 6: (1/N) sum_z N_z |sum_z (y - p)| / sum_z (y + eps)."""
-    _, inv = np.unique(z, return_inverse=True)
-    n_z = np.bincount(inv)
-    resid = np.bincount(inv, weights=y - p)
-    denom = np.bincount(inv, weights=y + eps)
-    return float(np.sum(n_z * np.abs(resid) / denom) / y.size)
+from calibcli.metrics import field_rce
 
 
 def ctr_data(n, seed, levels=500):
@@ -36,9 +25,9 @@ def ctr_data(n, seed, levels=500):
     pz = 1.0 / np.arange(1, levels + 1) ** 1.1
     zi = rng.choice(levels, size=n, p=pz / pz.sum())
     l0 = rng.normal(-1.5, 1.2, n)
-    y = (rng.random(n) < 1 / (1 + np.exp(-(0.7 * l0 - 0.5 + delta[zi])))).astype(float)
+    y = (rng.random(n) < sigmoid(0.7 * l0 - 0.5 + delta[zi])).astype(float)
     z = np.array([f"site{i}" for i in range(levels)], dtype=object)[zi]
-    return 1 / (1 + np.exp(-l0)), y, z
+    return sigmoid(l0), y, z
 
 
 def mixed_features(n, seed):
@@ -48,7 +37,7 @@ def mixed_features(n, seed):
     c = np.array([f"c{i}" for i in range(12)], dtype=object)[rng.integers(0, 12, n)]
     u = rng.normal(3.0, 2.0, n)
     shift = np.where(a == "x", 1.0, 0.0) - 0.3 * (u - 3.0)
-    y = (rng.random(n) < 1 / (1 + np.exp(-(3 * (s - 0.5) + shift)))).astype(float)
+    y = (rng.random(n) < sigmoid(3 * (s - 0.5) + shift)).astype(float)
     return s, y, {"a": a, "c": c, "u": u}
 
 
@@ -69,13 +58,18 @@ def test_eta_is_line_plot_with_linear_end_segments():
     np.testing.assert_allclose(ilps_eta(l, a, b), [-7.0, -3.0, -1.0, 1.0, 1.5, 2.0, 3.0])
 
 
-def test_points_on_knots_give_logit_of_rates():
-    """Data only at the splits: the fit puts b_k = logit(positive rate at split k)."""
-    a = ilps_splits(2)
-    p_knots = 1 / (1 + np.exp(-a))
-    counts, pos = np.array([10, 20, 10]), np.array([2, 10, 7])
+def _rows_at_splits(K, counts, pos):
+    """(probabilities at the K + 2 splits, scores, labels): counts[k] rows at split k, pos[k] positive."""
+    p_knots = sigmoid(ilps_splits(K))
     s = np.repeat(p_knots, counts)
     y = np.concatenate([np.r_[np.ones(k), np.zeros(n - k)] for n, k in zip(counts, pos)])
+    return p_knots, s, y
+
+
+def test_points_on_knots_give_logit_of_rates():
+    """Data only at the splits: the fit puts b_k = logit(positive rate at split k)."""
+    counts, pos = np.array([10, 20, 10]), np.array([2, 10, 7])
+    p_knots, s, y = _rows_at_splits(2, counts, pos)
     cal = ILPSCalibrator(K=2, ridge=0.0).fit(s, y)
     np.testing.assert_allclose(cal.b_, logit(pos / counts), atol=1e-7)
     np.testing.assert_allclose(cal.predict(p_knots), pos / counts, atol=1e-8)
@@ -83,11 +77,8 @@ def test_points_on_knots_give_logit_of_rates():
 
 def test_exact_penalty_pools_violators_like_isotonic():
     """Decreasing rates at the splits: lam = 1 gives the pooled (PAV) rates, no projection."""
-    a = ilps_splits(3)
-    p_knots = 1 / (1 + np.exp(-a))
     counts, pos = np.array([10, 20, 10, 10]), np.array([2, 12, 5, 8])
-    s = np.repeat(p_knots, counts)
-    y = np.concatenate([np.r_[np.ones(k), np.zeros(n - k)] for n, k in zip(counts, pos)])
+    p_knots, s, y = _rows_at_splits(3, counts, pos)
     iso = IsotonicRegression().fit(p_knots, pos / counts, sample_weight=counts).predict(p_knots)
     cal = ILPSCalibrator(K=3, ridge=0.0, lam=1.0).fit(s, y)
     np.testing.assert_allclose(cal.predict(p_knots), iso, atol=1e-7)
@@ -95,11 +86,8 @@ def test_exact_penalty_pools_violators_like_isotonic():
 
 
 def test_weak_penalty_leaves_violations_that_projection_removes():
-    a = ilps_splits(3)
-    p_knots = 1 / (1 + np.exp(-a))
     counts, pos = np.array([10, 20, 10, 10]), np.array([2, 12, 5, 8])
-    s = np.repeat(p_knots, counts)
-    y = np.concatenate([np.r_[np.ones(k), np.zeros(n - k)] for n, k in zip(counts, pos)])
+    _, s, y = _rows_at_splits(3, counts, pos)
     cal = ILPSCalibrator(K=3, ridge=0.0, lam=0.0).fit(s, y)
     summary = cal.summary()
     assert summary["projection_changed"] is True
@@ -130,19 +118,10 @@ def test_probability_scores_outside_unit_interval_are_rejected():
         assert np.all(np.isfinite(as_logits.fit(s, y).predict(s)))
 
 
-def bayes_iso_data(n, seed):
-    """Allikivi & Kull (2019) synthetic: negatives Beta(1,3); positives 50/50 Beta(1.5,3), Beta(30,3)."""
-    rng = np.random.default_rng(seed)
-    y = (rng.random(n) < 0.5).astype(float)
-    pick = rng.random(n) < 0.5
-    s = np.where(y == 0, rng.beta(1, 3, n), np.where(pick, rng.beta(1.5, 3, n), rng.beta(30, 3, n)))
-    return s, y
-
-
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_ilps_at_least_as_good_as_platt_on_bayes_iso_setup(seed):
-    s, y = bayes_iso_data(1000, seed)
-    st, yt = bayes_iso_data(20000, 100 + seed)
+    s, y = section51(1000, seed)
+    st, yt = section51(20000, 100 + seed)
     ll_ilps = log_loss(yt, create("ilps").fit(s, y).predict(st))
     ll_platt = log_loss(yt, create("logistic").fit(s, y).predict(st))
     assert ll_ilps <= ll_platt
@@ -278,9 +257,10 @@ def test_ctr_like_study_field_rce_halved_and_auc_kept():
         p_iso = create("isotonic").fit(s, y).predict(st)
         p_platt = create("logistic").fit(s, y).predict(st)
     p_fa = create("field-aware").fit(s, y, features={"z": z}).predict(st, features={"z": zt})
-    rce_fa = field_rce(yt, p_fa, zt)
-    assert rce_fa <= 0.5 * field_rce(yt, p_iso, zt)
-    assert rce_fa <= 0.5 * field_rce(yt, p_platt, zt)
+    codes = np.unique(zt, return_inverse=True)[1]
+    rce_fa = field_rce(yt, p_fa, codes)
+    assert rce_fa <= 0.5 * field_rce(yt, p_iso, codes)
+    assert rce_fa <= 0.5 * field_rce(yt, p_platt, codes)
     auc_fa = roc_auc_score(yt, p_fa)
     assert auc_fa >= roc_auc_score(yt, st)
     assert auc_fa >= max(roc_auc_score(yt, p_iso), roc_auc_score(yt, p_platt))
