@@ -507,10 +507,8 @@ def _to_float(col: pa.ChunkedArray, name: str, source: str, offset: int) -> np.n
         return np.asarray(col.cast(pa.float64()), dtype=np.float64)
     if pa.types.is_string(typ) or pa.types.is_large_string(typ):
         trimmed = pc.utf8_trim_whitespace(col)
-        try:
+        with contextlib.suppress(pa.ArrowInvalid):  # numbers stored as text parse here
             return np.asarray(pc.cast(trimmed, pa.float64()), dtype=np.float64)
-        except pa.ArrowInvalid:
-            pass
         text = trimmed.to_numpy(zero_copy_only=False)
         for i, value in enumerate(text):  # error path only: find the first unparseable row
             try:
