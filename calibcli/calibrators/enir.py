@@ -194,11 +194,7 @@ def _heap_phase(merge, start, Wg, Sg, mean, slope, al, ar, t, lam) -> None:
     heap = t[idx].tolist()
     pending: dict[float, list[tuple[int, int]]] = {}
     for key, g in zip(heap, idx.tolist()):
-        entries = pending.get(key)
-        if entries is None:
-            pending[key] = [(g, 0)]
-        else:
-            entries.append((g, 0))
+        pending.setdefault(key, []).append((g, 0))
     heapq.heapify(heap)
     first = start.tolist()
     Wl, Sl, mean, slope = Wg.tolist(), Sg.tolist(), mean.tolist(), slope.tolist()
@@ -209,6 +205,18 @@ def _heap_phase(merge, start, Wg, Sg, mean, slope, al, ar, t, lam) -> None:
     out = {}
     pop, push = heapq.heappop, heapq.heappush
     tol = _TOL
+
+    def schedule(k: int, d: float, gap: float, up: bool, scale: float, lam: float) -> None:
+        """Queue when group k meets its right neighbour: gap closes at relative slope d."""
+        if (d < 0.0) if up else (d > 0.0):
+            tn = max(gap / d, lam)
+        elif abs(gap - lam * d) <= tol * scale:
+            tn = lam
+        else:
+            return
+        push(heap, tn)
+        pending.setdefault(tn, []).append((k, stamp[k]))
+
     while heap:
         tt = pop(heap)
         entries = pending[tt]
@@ -234,46 +242,14 @@ def _heap_phase(merge, start, Wg, Sg, mean, slope, al, ar, t, lam) -> None:
         mg = (al[g] - ag) / wg
         mean[g] = yg
         slope[g] = mg
-        sgn = stamp[g] + 1
-        stamp[g] = sgn
+        stamp[g] += 1
         if rr < G:
             left[rr] = g
-            d = mg - slope[rr]
-            gap = mean[rr] - yg
-            tn = None
-            if (d < 0.0) if ag else (d > 0.0):
-                tn = gap / d
-                if tn < lam:
-                    tn = lam
-            elif abs(gap - lam * d) <= tol * (max(abs(yg), abs(mean[rr])) + 1.0):
-                tn = lam
-            if tn is not None:
-                push(heap, tn)
-                entries = pending.get(tn)
-                if entries is None:
-                    pending[tn] = [(g, sgn)]
-                else:
-                    entries.append((g, sgn))
+            schedule(g, mg - slope[rr], mean[rr] - yg, ag, max(abs(yg), abs(mean[rr])) + 1.0, lam)
         lg = left[g]
         if lg >= 0:
-            sgn = stamp[lg] + 1
-            stamp[lg] = sgn
-            d = slope[lg] - mg
-            gap = yg - mean[lg]
-            tn = None
-            if (d < 0.0) if ar[lg] else (d > 0.0):
-                tn = gap / d
-                if tn < lam:
-                    tn = lam
-            elif abs(gap - lam * d) <= tol * (max(abs(yg), abs(mean[lg])) + 1.0):
-                tn = lam
-            if tn is not None:
-                push(heap, tn)
-                entries = pending.get(tn)
-                if entries is None:
-                    pending[tn] = [(lg, sgn)]
-                else:
-                    entries.append((lg, sgn))
+            stamp[lg] += 1
+            schedule(lg, slope[lg] - mg, yg - mean[lg], ar[lg], max(abs(yg), abs(mean[lg])) + 1.0, lam)
     if out:
         merge[np.fromiter(out.keys(), dtype=np.int64)] = np.fromiter(out.values(), dtype=np.float64)
 
