@@ -10,7 +10,7 @@ from typing import Any, Iterable
 from rich.console import Console
 from rich.table import Table
 
-from calibcli.metrics import METRICS
+from calibcli.evaluation.metrics import METRICS
 
 BAR_WIDTH = 40
 
