@@ -238,6 +238,8 @@ def evaluate(
     score_col: ScoreCol = "score",
     field_col: Annotated[Optional[str], typer.Option("--field-col", help="Categorical column for Field-ECE and Field-RCE.")] = None,
     calbin_window: Annotated[int, typer.Option("--calbin-window", help="CalBin window size s.")] = 100,
+    weight_col: Annotated[Optional[str], typer.Option("--weight-col", help="Column of non-negative row weights (every metric is weighted).")] = None,
+    step: Annotated[Optional[float], typer.Option("--step", help="Bucket p to multiples of STEP for AUC and CalBin (bounded memory; error bounds in docs/algorithms.md); default exact.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (versioned schema) instead of tables.")] = False,
     fail_above: Annotated[List[str], typer.Option("--fail-above", metavar="METRIC=X", help="Gate: exit 1 if METRIC is above X (e.g. field-rce=0.12); repeatable.")] = [],
     fail_below: Annotated[List[str], typer.Option("--fail-below", metavar="METRIC=X", help="Gate: exit 1 if METRIC is below X (e.g. auc=0.7); repeatable.")] = [],
@@ -280,6 +282,8 @@ def evaluate(
         bootstrap=BootstrapPlan(bootstrap, seed) if bootstrap else None,
         by_field_top=top if by_field else None,
         reliability_bins=10 if plot is not None else None,
+        weight_col=weight_col,
+        step=step,
     )
     with progress.working("evaluate"):
         result = evaluation.evaluate_file(input, prob_col, map, label_col, score_col, field_col,

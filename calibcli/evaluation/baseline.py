@@ -55,7 +55,7 @@ class Evaluation:
           {field, rows, positives, mean_p, positive_rate, bias, relative_bias}, else null),
           `reliability` (with --plot: equal-mass bins {rows, mean_p, positive_rate, p_min,
           p_max}, else null)
-        - `bootstrap`: {replicates, seed, level, method: "percentile"} or null
+        - `bootstrap`: {replicates, seed, level, method: "percentile", resampling: "poisson"} or null
         - `gate`: {passed, gate_on, baseline (path or null), checked, failed, checks}; each
           check is {result, metric, kind ("above", "below", "regression"), value, compared,
           limit, passed, excess, threshold, baseline, allowed, relative}. With no gate

@@ -26,10 +26,14 @@ RELIABILITY_BINS = 10
 def field_breakdown(y: np.ndarray, p: np.ndarray, codes: np.ndarray, names: list[str],
                     top: int) -> dict[str, Any]:
     """The `top` fields with the largest |bias| and the `top` with the largest |relative bias|."""
+    return field_breakdown_sums(*metrics.field_sums(y.astype(np.float64), p, codes, None, len(names)),
+                                names, top)
+
+
+def field_breakdown_sums(count: np.ndarray, pos: np.ndarray, psum: np.ndarray, names: list[str],
+                         top: int) -> dict[str, Any]:
+    """`field_breakdown` from per-field sums (`metrics.field_sums`, or an evaluation state)."""
     k = len(names)
-    count = np.bincount(codes, minlength=k).astype(np.float64)
-    pos = np.bincount(codes, weights=y.astype(np.float64), minlength=k)
-    psum = np.bincount(codes, weights=p, minlength=k)
     bias = pos - psum
     relative = bias / (pos + metrics.FIELD_RCE_EPS * count)
     seen = np.flatnonzero(count > 0)
@@ -38,12 +42,17 @@ def field_breakdown(y: np.ndarray, p: np.ndarray, codes: np.ndarray, names: list
     def rows(score: np.ndarray) -> list[dict[str, Any]]:
         # Largest first; ties broken by more rows, then by name, so the listing is stable.
         pick = seen[np.lexsort((name_rank[seen], -count[seen], -np.abs(score[seen])))][:top]
-        return [{"field": names[i], "rows": int(count[i]), "positives": int(pos[i]),
+        return [{"field": names[i], "rows": _whole(count[i]), "positives": _whole(pos[i]),
                  "mean_p": float(psum[i] / count[i]), "positive_rate": float(pos[i] / count[i]),
                  "bias": float(bias[i]), "relative_bias": float(relative[i])} for i in pick]
 
     return {"fields": int(seen.size), "top": top,
             "by_bias": rows(bias), "by_relative_bias": rows(relative)}
+
+
+def _whole(x: float) -> int | float:
+    """A count as an int; a weight sum that is not whole stays a float."""
+    return int(x) if float(x).is_integer() else float(x)
 
 
 def reliability_bins(y: np.ndarray, p: np.ndarray, bins: int = RELIABILITY_BINS) -> list[dict[str, Any]]:
@@ -60,4 +69,30 @@ def reliability_bins(y: np.ndarray, p: np.ndarray, bins: int = RELIABILITY_BINS)
             out.append({"rows": int(b - a), "mean_p": float((cp[b] - cp[a]) / (b - a)),
                         "positive_rate": float((cy[b] - cy[a]) / (b - a)),
                         "p_min": float(ps[a]), "p_max": float(ps[b - 1])})
+    return out
+
+
+def reliability_from_distribution(v: np.ndarray, n0: np.ndarray, n1: np.ndarray,
+                                  bins: int = RELIABILITY_BINS) -> list[dict[str, Any]]:
+    """Equal-mass bins of the rows behind a distribution (ascending distinct p `v` with n0
+    negatives and n1 positives each): tied p share their pooled positive rate, and a bin
+    edge may fall inside a tie, as it can in `reliability_bins`."""
+    runs = metrics.SortedRuns(v, n0, n1)
+    n = runs.total
+    if n <= 0:
+        return []
+    k = int(min(bins, np.ceil(n)))
+    edges = np.linspace(0, n, k + 1)
+    if float(n).is_integer():
+        edges = edges.round()
+    cp, cy = runs.sums(edges)
+    first = np.clip(np.searchsorted(runs.at, edges[:-1], side="right") - 1, 0, v.size - 1)
+    last = np.clip(np.searchsorted(runs.at, edges[1:], side="left") - 1, 0, v.size - 1)
+    out = []
+    for i in range(k):
+        mass = edges[i + 1] - edges[i]
+        if mass > 0:
+            out.append({"rows": _whole(mass), "mean_p": float((cp[i + 1] - cp[i]) / mass),
+                        "positive_rate": float((cy[i + 1] - cy[i]) / mass),
+                        "p_min": float(v[first[i]]), "p_max": float(v[last[i]])})
     return out
