@@ -109,12 +109,19 @@ def test_merge_refuses_mixed_states():
         EvalState.from_arrays(y, p, fields=g).merge(EvalState.from_arrays(y, p))
 
 
-def test_builder_compacts_and_equals_one_state():
-    y, p, g, _ = _data(7, 3000, True, False)
-    builder = StateBuilder()
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("step", [None, 0.01])
+def test_builder_equals_one_state(weighted, step):
+    y, p, g, w = _data(7, 3000, True, weighted)
+    builder = StateBuilder(step)
     for a in range(0, 3000, 250):
-        builder.add(y[a:a + 250], p[a:a + 250], fields=g[a:a + 250])
-    _close(builder.result().metrics(40), metrics.compute_all(y, p, g, 40))
+        builder.add(y[a:a + 250], p[a:a + 250], fields=g[a:a + 250], weights=None if w is None else w[a:a + 250])
+    got = builder.result()
+    whole = EvalState.from_arrays(y, p, fields=g, weights=w, step=step)
+    np.testing.assert_array_equal(got.p, whole.p)
+    _close(got.metrics(40), whole.metrics(40))
+    if step is None:
+        _close(got.metrics(40), metrics.compute_all(y, p, g, 40, sample_weight=w))
 
 
 @pytest.mark.parametrize("seed", range(6))

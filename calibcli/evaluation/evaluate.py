@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
+import pyarrow as pa
 
 from calibcli import io, maps
 from calibcli.errors import InputError, UsageError
@@ -142,6 +143,7 @@ def _evaluation_states(path, fmt, label_col, score_col, prob_cols, loaded, field
         offset += batch.num_rows
     if offset == 0:
         raise InputError(f"{name}: no data rows")
+    pa.default_memory_pool().release_unused()  # the read buffers, before the distributions are built
     names = [(c, "column") for c in prob_cols] + [(io.display_name(m), "map") for m, _ in loaded]
     return name, offset, positives, [(n, kind, b.result()) for (n, kind), b in zip(names, builders)]
 

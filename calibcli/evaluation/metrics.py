@@ -154,22 +154,35 @@ def calbin(y: np.ndarray, p: np.ndarray, window: int = CALBIN_WINDOW,
     return calbin_sorted(ps, (pos / count)[group], window)
 
 
+def _prefix_sum(values: np.ndarray) -> np.ndarray:
+    """0 followed by the running sums of `values`, written into one array."""
+    out = np.empty(values.size + 1)
+    out[0] = 0.0
+    np.cumsum(values, out=out[1:])
+    return out
+
+
 def calbin_sorted(ps: np.ndarray, ys: np.ndarray, window: int = CALBIN_WINDOW) -> float:
     """CalBin of ascending `ps` whose labels `ys` are already pooled within ties.
 
     Vectorised with prefix sums: within a window the sorted p_i below ybar_b contribute
     ybar_b - p_i and the rest p_i - ybar_b, and the split point comes from one searchsorted.
+    Windows go in chunks, each with prefix sums over only the rows its windows cover, so
+    the temporaries stay a few chunk-sized arrays whatever n is.
     """
     n = ps.size
     s = min(window, n)
     n_windows = max(n - s, 1)
-    cy = np.concatenate([[0.0], np.cumsum(ys)])
-    cp = np.concatenate([[0.0], np.cumsum(ps)])
     total = 0.0
-    for lo in range(0, n_windows, _CALBIN_CHUNK):  # chunks of windows bound the temporaries
-        starts = np.arange(lo, min(lo + _CALBIN_CHUNK, n_windows))
+    for lo in range(0, n_windows, _CALBIN_CHUNK):
+        hi = min(lo + _CALBIN_CHUNK, n_windows)
+        rows = ps[lo:hi - 1 + s]
+        cy = _prefix_sum(ys[lo:hi - 1 + s])
+        cp = _prefix_sum(rows)
+        starts = np.arange(hi - lo)
         ybar = (cy[starts + s] - cy[starts]) / s
-        split = np.clip(np.searchsorted(ps, ybar, side="left"), starts, starts + s)
+        # the split lies inside the window, so searching this chunk's rows is enough
+        split = np.clip(np.searchsorted(rows, ybar, side="left"), starts, starts + s)
         below = split - starts
         dev = (ybar * below - (cp[split] - cp[starts])) + ((cp[starts + s] - cp[split]) - ybar * (s - below))
         total += float(np.sum(dev))
@@ -185,9 +198,9 @@ class SortedRuns:
         c = n0 + n1
         self.v = v
         self.rate = np.divide(n1, c, out=np.zeros_like(c), where=c > 0)
-        self.at = np.concatenate([[0.0], np.cumsum(c)])
-        self.cy = np.concatenate([[0.0], np.cumsum(n1)])
-        self.cp = np.concatenate([[0.0], np.cumsum(c * v)])
+        self.at = _prefix_sum(c)
+        self.cy = _prefix_sum(n1)
+        self.cp = _prefix_sum(c * v)
         self.total = float(self.at[-1])
 
     def sums(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
