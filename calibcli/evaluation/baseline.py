@@ -28,6 +28,7 @@ class EvalRow:
     intervals: dict[str, tuple[float, float]] | None = None  # with --bootstrap
     by_field: dict[str, Any] | None = None  # with --by-field
     reliability: list[dict[str, Any]] | None = None  # with --plot
+    step_bounds: dict[str, float] | None = None  # with --step: how far AUC and CalBin may be off
 
 
 @dataclass
@@ -40,6 +41,8 @@ class Evaluation:
     results: list[EvalRow]
     bootstrap: BootstrapPlan | None = None
     gate: GateReport | None = None
+    weight_col: str | None = None
+    step: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The machine-readable report (`calib evaluate --json`, `--save-baseline`); NaN becomes null.
@@ -54,7 +57,9 @@ class Evaluation:
           (with --by-field: `fields`, `top`, `by_bias` and `by_relative_bias` lists of
           {field, rows, positives, mean_p, positive_rate, bias, relative_bias}, else null),
           `reliability` (with --plot: equal-mass bins {rows, mean_p, positive_rate, p_min,
-          p_max}, else null)
+          p_max}, else null), `step_bounds` (with --step: {auc, calbin}, the largest
+          possible distance of those two from their exact values, else null)
+        - `weight_col`, `step`: the --weight-col and --step options (null when not given)
         - `bootstrap`: {replicates, seed, level, method: "percentile", resampling: "poisson"} or null
         - `gate`: {passed, gate_on, baseline (path or null), checked, failed, checks}; each
           check is {result, metric, kind ("above", "below", "regression"), value, compared,
@@ -77,6 +82,7 @@ class Evaluation:
                 {k: [clean(lo), clean(hi)] for k, (lo, hi) in r.intervals.items()},
                 "by_field": r.by_field,
                 "reliability": r.reliability,
+                "step_bounds": r.step_bounds,
             }
 
         gate = self.gate or GateReport("point", None, [])
@@ -89,6 +95,8 @@ class Evaluation:
             "positives": self.positives,
             "field_col": self.field_col,
             "calbin_window": self.calbin_window,
+            "weight_col": self.weight_col,
+            "step": self.step,
             "results": [result(r) for r in self.results],
             "bootstrap": self.bootstrap.to_json() if self.bootstrap else None,
             "gate": gate.to_json(),

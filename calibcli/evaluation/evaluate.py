@@ -88,10 +88,12 @@ def evaluate_file(
                                                             state.field_names, opts.by_field_top)
         if opts.reliability_bins is not None:
             row.reliability = diagnostics.reliability_from_distribution(*state.pooled(), opts.reliability_bins)
+        row.step_bounds = state.step_bounds(calbin_window)
         return row
 
     results = [evaluate_one(name, kind, state) for name, kind, state in columns]
-    report = Evaluation(source, rows, positives, field_col, calbin_window, results, opts.bootstrap)
+    report = Evaluation(source, rows, positives, field_col, calbin_window, results, opts.bootstrap,
+                        weight_col=opts.weight_col, step=opts.step)
     report.gate = gates.decide(opts.gates, [(r.name, r.metrics, r.intervals) for r in results],
                                baseline, field_col)
     return report
