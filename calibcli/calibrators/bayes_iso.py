@@ -55,7 +55,17 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import PLATT_CORRECTION, SEED, Calibrator, Param, as_float_array, unique_with_sums
+from calibcli.calibrators.base import (
+    MAX_KNOTS,
+    PLATT_CORRECTION,
+    SEED,
+    Calibrator,
+    Field,
+    Param,
+    StateSpec,
+    as_float_array,
+    unique_with_sums,
+)
 from calibcli.calibrators.isotonic import interpolate, pav
 from calibcli.calibrators.registry import register
 from calibcli.errors import CalibWarning
@@ -341,6 +351,17 @@ class BayesIsoCalibrator(Calibrator):
             "blocks": self.blocks_,
             "bin_size": self.bin_size_,
         }
+
+    state_spec = StateSpec(
+        Field("x", order="increasing", min_size=1, max_size=lambda p: p["grid"]),
+        Field("y", unit=True, order="monotone", same_size="x"),
+        Field("ess", "number", low=0.0),
+        Field("dominated_blocks", "int", low=0),
+        Field("blocks", "int", low=1, high=MAX_KNOTS),
+        Field("bin_size", "number", low=0.0),
+        check=lambda params, v, fail: v["dominated_blocks"] <= v["blocks"] or fail(
+            "dominated_blocks", None, v["dominated_blocks"], f"exceeds 'blocks' = {v['blocks']}"),
+    )
 
     def _set_state(self, state: dict[str, Any]) -> None:
         self.x_ = as_float_array(state["x"], "state x")
