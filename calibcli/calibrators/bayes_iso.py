@@ -267,13 +267,15 @@ class BayesIsoCalibrator(Calibrator):
     name = "bayes-iso"
     description = "Bayes-Iso: posterior mean isotonic map by likelihood-weighted prior sampling"
     params = (
-        Param("samples", int, 10000, "maps drawn from the prior (per block)", low=1),
+        Param("samples", int, 10000, "maps drawn from the prior (per block); time grows as samples x grid", low=1,
+              high=1_000_000),
         Param(
             "bin_size",
             float,
             None,
             "instances per bin for the sampling bounds; auto: N/20 (released code), N^(2/3) past 8000",
             low=1.0,
+            high=1e12,
             optional=True,
         ),
         Param(
@@ -293,9 +295,11 @@ class BayesIsoCalibrator(Calibrator):
             "instances per independently sampled block of consecutive ranks; auto: "
             "max(1000, bin_size), so up to 1500 instances are one block",
             low=1.0,
+            high=1e12,
             optional=True,
         ),
-        Param("grid", int, 3000, "at most this many distinct ranks are sampled; more are pooled", low=2),
+        Param("grid", int, 3000, "at most this many distinct ranks are sampled; more are pooled", low=2,
+              high=100_000),
         SEED,
         PLATT_CORRECTION,
     )

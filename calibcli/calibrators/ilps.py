@@ -66,9 +66,9 @@ SCORE_KIND = Param(
     choices=("probability", "logit"),
 )
 K_PARAM = Param("K", int, 100, "number of linear pieces; K+1 knots at sigmoid(a_k) = k/(K+2)", low=2, high=1000)
-LAM_PARAM = Param("lam", float, 1.0, "weight of the non-decreasing penalty sum (b_k - b_k+1)_+ (eq. 11)", low=0.0)
+LAM_PARAM = Param("lam", float, 1.0, "weight of the non-decreasing penalty sum (b_k - b_k+1)_+ (eq. 11)", low=0.0, high=1e6)
 RIDGE_PARAM = Param(
-    "ridge", float, 1e-4, "weight of the smoothness term integral (eta' - 1)^2 / 2; 0 = paper's eq. 11", low=0.0
+    "ridge", float, 1e-4, "weight of the smoothness term integral (eta' - 1)^2 / 2; 0 = paper's eq. 11", low=0.0, high=1e6
 )
 
 
