@@ -327,6 +327,26 @@ def _report_gates(gate) -> None:
 
 @app.command()
 @reports_errors
+def export(
+    map: Annotated[str, typer.Argument(help="A map saved by `calib fit` (.json or .parquet).")],
+    sql: Annotated[bool, typer.Option("--sql", help="Print one SQL expression computing the calibrated probability.")] = False,
+    score_col: Annotated[str, typer.Option("--score-col", help="Score column (or SQL expression) the expression reads; quote it for your dialect if needed.")] = "score",
+) -> None:
+    """Export a map for use outside calibcli (isotonic, binning, logistic, beta, ilps, ...).
+
+    \b
+    calib export map.json --sql --score-col score
+    duckdb -c "SELECT *, $(calib export map.json --sql) AS p FROM 'scores.parquet'"
+    """
+    from calibcli import export as exporting
+
+    if not sql:
+        raise UsageError("choose an export format", hint="--sql prints a SQL expression")
+    typer.echo(exporting.export_sql(map, score_col))
+
+
+@app.command()
+@reports_errors
 def methods() -> None:
     """List the calibration methods and their options."""
     from calibcli import pipeline
