@@ -21,12 +21,30 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 from calibcli import __version__, console  # noqa: E402
 from calibcli.errors import CalibError, ExitCode, UsageError  # noqa: E402
 
+_GLOBAL_FLAGS = ("-q", "--quiet", "--debug", "--strict")
+
+
+class _Group(typer.core.TyperGroup):
+    """Accepts the global flags (-q, --debug, --strict) after the subcommand too:
+    `calib fit x.csv --strict` means `calib --strict fit x.csv`."""
+
+    def parse_args(self, ctx, args):
+        if "--" in args:
+            head, tail = args[:args.index("--")], args[args.index("--"):]
+        else:
+            head, tail = args, []
+        flags = [a for a in head if a in _GLOBAL_FLAGS]
+        rest = [a for a in head if a not in _GLOBAL_FLAGS]
+        return super().parse_args(ctx, flags + rest + tail)
+
+
 app = typer.Typer(
+    cls=_Group,
     name="calib",
     help="Turn a classifier's raw scores into probabilities people can trust.\n\n"
     "Exit codes: 0 success, 1 an evaluate gate failed, 2 usage/input/map/fit error.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
     rich_markup_mode=None,
@@ -129,8 +147,11 @@ def fit(
     """
     from calibcli import pipeline
 
-    if (input is None) == (from_summary is None):
-        raise UsageError("give either a score file or --from-summary FILE (not both)",
+    if input is None and from_summary is None:
+        raise UsageError("missing the score file to fit on (or --from-summary FILE)",
+                         hint="e.g. `calib fit cal.csv -o map.json`, or `-` to read stdin")
+    if input is not None and from_summary is not None:
+        raise UsageError("give either a score file or --from-summary FILE, not both",
                          hint="e.g. `calib fit cal.csv` or `calib fit --from-summary summary.parquet`")
     if from_summary is not None:
         if weight_col or field_col or feature_col or format:
@@ -347,10 +368,15 @@ def export(
 
 @app.command()
 @reports_errors
-def methods() -> None:
+def methods(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the catalogue as JSON (name, description, properties, params with type, default and bounds).")] = False,
+) -> None:
     """List the calibration methods and their options."""
     from calibcli import pipeline
 
+    if as_json:
+        typer.echo(json.dumps(pipeline.method_catalogue_json(), indent=2))
+        return
     for name, description, params in pipeline.method_catalogue():
         typer.echo(f"{name}: {description}")
         for line in params:
