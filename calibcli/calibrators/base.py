@@ -131,12 +131,7 @@ class Param:
 
     def range_text(self) -> str:
         """`[low, high]`, integers written out exactly (a seed's 2**63 - 1 is not 9.22e+18)."""
-        def show(v: float | None) -> str:
-            if v is None:
-                return "..."
-            return str(v) if isinstance(v, int) else f"{v:g}"
-
-        return f"[{show(self.low)}, {show(self.high)}]"
+        return _bounds_text(self.low, self.high)
 
     def describe(self) -> str:
         """`name=default (kind): help`, for `calib methods`."""
@@ -259,7 +254,8 @@ def _load_field(f: Field, value: Any, params: Mapping[str, Any], monotone: bool,
     if f.kind == "int":
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
             fail(f.name, None, value, "is not an integer")
-        _check_bounds(f.name, f, np.array([float(value)]), fail, scalar=True)
+        if (f.low is not None and value < f.low) or (f.high is not None and value > f.high):
+            fail(f.name, None, value, f"is outside {_bounds_text(f.low, f.high)}")
         return int(value)
     if not isinstance(value, (list, tuple, np.ndarray)):
         fail(f.name, None, value, "is not a list")
@@ -369,9 +365,15 @@ def _check_bounds(name: str, f: Field, arr: np.ndarray, fail: Callable, scalar: 
         bad |= arr > high
     if bad.any():
         i = int(np.argmax(bad))
-        what = "is not a probability in [0, 1]" if f.unit else (
-            f"is outside [{'...' if low is None else f'{low:g}'}, {'...' if high is None else f'{high:g}'}]")
+        what = "is not a probability in [0, 1]" if f.unit else f"is outside {_bounds_text(low, high)}"
         fail(name, None if scalar else i, arr[i], what)
+
+
+def _bounds_text(low: float | None, high: float | None) -> str:
+    def show(v: float | None) -> str:
+        return "..." if v is None else str(v) if isinstance(v, int) else f"{v:g}"
+
+    return f"[{show(low)}, {show(high)}]"
 
 
 def _check_order(f: Field, arr: np.ndarray, monotone: bool, fail: Callable) -> None:
