@@ -21,12 +21,30 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 from calibcli import __version__, bounds, console  # noqa: E402
 from calibcli.errors import CalibError, ExitCode, UsageError  # noqa: E402
 
+_GLOBAL_FLAGS = ("-q", "--quiet", "--debug", "--strict")
+
+
+class _Group(typer.core.TyperGroup):
+    """Accepts the global flags (-q, --debug, --strict) after the subcommand too:
+    `calib fit x.csv --strict` means `calib --strict fit x.csv`."""
+
+    def parse_args(self, ctx, args):
+        if "--" in args:
+            head, tail = args[:args.index("--")], args[args.index("--"):]
+        else:
+            head, tail = args, []
+        flags = [a for a in head if a in _GLOBAL_FLAGS]
+        rest = [a for a in head if a not in _GLOBAL_FLAGS]
+        return super().parse_args(ctx, flags + rest + tail)
+
+
 app = typer.Typer(
+    cls=_Group,
     name="calib",
     help="Turn a classifier's raw scores into probabilities people can trust.\n\n"
     "Exit codes: 0 success, 1 an evaluate gate failed, 2 usage/input/map/fit error.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
     rich_markup_mode=None,
@@ -144,8 +162,11 @@ def fit(
     from calibcli import pipeline
 
     bounds.check(seed=seed)
-    if (input is None) == (from_summary is None):
-        raise UsageError("give either a score file or --from-summary FILE (not both)",
+    if input is None and from_summary is None:
+        raise UsageError("missing the score file to fit on (or --from-summary FILE)",
+                         hint="e.g. `calib fit cal.csv -o map.json`, or `-` to read stdin")
+    if input is not None and from_summary is not None:
+        raise UsageError("give either a score file or --from-summary FILE, not both",
                          hint="e.g. `calib fit cal.csv` or `calib fit --from-summary summary.parquet`")
     if from_summary is not None:
         if weight_col or field_col or feature_col or format:
@@ -232,6 +253,7 @@ def apply(
     output_col: Annotated[str, typer.Option("--output-col", help="Name of the added probability column.")] = "calibrated",
     format: Annotated[Optional[str], typer.Option("--format", "-f", "--input-format", help="Input format: csv, tsv, jsonl, parquet (default: from extension, else sniffed).")] = None,
     output_format: Annotated[Optional[str], typer.Option("--output-format", help="Output format: csv, tsv, jsonl, parquet (default: from -o's extension, .gz for gzip; else the input's).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing output directory of parts (once the new one is complete).")] = False,
 ) -> None:
     """Add calibrated probabilities to a score file, streaming (works in pipes and on large files).
 
@@ -249,7 +271,7 @@ def apply(
     total = io.parquet_rows(input) if progress.enabled(to_stdout) else None
     with progress.rows("apply", total, data_to_stdout=to_stdout) as advance:
         pipeline.apply_file(map, input, output, score_col, output_col, format, output_format,
-                            on_batch=advance)
+                            on_batch=advance, force=force)
 
 
 @app.command()
@@ -343,10 +365,35 @@ def _report_gates(gate) -> None:
 
 @app.command()
 @reports_errors
-def methods() -> None:
+def export(
+    map: Annotated[str, typer.Argument(help="A map saved by `calib fit` (.json or .parquet).")],
+    sql: Annotated[bool, typer.Option("--sql", help="Print one SQL expression computing the calibrated probability.")] = False,
+    score_col: Annotated[str, typer.Option("--score-col", help="Score column (or SQL expression) the expression reads; quote it for your dialect if needed.")] = "score",
+) -> None:
+    """Export a map for use outside calibcli (isotonic, binning, logistic, beta, ilps, ...).
+
+    \b
+    calib export map.json --sql --score-col score
+    duckdb -c "SELECT *, $(calib export map.json --sql) AS p FROM 'scores.parquet'"
+    """
+    from calibcli import export as exporting
+
+    if not sql:
+        raise UsageError("choose an export format", hint="--sql prints a SQL expression")
+    typer.echo(exporting.export_sql(map, score_col))
+
+
+@app.command()
+@reports_errors
+def methods(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the catalogue as JSON (name, description, properties, params with type, default and bounds).")] = False,
+) -> None:
     """List the calibration methods and their options."""
     from calibcli import pipeline
 
+    if as_json:
+        typer.echo(json.dumps(pipeline.method_catalogue_json(), indent=2))
+        return
     for name, description, params in pipeline.method_catalogue():
         typer.echo(f"{name}: {description}")
         for line in params:

@@ -69,16 +69,12 @@ def fit_file(
     """
     _claim_map_output(out, out_format, [path])
     cls = registry.get(method)
-    if seed is not None:
-        if "seed" not in {p.name for p in cls.params}:
-            raise UsageError(f"method {method!r} is deterministic and takes no --seed")
-        params = {**params, "seed": str(seed)}
     if (cols.fields or cols.features) and not cls.uses_features:
         raise UsageError(
             f"method {method!r} uses only the score; --field-col/--feature-col are for field-aware methods",
             hint="use `calib evaluate --field-col` to measure field-level calibration",
         )
-    calibrator = cls.from_cli(params)
+    calibrator = _calibrator(cls, params, seed)
     source = io.display_name(path)
     table = io.read_table(path, fmt, string_columns=cols.fields)
     if table.num_rows == 0:
@@ -95,6 +91,9 @@ def fit_file(
         except FitError as exc:
             raise FitError(f"{source}: cannot fit {method}: {exc.message}", hint=exc.hint) from None
     messages = [str(c.message) for c in caught if issubclass(c.category, CalibWarning)]
+    if cls.uses_features and not (cols.fields or cols.features):
+        messages.append(f"{method} without --field-col or --feature-col is ilps with extra steps: "
+                        "fit --method ilps, or name the feature columns")
     if s.size > 1 and s.min() == s.max():
         messages.append(f"all {s.size} scores equal {float(s[0]):g}: the map is a constant")
     if strict and messages:
@@ -121,6 +120,18 @@ def fit_file(
     return result
 
 
+def _calibrator(cls: type[Calibrator], params: dict[str, str], seed: int | None) -> Calibrator:
+    """An unfitted calibrator from `--param` strings and `--seed` (which must not contradict)."""
+    if seed is not None:
+        if "seed" not in {p.name for p in cls.params}:
+            raise UsageError(f"method {cls.name!r} is deterministic and takes no --seed")
+        if "seed" in params:
+            raise UsageError(f"--seed {seed} and --param seed={params['seed']} both set the seed",
+                             hint="give only one of them")
+        params = {**params, "seed": str(seed)}
+    return cls.from_cli(params)
+
+
 def _claim_map_output(out: str | None, out_format: str | None, reads: Sequence[str]) -> None:
     """Check a map output against the output policy and its format before any work."""
     if out is not None:
@@ -137,18 +148,21 @@ def apply_file(
     input_format: str | None = None,
     output_format: str | None = None,
     on_batch: Callable[[int], None] | None = None,
+    force: bool = False,
 ) -> int:
     """Stream `path` through a saved map, writing every input column plus `output_col`.
 
     Returns the number of rows written. Memory stays at a few record batches. A directory
-    or glob of Parquet parts is applied part by part into the directory `out`.
+    or glob of Parquet parts is applied part by part into the directory `out` (with
+    `force`, an existing one is replaced once the new one is complete).
     """
     if map_path == "-" and path == "-":
         raise UsageError("the map and the input cannot both come from stdin")
     parts = io.is_parts(path)
     output.check_output(out, [map_path, path], directory=parts)
     if parts:
-        return _apply_parts(map_path, path, out, score_col, output_col, input_format, output_format, on_batch)
+        return _apply_parts(map_path, path, out, score_col, output_col, input_format, output_format, on_batch,
+                            force)
     if out != "-" and not output.is_special(out):
         output.output_format(out, output_format, "csv")  # an unknown extension fails before any work
     calibrator, _ = maps.load_map(map_path)
@@ -191,7 +205,7 @@ def apply_file(
 
 def _apply_parts(map_path: str, path: str, out: str, score_col: str, output_col: str,
                  input_format: str | None, output_format: str | None,
-                 on_batch: Callable[[int], None] | None) -> int:
+                 on_batch: Callable[[int], None] | None, force: bool = False) -> int:
     """Apply a map to every Parquet part of a directory or glob, mirroring the parts under `out`.
 
     The output directory appears only when every part succeeded.
@@ -203,7 +217,7 @@ def _apply_parts(map_path: str, path: str, out: str, score_col: str, output_col:
     parts = io.list_parts(path)
     io.check_format(output_format)
     rows = 0
-    with output.atomic_output_dir(out) as tmp:
+    with output.atomic_output_dir(out, force=force) as tmp:
         for part, relative in parts:
             target = tmp / relative
             fmt = output_format or input_format or io.format_from_path(part) or "parquet"
@@ -255,11 +269,7 @@ def fit_summary_file(
     cls = registry.get(method)
     if cls.uses_features:
         raise UsageError(f"method {method!r} uses feature columns, which a score summary does not have")
-    if seed is not None:
-        if "seed" not in {p.name for p in cls.params}:
-            raise UsageError(f"method {method!r} is deterministic and takes no --seed")
-        params = {**params, "seed": str(seed)}
-    calibrator = cls.from_cli(params)
+    calibrator = _calibrator(cls, params, seed)
     source = io.display_name(summary_path)
     summ = summary.load(summary_path)
     if summ.size == 0:
@@ -543,6 +553,21 @@ def method_catalogue() -> list[tuple[str, str, list[str]]]:
         (name, registry.get(name).description, [p.describe() for p in registry.get(name).params])
         for name in registry.available()
     ]
+
+
+def method_catalogue_json() -> list[dict[str, Any]]:
+    """Every registered method as data, for `calib methods --json` and tools built on it."""
+    out = []
+    for name in registry.available():
+        cls = registry.get(name)
+        out.append({
+            "name": name, "description": cls.description, "monotone": cls.monotone,
+            "needs_probabilities": cls.needs_probabilities, "uses_features": cls.uses_features,
+            "params": [{"name": p.name, "type": p.type.__name__, "default": p.default, "low": p.low,
+                        "high": p.high, "choices": list(p.choices) if p.choices else None,
+                        "optional": p.optional, "help": p.help} for p in cls.params],
+        })
+    return out
 
 
 __all__ = ["CalibError", "Columns", "EvaluateOptions", "Evaluation", "FitResult", "apply_file",

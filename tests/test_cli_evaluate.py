@@ -205,7 +205,8 @@ def test_png_without_matplotlib_is_a_usage_error(scores, tmp_path, monkeypatch):
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
         "error: --plot FILE needs matplotlib",
-        "hint: pip install 'calibcli[plot]', or use --plot - for a text diagram"]
+        "hint: install it from the calibcli repository: pip install -e '.[plot]', or use --plot - "
+        "for a text diagram"]
     assert not out.exists() and result.stdout == ""
 
 
