@@ -394,3 +394,12 @@ def test_strict_json_accepts_what_json_writes():
 @settings(max_examples=200, deadline=None)
 def test_strict_json_round_trips_json_documents(doc):
     assert strictjson.loads(json.dumps(doc)) == doc
+
+
+def test_ilps_logit_map_with_a_flat_end_segment_is_finite_at_the_largest_scores():
+    env = copy.deepcopy(fitted_envelope("ilps"))
+    env["params"]["score_kind"] = "logit"
+    env["state"]["b"][-1] = env["state"]["b"][-2]
+    env["state"]["b"][0] = env["state"]["b"][1]
+    p = load(to_json_bytes(env)).predict(np.array([-1.7976931348623157e308, 1.7976931348623157e308]))
+    assert np.all(np.isfinite(p))
