@@ -218,12 +218,12 @@ def _parse_parquet(data: bytes, source: str) -> dict[str, Any]:
     keys = envelope.pop("state_columns", [])
     if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys) or len(set(keys)) != len(keys):
         raise MapError(f"{source}: corrupt calibcli map metadata ('state_columns' is not a list of names)")
+    missing = [k for k in keys if k not in pf.schema_arrow.names]
+    if missing:
+        raise MapError(f"{source}: map state column {missing[0]!r} is missing")
     try:
         table = pf.read(columns=keys, use_threads=False)
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        missing = [k for k in keys if k not in pf.schema_arrow.names]
-        if missing:
-            raise MapError(f"{source}: map state column {missing[0]!r} is missing") from None
+    except (pa.ArrowException, OSError, ValueError, KeyError) as exc:
         raise MapError(f"{source}: not a readable Parquet map ({exc})") from None
     for key in keys:
         if key in envelope["state"]:

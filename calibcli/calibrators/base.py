@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from itertools import chain
 from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
 
+from calibcli.bounds import SEED_MAX
 from calibcli.errors import FitError, MapError, NotFittedError, ParamError
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -79,12 +80,14 @@ class Param:
             pass
         try:
             exact = Decimal(raw)
-        except InvalidOperation:
+            if not exact.is_finite():
+                raise ValueError(raw)
+            if exact.adjusted() > 30:  # beyond every bound: refuse without building a huge integer
+                raise ParamError(f"parameter {self.name!r} must be in {self.range_text()}, got {raw:.40}")
+            if exact != exact.to_integral_value():
+                raise ValueError(raw)
+        except ArithmeticError:  # decimal's InvalidOperation, Overflow, ...
             raise ValueError(raw) from None
-        if not exact.is_finite() or exact != exact.to_integral_value():
-            raise ValueError(raw)
-        if abs(exact) > 10**30:  # beyond every bound: refuse without building a huge integer
-            raise ParamError(f"parameter {self.name!r} must be in {self._range()}, got {raw}")
         return int(exact)
 
     def check(self, value: Any) -> Any:
@@ -95,26 +98,26 @@ class Param:
             raise ParamError(f"parameter {self.name!r} needs a value ({self._kind()})")
         if self.type is bool:
             if not isinstance(value, (bool, np.bool_)):
-                raise ParamError(f"parameter {self.name!r} must be true or false, got {value!r}")
+                raise ParamError(f"parameter {self.name!r} must be true or false, got {value!r:.40}")
             return bool(value)
         if self.type in (int, float):
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
-                raise ParamError(f"parameter {self.name!r} must be {self._kind()}, got {value!r}")
+                raise ParamError(f"parameter {self.name!r} must be {self._kind()}, got {value!r:.40}")
             if self.type is int:
                 if isinstance(value, (float, np.floating)) and not float(value).is_integer():
-                    raise ParamError(f"parameter {self.name!r} must be a whole number, got {value!r}")
+                    raise ParamError(f"parameter {self.name!r} must be a whole number, got {value!r:.40}")
                 value = int(value)
             else:
                 value = float(value)
                 if not math.isfinite(value):
-                    raise ParamError(f"parameter {self.name!r} must be finite, got {value!r}")
+                    raise ParamError(f"parameter {self.name!r} must be finite, got {value!r:.40}")
             if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
-                raise ParamError(f"parameter {self.name!r} must be in {self._range()}, got {value!r}")
+                raise ParamError(f"parameter {self.name!r} must be in {self.range_text()}, got {value!r:.40}")
             return value
         value = str(value)
         if self.choices is not None and value not in self.choices:
             raise ParamError(
-                f"parameter {self.name!r} must be one of {', '.join(self.choices)}, got {value!r}"
+                f"parameter {self.name!r} must be one of {', '.join(self.choices)}, got {value!r:.40}"
             )
         return value
 
@@ -123,17 +126,12 @@ class Param:
             return "one of " + ", ".join(self.choices)
         kind = {bool: "true/false", int: "an integer", float: "a number"}.get(self.type, "text")
         if self.low is not None or self.high is not None:
-            kind += f" in {self._range()}"
+            kind += f" in {self.range_text()}"
         return kind + (" or 'auto'" if self.optional else "")
 
-    def _range(self) -> str:
+    def range_text(self) -> str:
         """`[low, high]`, integers written out exactly (a seed's 2**63 - 1 is not 9.22e+18)."""
-        def show(v: float | None) -> str:
-            if v is None:
-                return "..."
-            return str(v) if isinstance(v, int) else f"{v:g}"
-
-        return f"[{show(self.low)}, {show(self.high)}]"
+        return _bounds_text(self.low, self.high)
 
     def describe(self) -> str:
         """`name=default (kind): help`, for `calib methods`."""
@@ -147,7 +145,6 @@ PLATT_CORRECTION = Param(
     False,
     "fit on Platt's smoothed targets (N+ +1)/(N+ +2) and 1/(N- +2) instead of 1/0",
 )
-SEED_MAX = 2**63 - 1
 SEED = Param("seed", int, 0, "random seed; the same seed gives the same map", low=0, high=SEED_MAX)
 
 
@@ -257,7 +254,8 @@ def _load_field(f: Field, value: Any, params: Mapping[str, Any], monotone: bool,
     if f.kind == "int":
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
             fail(f.name, None, value, "is not an integer")
-        _check_bounds(f.name, f, np.array([float(value)]), fail, scalar=True)
+        if (f.low is not None and value < f.low) or (f.high is not None and value > f.high):
+            fail(f.name, None, value, f"is outside {_bounds_text(f.low, f.high)}")
         return int(value)
     if not isinstance(value, (list, tuple, np.ndarray)):
         fail(f.name, None, value, "is not a list")
@@ -367,9 +365,15 @@ def _check_bounds(name: str, f: Field, arr: np.ndarray, fail: Callable, scalar: 
         bad |= arr > high
     if bad.any():
         i = int(np.argmax(bad))
-        what = "is not a probability in [0, 1]" if f.unit else (
-            f"is outside [{'...' if low is None else f'{low:g}'}, {'...' if high is None else f'{high:g}'}]")
+        what = "is not a probability in [0, 1]" if f.unit else f"is outside {_bounds_text(low, high)}"
         fail(name, None if scalar else i, arr[i], what)
+
+
+def _bounds_text(low: float | None, high: float | None) -> str:
+    def show(v: float | None) -> str:
+        return "..." if v is None else str(v) if isinstance(v, int) else f"{v:g}"
+
+    return f"[{show(low)}, {show(high)}]"
 
 
 def _check_order(f: Field, arr: np.ndarray, monotone: bool, fail: Callable) -> None:
