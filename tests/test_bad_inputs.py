@@ -117,7 +117,7 @@ def test_huge_logits_through_a_logistic_map_give_0_and_1_without_noise(corpus):
     """a * 1e300 overflows to inf inside the sigmoid: the answer is exact, stderr stays clean."""
     fitted = runner.invoke(app, ["-q", "fit", "good.csv", "--method", "logistic", "-o", "lg.json"])
     assert fitted.exit_code == 0, fitted.stderr
-    result = runner.invoke(app, ["apply", "lg.json", "logits_huge.csv", "--format", "jsonl"])
+    result = runner.invoke(app, ["apply", "lg.json", "logits_huge.csv", "--output-format", "jsonl"])
     assert result.exit_code == 0, result.stderr
     assert result.stderr == ""
     p = [json.loads(line)["calibrated"] for line in result.stdout.splitlines()]
@@ -130,7 +130,7 @@ def test_all_equal_scores_give_the_positive_rate(method, platt, corpus):
     result = runner.invoke(app, ["fit", "all_equal_scores.csv", "--method", method, "-o", "eq.json",
                                  "--param", f"platt_correction={str(platt).lower()}"])
     assert result.exit_code == 0, result.stderr
-    applied = runner.invoke(app, ["apply", "eq.json", "good.csv", "--format", "jsonl"])
+    applied = runner.invoke(app, ["apply", "eq.json", "good.csv", "--output-format", "jsonl"])
     assert applied.exit_code == 0, applied.stderr
     p = [json.loads(line)["calibrated"] for line in applied.stdout.splitlines()]
     # 3 positives of 5; with Platt's targets (the default) (3 * 4/5 + 2 * 1/4) / 5
