@@ -146,7 +146,8 @@ def fit(
     seed: Annotated[Optional[int], typer.Option("--seed", help="Random seed for methods that sample." + _range("--seed"))] = None,
     score_col: ScoreCol = "score",
     label_col: LabelCol = "label",
-    weight_col: Annotated[Optional[str], typer.Option("--weight-col", help="Column of non-negative row weights.")] = None,
+    weight_col: Annotated[Optional[str], typer.Option("--weight-col", help="Column of non-negative row weights (see --weight-kind).")] = None,
+    weight_kind: Annotated[str, typer.Option("--weight-kind", help="frequency: weight k counts as k rows (default); importance: only ratios matter, the map ignores the weights' scale.")] = "frequency",
     field_col: Annotated[List[str], typer.Option("--field-col", help="Categorical feature column for field-aware methods; repeatable.")] = [],
     feature_col: Annotated[List[str], typer.Option("--feature-col", help="Numeric feature column for field-aware methods; repeatable.")] = [],
     format: FormatOpt = None,
@@ -162,6 +163,9 @@ def fit(
     from calibcli import pipeline
 
     bounds.check(seed=seed)
+    pipeline.check_weight_kind(weight_kind)
+    if weight_kind != "frequency" and input is not None and weight_col is None:
+        raise UsageError("--weight-kind needs --weight-col (or --from-summary)")
     if input is None and from_summary is None:
         raise UsageError("missing the score file to fit on (or --from-summary FILE)",
                          hint="e.g. `calib fit cal.csv -o map.json`, or `-` to read stdin")
@@ -173,11 +177,13 @@ def fit(
             raise UsageError("--weight-col, --field-col, --feature-col and --format apply to score files, "
                              "not to --from-summary", hint="give them to `calib summarize` instead")
         result = pipeline.fit_summary_file(from_summary, method, _parse_params(param), seed, output,
-                                           strict=_state["strict"], out_format=output_format)
+                                           strict=_state["strict"], out_format=output_format,
+                                           weight_kind=weight_kind)
     else:
         cols = pipeline.Columns(score_col, label_col, weight_col, tuple(field_col), tuple(feature_col))
         result = pipeline.fit_file(input, method, _parse_params(param), cols, format, seed, output,
-                                   strict=_state["strict"], out_format=output_format)
+                                   strict=_state["strict"], out_format=output_format,
+                                   weight_kind=weight_kind)
     for message in result.warnings:
         console.warn(message)
     _print_fit_summary(method, result)

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from calibcli import diagnostics, gates, io, maps, metrics, output, summary
 from calibcli.calibrators import Calibrator, registry
+from calibcli.calibrators.base import WEIGHT_KINDS
 from calibcli.errors import CalibError, CalibWarning, FitError, InputError, UsageError
 
 
@@ -51,6 +52,12 @@ def _quality(y: np.ndarray, p: np.ndarray) -> dict[str, float]:
     return {"log_loss": metrics.log_loss(y, p), "brier": metrics.brier(y, p)}
 
 
+def check_weight_kind(kind: str) -> None:
+    """Refuse an unknown --weight-kind before any input is read."""
+    if kind not in WEIGHT_KINDS:
+        raise UsageError(f"--weight-kind must be one of {', '.join(WEIGHT_KINDS)}, got {kind!r}")
+
+
 def fit_file(
     path: str,
     method: str,
@@ -60,12 +67,14 @@ def fit_file(
     seed: int | None = None,
     out: str | None = None,
     strict: bool = False,
+    weight_kind: str = "frequency",
     out_format: str | None = None,
 ) -> FitResult:
     """Fit `method` on a score/label file and, when `out` is given, save the map there.
 
     Warnings (CalibWarnings from the fit, all-equal scores) are returned for the CLI to show;
-    with `strict` the first one is a FitError instead and no map is written.
+    with `strict` the first one is a FitError instead and no map is written. `weight_kind`
+    says what the --weight-col weights mean (`Calibrator.fit`).
     """
     _claim_map_output(out, out_format, [path])
     cls = registry.get(method)
@@ -87,7 +96,7 @@ def fit_file(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CalibWarning)
         try:
-            calibrator.fit(s, y, weights=w, features=feats)
+            calibrator.fit(s, y, weights=w, features=feats, weight_kind=weight_kind)
         except FitError as exc:
             raise FitError(f"{source}: cannot fit {method}: {exc.message}", hint=exc.hint) from None
     messages = [str(c.message) for c in caught if issubclass(c.category, CalibWarning)]
@@ -111,6 +120,7 @@ def fit_file(
     }
     if cols.weight:
         training["weight_col"] = cols.weight
+        training["weight_kind"] = weight_kind
     if s.min() >= 0 and s.max() <= 1:
         training["before"] = _quality(y, s)
     training["after"] = _quality(y, predict_quietly(calibrator, s, feats))
@@ -262,9 +272,13 @@ def fit_summary_file(
     seed: int | None = None,
     out: str | None = None,
     strict: bool = False,
+    weight_kind: str = "frequency",
     out_format: str | None = None,
 ) -> FitResult:
-    """Fit a score-only method on a summary (`calib summarize`, or Spark/Dask) instead of rows."""
+    """Fit a score-only method on a summary (`calib summarize`, or Spark/Dask) instead of rows.
+
+    The summary's n0/n1 are the weights of each score's rows, of kind `weight_kind`.
+    """
     _claim_map_output(out, out_format, [summary_path])
     cls = registry.get(method)
     if cls.uses_features:
@@ -278,7 +292,7 @@ def fit_summary_file(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CalibWarning)
         try:
-            calibrator.fit(s, y, weights=w)
+            calibrator.fit(s, y, weights=w, weight_kind=weight_kind)
         except FitError as exc:
             raise FitError(f"{source}: cannot fit {method}: {exc.message}", hint=exc.hint) from None
     messages = [str(c.message) for c in caught if issubclass(c.category, CalibWarning)]
@@ -288,6 +302,7 @@ def fit_summary_file(
     training: dict[str, Any] = {
         "input": source,
         "from_summary": {"entries": summ.size, "step": summ.step, "weighted": summ.weighted},
+        "weight_kind": weight_kind,
         "rows": summ.rows,
         "positives": summ.positives,
         "negatives": summ.rows - summ.positives,
@@ -548,11 +563,14 @@ def _check_map_scores(cal: Calibrator, s: np.ndarray, col: str, source: str, map
 
 
 def method_catalogue() -> list[tuple[str, str, list[str]]]:
-    """(name, description, parameter lines) for every registered method."""
-    return [
-        (name, registry.get(name).description, [p.describe() for p in registry.get(name).params])
-        for name in registry.available()
-    ]
+    """(name, description and behaviour at 0/1, parameter lines) for every registered method."""
+    out = []
+    for name in registry.available():
+        cls = registry.get(name)
+        extremes = cls.default_extremes()
+        description = f"{cls.description}; at 0/1: {extremes}" if extremes else cls.description
+        out.append((name, description, [p.describe() for p in cls.params]))
+    return out
 
 
 def method_catalogue_json() -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ for diagnostics the CLI shows on stderr.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from decimal import Decimal
 from itertools import chain
@@ -30,7 +31,7 @@ from typing import Any, Callable, ClassVar, Mapping
 import numpy as np
 
 from calibcli.bounds import SEED_MAX
-from calibcli.errors import FitError, MapError, NotFittedError, ParamError
+from calibcli.errors import CalibWarning, FitError, MapError, NotFittedError, ParamError
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -145,6 +146,20 @@ PLATT_CORRECTION = Param(
     False,
     "fit on Platt's smoothed targets (N+ +1)/(N+ +2) and 1/(N- +2) instead of 1/0",
 )
+# The default of the methods whose classical fit returns exactly 0 or 1 wherever the
+# calibration set had one class (isotonic, binning, ENIR, near-isotonic, boot-*, logistic on
+# separated classes): on by default, the classical fit one parameter away.
+SAFE_PLATT_CORRECTION = Param(
+    "platt_correction",
+    bool,
+    True,
+    "fit on Platt's smoothed targets (N+ +1)/(N+ +2) and 1/(N- +2) instead of 1/0, so no "
+    "output is exactly 0 or 1; false: the classical fit (0 or 1 where the data had one class)",
+)
+WEIGHT_KINDS = ("frequency", "importance")
+# Resampling methods expand whole-number frequency weights into duplicated rows up to this
+# many rows; above it they resample rows in proportion to their weights (with a warning).
+EXPAND_LIMIT = 2_000_000
 SEED = Param("seed", int, 0, "random seed; the same seed gives the same map", low=0, high=SEED_MAX)
 
 
@@ -405,6 +420,8 @@ class Calibrator:
     state_spec: ClassVar[StateSpec | None] = None  # what a loaded state must satisfy
     needs_probabilities: ClassVar[bool] = False  # scores must lie in [0, 1]
     uses_features: ClassVar[bool] = False  # reads --field-col/--feature-col columns
+    resamples_rows: ClassVar[bool] = False  # the fit draws rows: frequency weights are expanded
+    extremes: ClassVar[str] = ""  # default behaviour at 0 and 1, for `calib methods` and the README
 
     def __init__(self, **params: Any):
         known = {p.name: p for p in self.params}
@@ -423,6 +440,14 @@ class Calibrator:
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
         return f"{type(self).__name__}({args})"
+
+    @classmethod
+    def default_extremes(cls) -> str:
+        """What the method's defaults do at the extremes: `extremes`, or the Platt-default text."""
+        if cls.extremes or SAFE_PLATT_CORRECTION not in cls.params:
+            return cls.extremes
+        return ("never exactly 0 or 1 by default (Platt's targets); platt_correction=false "
+                "gives 0 or 1 where the calibration data had one class")
 
     @classmethod
     def from_cli(cls, pairs: Mapping[str, str]) -> "Calibrator":
@@ -445,8 +470,15 @@ class Calibrator:
         labels: Any,
         weights: Any = None,
         features: Mapping[str, np.ndarray] | None = None,
+        weight_kind: str = "frequency",
     ) -> "Calibrator":
-        """Fit on scores and 0/1 labels (optionally weighted); returns self."""
+        """Fit on scores and 0/1 labels (optionally weighted); returns self.
+
+        `weight_kind="frequency"` (the default): a row of weight k counts as k rows (a whole
+        number k is exactly k duplicated rows). `"importance"`: only the weights' ratios
+        matter; they are rescaled to sum to the number of rows with positive weight, so
+        scaling every weight by c > 0 gives the same map.
+        """
         s = as_float_array(scores, "scores")
         y = as_float_array(labels, "labels")
         if s.shape != y.shape:
@@ -457,6 +489,8 @@ class Calibrator:
             raise FitError("scores must be finite (no NaN or inf)")
         if not np.all((y == 0) | (y == 1)):
             raise FitError("labels must be 0 or 1")
+        if weight_kind not in WEIGHT_KINDS:
+            raise ParamError(f"weight kind must be one of {', '.join(WEIGHT_KINDS)}, got {weight_kind!r}")
         if weights is None:
             w = np.ones_like(s)
         else:
@@ -477,10 +511,32 @@ class Calibrator:
             raise FitError(
                 f"method {self.name!r} needs scores in [0, 1], got range [{s.min():g}, {s.max():g}]"
             )
+        if weights is not None and weight_kind == "importance":
+            w = w * (np.count_nonzero(w) / float(np.sum(w)))
+        elif weights is not None and self.resamples_rows:
+            s, y, w, features = self._expand_counts(s, y, w, features)
         targets = platt_targets(y, w) if self.params.get("platt_correction") else y
         self._fit(s, targets, w, features)
         self._fitted = True
         return self
+
+    def _expand_counts(self, s, y, w, features):
+        """Whole-number frequency weights as duplicated rows, so a resampling fit sees k rows."""
+        if not np.all(w == np.floor(w)) or np.all(w == 1):
+            return s, y, w, features
+        total = float(np.sum(w))
+        if total > max(EXPAND_LIMIT, s.size):
+            warnings.warn(
+                f"{self.name}: the weights sum to {total:g} rows, more than {EXPAND_LIMIT} to expand; "
+                "rows are resampled in proportion to their weights instead",
+                CalibWarning,
+                stacklevel=3,
+            )
+            return s, y, w, features
+        k = w.astype(np.int64)
+        if features is not None:
+            features = {name: np.repeat(np.asarray(col), k) for name, col in features.items()}
+        return np.repeat(s, k), np.repeat(y, k), np.ones(int(k.sum())), features
 
     def predict(self, scores: Any, features: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
         """Calibrated probabilities in [0, 1] for new scores."""

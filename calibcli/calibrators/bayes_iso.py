@@ -265,6 +265,7 @@ class BayesIsoCalibrator(Calibrator):
     """Posterior mean of isotonic maps under the bounded random-pivot prior (Bayes-Iso)."""
 
     name = "bayes-iso"
+    extremes = "inside (0, 1): a posterior mean of sampled maps (no Platt correction needed)"
     description = "Bayes-Iso: posterior mean isotonic map by likelihood-weighted prior sampling"
     params = (
         Param("samples", int, 10000, "maps drawn from the prior (per block); time grows as samples x grid", low=1,

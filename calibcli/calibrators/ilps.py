@@ -253,6 +253,7 @@ class ILPSCalibrator(Calibrator):
     """ILPS (Pan et al. 2020, eq. 10-11) solved as a convex problem, projected to be monotone."""
 
     name = "ilps"
+    extremes = "inside (0, 1): sigmoid of a finite piecewise-linear logit"
     description = "isotonic line-plot scaling: monotone piecewise-linear map of the logit (Pan et al. 2020)"
     params = (K_PARAM, LAM_PARAM, RIDGE_PARAM, SCORE_KIND, PLATT_CORRECTION)
 
