@@ -423,7 +423,7 @@ class BayesIsoCalibrator(Calibrator):
             float,
             None,
             "instances of context each block also samples on each side (only its own ranks are "
-            "kept); auto: bin_size",
+            "kept); auto: min(bin_size, block_size / 4)",
             low=0.0,
             optional=True,
         ),
@@ -451,7 +451,7 @@ class BayesIsoCalibrator(Calibrator):
         n0 = np.maximum(sw - swy, 0.0)
         overlap = self.params["overlap"]
         if overlap is None:
-            overlap = bin_size
+            overlap = min(bin_size, block_size / 4.0)
         ranks, wstart, wend, own = widen_blocks(sw, bstart, bend, overlap if bstart.size > 1 else 0.0)
         post = posterior_mean(
             n1[ranks], n0[ranks], lower[ranks], upper[ranks], wstart, wend, self.params["samples"],
