@@ -55,7 +55,17 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from calibcli.calibrators.base import PLATT_CORRECTION, SEED, Calibrator, Param, as_float_array, unique_with_sums
+from calibcli.calibrators.base import (
+    MAX_KNOTS,
+    PLATT_CORRECTION,
+    SEED,
+    Calibrator,
+    Field,
+    Param,
+    StateSpec,
+    as_float_array,
+    unique_with_sums,
+)
 from calibcli.calibrators.isotonic import interpolate, pav
 from calibcli.calibrators.registry import register
 from calibcli.errors import CalibWarning
@@ -375,7 +385,8 @@ class BayesIsoCalibrator(Calibrator):
     name = "bayes-iso"
     description = "Bayes-Iso: posterior mean isotonic map by likelihood-weighted prior sampling"
     params = (
-        Param("samples", int, 10000, "maps drawn from the prior (per block)", low=1),
+        Param("samples", int, 10000, "maps drawn from the prior (per block); time grows as samples x grid", low=1,
+              high=1_000_000),
         Param(
             "target_ess",
             float,
@@ -383,6 +394,7 @@ class BayesIsoCalibrator(Calibrator):
             "blocks whose effective number of independent pivot trees is below this get more "
             "samples (0: exactly `samples`)",
             low=0.0,
+            high=1e6,
         ),
         Param(
             "budget",
@@ -390,6 +402,7 @@ class BayesIsoCalibrator(Calibrator):
             16.0,
             "the extra samples for target_ess cost at most this many times the first `samples`",
             low=0.0,
+            high=1000.0,
         ),
         Param(
             "bin_size",
@@ -397,6 +410,7 @@ class BayesIsoCalibrator(Calibrator):
             None,
             "instances per bin for the sampling bounds; auto: N/20 (released code), N^(2/3) past 8000",
             low=1.0,
+            high=1e12,
             optional=True,
         ),
         Param(
@@ -416,6 +430,7 @@ class BayesIsoCalibrator(Calibrator):
             "instances per independently sampled block of consecutive ranks; auto: "
             "max(1000, bin_size), so up to 1500 instances are one block",
             low=1.0,
+            high=1e12,
             optional=True,
         ),
         Param(
@@ -425,9 +440,11 @@ class BayesIsoCalibrator(Calibrator):
             "instances of context each block also samples on each side (only its own ranks are "
             "kept); auto: min(bin_size, block_size / 4)",
             low=0.0,
+            high=1e12,
             optional=True,
         ),
-        Param("grid", int, 3000, "at most this many distinct ranks are sampled; more are pooled", low=2),
+        Param("grid", int, 3000, "at most this many distinct ranks are sampled; more are pooled", low=2,
+              high=100_000),
         SEED,
         PLATT_CORRECTION,
     )
@@ -489,6 +506,17 @@ class BayesIsoCalibrator(Calibrator):
             "blocks": self.blocks_,
             "bin_size": self.bin_size_,
         }
+
+    state_spec = StateSpec(
+        Field("x", order="increasing", min_size=1, max_size=lambda p: p["grid"]),
+        Field("y", unit=True, order="monotone", same_size="x"),
+        Field("ess", "number", low=0.0),
+        Field("dominated_blocks", "int", low=0),
+        Field("blocks", "int", low=1, high=MAX_KNOTS),
+        Field("bin_size", "number", low=0.0),
+        check=lambda params, v, fail: v["dominated_blocks"] <= v["blocks"] or fail(
+            "dominated_blocks", None, v["dominated_blocks"], f"exceeds 'blocks' = {v['blocks']}"),
+    )
 
     def _set_state(self, state: dict[str, Any]) -> None:
         self.x_ = as_float_array(state["x"], "state x")
