@@ -245,9 +245,14 @@ def fit_summary_file(
         if "seed" not in {p.name for p in cls.params}:
             raise UsageError(f"method {method!r} is deterministic and takes no --seed")
         params = {**params, "seed": str(seed)}
-    calibrator = cls.from_cli(params)
-    source = io.display_name(summary_path)
-    summ = summary.load(summary_path)
+    return fit_summary(summary.load(summary_path), cls.from_cli(params), io.display_name(summary_path),
+                       out, strict)
+
+
+def fit_summary(summ: summary.ScoreSummary, calibrator: Calibrator, source: str, out: str | None = None,
+                strict: bool = False) -> FitResult:
+    """Fit an unfitted score-only calibrator on a summary (from a file, or built by an engine)."""
+    method = calibrator.name
     if summ.size == 0:
         raise InputError(f"{source}: the summary holds no scores")
     s, y, w = summary.fit_rows(summ)
@@ -532,4 +537,4 @@ def method_catalogue() -> list[tuple[str, str, list[str]]]:
 
 
 __all__ = ["CalibError", "Columns", "EvaluateOptions", "Evaluation", "FitResult", "apply_file",
-           "evaluate_file", "fit_file", "method_catalogue", "save_evaluation"]
+           "evaluate_file", "fit_file", "fit_summary", "method_catalogue", "save_evaluation"]
