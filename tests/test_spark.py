@@ -83,3 +83,13 @@ def test_sql_export_in_spark_sql_equals_calib_apply(spark, tmp_path, case):
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
     if case[1] in {"isotonic", "binning", "enir", "near-isotonic"}:
         assert np.array_equal(got, expected)
+
+
+def test_apply_keeps_null_and_nan_apart(engine, spark, tmp_path, data):
+    from engine_contract import _fit_cli_map
+
+    df = spark.createDataFrame(pa.table({"id": [0, 1], "score": pa.array([None, float("nan")], pa.float64())}))
+    for method in ("isotonic", "bayes-iso"):  # native expression and mapInArrow
+        got = engine.apply(df, _fit_cli_map(data, tmp_path, method), "score", "p").toArrow()
+        p = got.sort_by("id").column("p").to_pylist()
+        assert p[0] is None and np.isnan(p[1]), method
