@@ -177,3 +177,40 @@ def test_invalid_rows_are_refused_like_the_cli(engine, read, tmp_path, columns, 
     with pytest.raises(InputError, match=message):
         engine.fit(read(str(path)), "isotonic", weight_col=weight)
     assert runner.invoke(app, ["fit", str(path), *(["--weight-col", weight] if weight else [])]).exit_code == 2
+
+
+@pytest.mark.parametrize("window", [100, 7])
+def test_evaluate_equals_calib_evaluate(engine, read, data, tmp_path, window):
+    iso = _fit_cli_map(data, tmp_path, "isotonic")
+    bayes = _fit_cli_map(data, tmp_path, "bayes-iso")
+    want = json.loads(cli("evaluate", data["single"], "--prob-col", "score", "--prob-col", "prob",
+                          "--map", iso, "--map", bayes, "--field-col", "field",
+                          "--calbin-window", str(window), "--json"))
+    got = engine.evaluate(read(data["single"]), ["score", "prob"], [iso, bayes], field_col="field",
+                          calbin_window=window).to_json()
+    assert (got["rows"], got["positives"], got["field_col"], got["calbin_window"]) == \
+        (want["rows"], want["positives"], want["field_col"], want["calbin_window"])
+    assert [(r["name"], r["kind"]) for r in got["results"]] == [(r["name"], r["kind"]) for r in want["results"]]
+    for g, w in zip(got["results"], want["results"]):
+        assert set(g["metrics"]) == set(w["metrics"])
+        for metric, value in w["metrics"].items():
+            assert g["metrics"][metric] == pytest.approx(value, rel=1e-12, abs=1e-12), (g["name"], metric)
+    assert got["gate"]["passed"] is True
+
+
+def test_evaluate_without_columns_evaluates_the_score_and_pools_ties(engine, read, tmp_path):
+    """Worked case: p = (0.2, 0.2, 0.8, 0.8), y = (0, 1, 1, 1): AUC 5/6, log-loss by hand."""
+    path = tmp_path / "ties.parquet"
+    pq.write_table(pa.table({"score": [0.8, 0.2, 0.2, 0.8], "label": [1, 1, 0, 1]}), path)
+    got = engine.evaluate(read(str(path))).to_json()["results"][0]["metrics"]
+    assert got["auc"] == pytest.approx(5 / 6, abs=1e-15)
+    assert got["log_loss"] == pytest.approx(-(np.log(0.2) + np.log(0.8) + 2 * np.log(0.8)) / 4, abs=1e-15)
+    assert got["brier"] == pytest.approx((0.04 + 0.64 + 2 * 0.04) / 4, abs=1e-15)
+    assert "field_ece" not in got
+
+
+def test_evaluate_refuses_probabilities_outside_0_1(engine, read, tmp_path):
+    path = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"p": [0.1, 1.5, float("nan")], "label": [0, 1, 1]}), path)
+    with pytest.raises(InputError, match=r"column 'p': 2 rows with a probability that is null, NaN or outside"):
+        engine.evaluate(read(str(path)), ["p"])

@@ -129,3 +129,73 @@ def predict_arrow_batch(cal: Calibrator, batch, score_col: str, out_col: str):
     p = predict_array(cal, s, features or None)
     out = pa.array(p, mask=np.asarray(pc.is_null(col)) if col.null_count else None)
     return pa.RecordBatch.from_arrays([*batch.columns, out], names=[*batch.schema.names, out_col])
+
+
+# ---------------------------------------------------------------------------- evaluation
+
+
+class EvalParts:
+    """What `calib evaluate`'s metrics need for one probability column, merged over partitions.
+
+    `dist` is the distribution of distinct p (a ScoreSummary of p: n0 negatives and n1
+    positives per p, sorted); `fields` maps a field name to (rows, sum of y - p, positives).
+    Log-loss, Brier, AUC, ECE and CalBin are functions of `dist` (tied p are pooled, so the
+    row order never matters); Field-ECE and Field-RCE of `fields`.
+    """
+
+    def __init__(self, dist, fields: dict[str, np.ndarray] | None = None):
+        self.dist = dist
+        self.fields = fields
+
+    def metrics(self, calbin_window: int) -> dict[str, float]:
+        """The metrics of `metrics.compute_all`, computed from the merged state."""
+        from calibcli import metrics
+
+        p, n0, n1 = self.dist.score, self.dist.n0, self.dist.n1
+        count = n0 + n1
+        rows = float(count.sum())
+        k = np.minimum((p * metrics.ECE_BINS).astype(np.int64), metrics.ECE_BINS - 1)
+        gap = np.abs(np.bincount(k, weights=count * p, minlength=metrics.ECE_BINS)
+                     - np.bincount(k, weights=n1, minlength=metrics.ECE_BINS))
+        reps = count.astype(np.int64)
+        out = {
+            "log_loss": metrics.log_loss_counts(p, n0, n1),
+            "brier": metrics.brier_counts(p, n0, n1),
+            "auc": metrics.auc_from_ties(n1, n0),
+            "ece": float(np.sum(gap) / rows),
+            "calbin": metrics.calbin_sorted(np.repeat(p, reps), np.repeat(n1 / count, reps), calbin_window),
+        }
+        if self.fields is not None:
+            n, resid, pos = self.fields["rows"], self.fields["resid"], self.fields["positives"]
+            out["field_ece"] = float(np.sum(np.abs(resid)) / rows)
+            out["field_rce"] = float(np.sum(n * np.abs(resid) / (pos + metrics.FIELD_RCE_EPS * n)) / rows)
+        return out
+
+
+def field_table(names: np.ndarray, rows: np.ndarray, resid: np.ndarray, positives: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-field sums keyed by column, merged over duplicate names (partials from partitions)."""
+    keys, inverse = np.unique(np.asarray(names, dtype=object).astype(str), return_inverse=True)
+    return {"names": keys,
+            "rows": np.bincount(inverse, weights=rows, minlength=keys.size),
+            "resid": np.bincount(inverse, weights=resid, minlength=keys.size),
+            "positives": np.bincount(inverse, weights=positives, minlength=keys.size)}
+
+
+def evaluation(source: str, parts: list[tuple[str, str, EvalParts]], field_col: str | None,
+               calbin_window: int):
+    """A `pipeline.Evaluation` (the `calib evaluate --json` report) from merged states."""
+    from calibcli import pipeline
+
+    if calbin_window < 1:
+        raise UsageError("calbin_window must be at least 1")
+    first = parts[0][2].dist
+    results = [pipeline.EvalRow(name, kind, state.metrics(calbin_window)) for name, kind, state in parts]
+    report = pipeline.Evaluation(source, int(first.rows), int(first.positives), field_col, calbin_window, results)
+    return report
+
+
+def check_evaluate_args(prob_cols, maps_, score_col: str) -> list[str]:
+    """The probability columns to evaluate: the score itself when neither columns nor maps are given."""
+    if isinstance(prob_cols, str) or isinstance(maps_, (str, Calibrator)):
+        raise UsageError("prob_cols and maps are lists (of column names, of maps)")
+    return list(prob_cols) if (prob_cols or maps_) else [score_col]

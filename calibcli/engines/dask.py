@@ -131,3 +131,74 @@ def apply(df, map: Any, score_col: str = "score", out_col: str = "calibrated"):
         raise UsageError(f"{SOURCE}: already has a column {out_col!r}", hint="choose another out_col")
     meta = df._meta.assign(**{out_col: pd.Series(dtype="float64")})
     return df.map_partitions(_apply_partition, cal, score_col, out_col, meta=meta)
+
+
+def _partial_evaluation(pdf: pd.DataFrame, columns: list[str], label_col: str, field_col: str | None):
+    """Per probability column: (distribution of distinct p, per-field sums), and bad-row counts."""
+    from calibcli import summary
+
+    y = labels(pdf[label_col])
+    bad = [int(np.isnan(y).sum())]
+    field = pdf[field_col].astype("string").fillna("").to_numpy(dtype=object) if field_col else None
+    states = []
+    for column in columns:
+        p = floats(pdf[column])
+        invalid = ~np.isfinite(p) | (p < 0) | (p > 1)
+        bad.append(int(invalid.sum()))
+        ok = ~(invalid | np.isnan(y))
+        dist = summary.summarize(p[ok], y[ok])
+        fields = None
+        if field is not None:
+            names, codes = np.unique(field[ok].astype(str), return_inverse=True)
+            fields = (names, np.bincount(codes, minlength=names.size).astype(np.float64),
+                      np.bincount(codes, weights=y[ok] - p[ok], minlength=names.size),
+                      np.bincount(codes, weights=y[ok], minlength=names.size))
+        states.append((dist, fields))
+    return states, np.array(bad, dtype=np.int64)
+
+
+def _merge_evaluations(a, b):
+    from calibcli import summary
+
+    merged = []
+    for (dist_a, fields_a), (dist_b, fields_b) in zip(a[0], b[0]):
+        fields = None
+        if fields_a is not None:
+            table = engines.field_table(*(np.concatenate([u, v]) for u, v in zip(fields_a, fields_b)))
+            fields = (table["names"], table["rows"], table["resid"], table["positives"])
+        merged.append((summary.merge([dist_a, dist_b]), fields))
+    return merged, a[1] + b[1]
+
+
+def evaluate(df, prob_cols=(), maps=(), *, label_col: str = "label", score_col: str = "score",
+             field_col: str | None = None, calbin_window: int = 100):
+    """The report of `calib evaluate` (a `pipeline.Evaluation`; `.to_json()` is its --json).
+
+    Each partition becomes, per probability column (and per map applied to `score_col`),
+    the distribution of distinct p and the per-field sums; those merge pairwise in a tree.
+    """
+    from calibcli import io
+
+    names = engines.check_evaluate_args(prob_cols, maps, score_col)
+    engines.check_columns(list(df.columns), SOURCE, label_col=label_col, field_col=field_col,
+                          **{f"prob_col {c!r}": c for c in names})
+    columns = [(c, "column", c) for c in names]
+    for i, m in enumerate(maps):
+        cal, _ = engines.resolve_map(m)
+        df = apply(df, cal, score_col, f"__calibcli_map_{i}")
+        columns.append((io.display_name(m) if isinstance(m, str) else cal.name, "map", f"__calibcli_map_{i}"))
+    keep = list(dict.fromkeys([label_col, *(c for _, _, c in columns), *([field_col] if field_col else [])]))
+    parts = [dask.delayed(_partial_evaluation)(p, [c for _, _, c in columns], label_col, field_col)
+             for p in df[keep].to_delayed()]
+    states, bad = dask.compute(tree_reduce(parts, _merge_evaluations))[0]
+    engines.check_bad_rows(SOURCE, {label_col: ("a label that is not 0 or 1", int(bad[0]))})
+    engines.check_bad_rows(SOURCE, {
+        (column if kind == "column" else score_col): (
+            "a probability that is null, NaN or outside [0, 1]" if kind == "column"
+            else "a null, NaN or infinite score", int(n))
+        for (_, kind, column), n in zip(columns, bad[1:])})
+    results = []
+    for (name, kind, _), (dist, fields) in zip(columns, states):
+        table = None if fields is None else dict(zip(("names", "rows", "resid", "positives"), fields))
+        results.append((name, kind, engines.EvalParts(dist, table)))
+    return engines.evaluation(SOURCE, results, field_col, calbin_window)
