@@ -283,9 +283,15 @@ def fit_summary_file(
     cls = registry.get(method)
     if cls.uses_features:
         raise UsageError(f"method {method!r} uses feature columns, which a score summary does not have")
-    calibrator = _calibrator(cls, params, seed)
-    source = io.display_name(summary_path)
-    summ = summary.load(summary_path)
+    return fit_summary(summary.load(summary_path), _calibrator(cls, params, seed),
+                       io.display_name(summary_path), out, strict, weight_kind, out_format)
+
+
+def fit_summary(summ: summary.ScoreSummary, calibrator: Calibrator, source: str, out: str | None = None,
+                strict: bool = False, weight_kind: str = "frequency", out_format: str | None = None
+                ) -> FitResult:
+    """Fit an unfitted score-only calibrator on a summary (from a file, or built by an engine)."""
+    method = calibrator.name
     if summ.size == 0:
         raise InputError(f"{source}: the summary holds no scores")
     s, y, w = summary.fit_rows(summ)
@@ -589,4 +595,4 @@ def method_catalogue_json() -> list[dict[str, Any]]:
 
 
 __all__ = ["CalibError", "Columns", "EvaluateOptions", "Evaluation", "FitResult", "apply_file",
-           "evaluate_file", "fit_file", "method_catalogue", "save_evaluation"]
+           "evaluate_file", "fit_file", "fit_summary", "method_catalogue", "save_evaluation"]
