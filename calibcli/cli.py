@@ -69,12 +69,16 @@ def reports_errors(func: Callable) -> Callable:
             console.error(exc.message, exc.hint)
             raise typer.Exit(ExitCode.ERROR) from None
         except BrokenPipeError:
-            sys.stderr.close()  # downstream closed the pipe (e.g. `| head`): stop quietly
+            console.stdout_closed()  # downstream closed the pipe (e.g. `| head`): stop quietly
             raise typer.Exit(ExitCode.OK) from None
         except KeyboardInterrupt:
             raise typer.Exit(130) from None
         except (typer.Exit, typer.Abort):
             raise
+        except OSError as exc:  # a failure of the system, not of calib: one line, exit 2
+            where = f"{exc.filename}: " if exc.filename else ""
+            console.error(f"{where}{exc.strerror or exc}")
+            raise typer.Exit(ExitCode.ERROR) from None
         except Exception as exc:  # noqa: BLE001 - last resort: one line, not a traceback
             if _state["debug"]:
                 raise
@@ -114,6 +118,7 @@ def fit(
     field_col: Annotated[List[str], typer.Option("--field-col", help="Categorical feature column for field-aware methods; repeatable.")] = [],
     feature_col: Annotated[List[str], typer.Option("--feature-col", help="Numeric feature column for field-aware methods; repeatable.")] = [],
     format: FormatOpt = None,
+    output_format: Annotated[Optional[str], typer.Option("--output-format", help="Map format: json or parquet (default: from -o's extension, else JSON).")] = None,
 ) -> None:
     """Fit a calibration map from a score/label file.
 
@@ -132,11 +137,11 @@ def fit(
             raise UsageError("--weight-col, --field-col, --feature-col and --format apply to score files, "
                              "not to --from-summary", hint="give them to `calib summarize` instead")
         result = pipeline.fit_summary_file(from_summary, method, _parse_params(param), seed, output,
-                                           strict=_state["strict"])
+                                           strict=_state["strict"], out_format=output_format)
     else:
         cols = pipeline.Columns(score_col, label_col, weight_col, tuple(field_col), tuple(feature_col))
         result = pipeline.fit_file(input, method, _parse_params(param), cols, format, seed, output,
-                                   strict=_state["strict"])
+                                   strict=_state["strict"], out_format=output_format)
     for message in result.warnings:
         console.warn(message)
     _print_fit_summary(method, result)
@@ -188,7 +193,10 @@ def summarize(
     calib fit --from-summary summary.parquet --method isotonic -o map.json
     """
     from calibcli import io, pipeline, progress, summary
+    from calibcli.output import check_output
 
+    check_output(output, [input])
+    summary.output_format(output)
     cols = pipeline.Columns(score_col, label_col, weight_col)
     total = io.parquet_rows(input) if progress.enabled() else None
     with progress.rows("summarize", total) as advance:
@@ -206,8 +214,8 @@ def apply(
     output: Annotated[str, typer.Option("--output", "-o", help="Output file, or - (default) for stdout.")] = "-",
     score_col: ScoreCol = "score",
     output_col: Annotated[str, typer.Option("--output-col", help="Name of the added probability column.")] = "calibrated",
-    format: Annotated[Optional[str], typer.Option("--format", "-f", help="Output format (default: from -o's extension, else the input's).")] = None,
-    input_format: Annotated[Optional[str], typer.Option("--input-format", help="Input format (default: from extension, else sniffed).")] = None,
+    format: Annotated[Optional[str], typer.Option("--format", "-f", "--input-format", help="Input format: csv, tsv, jsonl, parquet (default: from extension, else sniffed).")] = None,
+    output_format: Annotated[Optional[str], typer.Option("--output-format", help="Output format: csv, tsv, jsonl, parquet (default: from -o's extension, .gz for gzip; else the input's).")] = None,
 ) -> None:
     """Add calibrated probabilities to a score file, streaming (works in pipes and on large files).
 
@@ -224,7 +232,7 @@ def apply(
     to_stdout = output == "-"
     total = io.parquet_rows(input) if progress.enabled(to_stdout) else None
     with progress.rows("apply", total, data_to_stdout=to_stdout) as advance:
-        pipeline.apply_file(map, input, output, score_col, output_col, input_format, format,
+        pipeline.apply_file(map, input, output, score_col, output_col, format, output_format,
                             on_batch=advance)
 
 
@@ -266,9 +274,17 @@ def evaluate(
     """
     from calibcli import gates, pipeline, progress, report as render
 
+    from calibcli.output import check_output
+
     spec = gates.GateSpec.from_options(fail_above, fail_below, max_regression, baseline, gate_on, bootstrap)
     if save_baseline == "-":
         raise UsageError("--save-baseline needs a file name", hint="use --json for the report on stdout")
+    reads = [input, *map, *([baseline] if baseline else [])]
+    for target in (save_baseline, None if plot == "-" else plot):
+        if target is not None:
+            check_output(target, reads)
+    if save_baseline is not None and plot is not None and save_baseline == plot:
+        raise UsageError(f"{plot}: --plot and --save-baseline name the same file")
     if plot is not None and plot != "-":
         from calibcli import plot as plotting
 
@@ -282,10 +298,11 @@ def evaluate(
     with progress.working("evaluate"):
         result = pipeline.evaluate_file(input, prob_col, map, label_col, score_col, field_col,
                                         calbin_window, format, options)
-    if as_json:
-        typer.echo(json.dumps(result.to_json(), indent=2, allow_nan=False))
-    else:
-        render.print_report(result, reliability=plot == "-")
+    with console.data_output():
+        if as_json:
+            typer.echo(json.dumps(result.to_json(), indent=2, allow_nan=False))
+        else:
+            render.print_report(result, reliability=plot == "-")
     if save_baseline is not None:
         pipeline.save_evaluation(result, save_baseline)
     if plot is not None and plot != "-":
@@ -320,5 +337,26 @@ def methods() -> None:
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point.
+
+    Exits with `os._exit` after flushing, so that native threads still parked in pyarrow
+    after an error cannot abort the process during interpreter teardown.
+    """
+    from calibcli import output
+
+    output.install_signal_cleanup()
+    try:
+        app()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else ExitCode.ERROR)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BrokenPipeError:
+            pass
+        except OSError as exc:
+            if stream is sys.stdout:
+                console.error(f"<stdout>: cannot write ({exc.strerror})")
+                code = code or ExitCode.ERROR
+    os._exit(int(code))

@@ -34,6 +34,10 @@ class MapError(CalibError):
     """A saved map that is missing, corrupt, from a newer calibcli, or for another method."""
 
 
+class OutputError(CalibError):
+    """An output that cannot be written (permissions, a directory, a full disk, a missing folder)."""
+
+
 class FitError(CalibError):
     """Data a calibrator cannot be fitted on (one class, no rows, ...)."""
 

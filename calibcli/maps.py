@@ -96,23 +96,31 @@ def envelope_to_parquet_bytes(envelope: Mapping[str, Any]) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def map_format(path: str) -> str:
-    """`parquet` for .parquet/.pq paths, else `json`."""
-    return "parquet" if Path(path).suffix.lower() in {".parquet", ".pq"} else "json"
+MAP_EXTENSIONS = {".json": "json", ".parquet": "parquet", ".pq": "parquet"}
+
+
+def map_format(path: str, explicit: str | None = None) -> str:
+    """`json` or `parquet`: `explicit`, else the extension (.json, .parquet, .pq), else JSON;
+    another extension is refused (a map named .csv is a mistake, not a format)."""
+    from calibcli.output import output_format
+
+    return output_format(path, explicit, "json", MAP_EXTENSIONS, ("json", "parquet"))[0]
 
 
 def save_map(
-    calibrator: Calibrator, path: str, training: Mapping[str, Any] | None = None
+    calibrator: Calibrator, path: str, training: Mapping[str, Any] | None = None,
+    fmt: str | None = None,
 ) -> dict[str, Any]:
-    """Write a fitted calibrator to `path` (JSON or Parquet by extension; `-` = stdout JSON)."""
-    from calibcli import io
+    """Write a fitted calibrator to `path` (JSON or Parquet by `fmt` or extension; `-` = stdout)."""
+    from calibcli import output
 
     envelope = make_envelope(calibrator, training)
-    if path != "-" and map_format(path) == "parquet":
+    if map_format(path, fmt) == "parquet":
+        output.refuse_binary_tty(path, "parquet")
         data = envelope_to_parquet_bytes(envelope)
     else:
         data = envelope_to_json(envelope).encode()
-    io.write_bytes_atomic(path, data)
+    output.write_bytes_atomic(path, data)
     return envelope
 
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from calibcli import diagnostics, gates, io, maps, metrics, summary
+from calibcli import diagnostics, gates, io, maps, metrics, output, summary
 from calibcli.calibrators import Calibrator, registry
 from calibcli.errors import CalibError, CalibWarning, FitError, InputError, UsageError
 
@@ -60,12 +60,14 @@ def fit_file(
     seed: int | None = None,
     out: str | None = None,
     strict: bool = False,
+    out_format: str | None = None,
 ) -> FitResult:
     """Fit `method` on a score/label file and, when `out` is given, save the map there.
 
     Warnings (CalibWarnings from the fit, all-equal scores) are returned for the CLI to show;
     with `strict` the first one is a FitError instead and no map is written.
     """
+    _claim_map_output(out, out_format, [path])
     cls = registry.get(method)
     if seed is not None:
         if "seed" not in {p.name for p in cls.params}:
@@ -115,8 +117,15 @@ def fit_file(
     training["after"] = _quality(y, predict_quietly(calibrator, s, feats))
     result = FitResult(calibrator, training, warnings=messages)
     if out is not None:
-        result.envelope = maps.save_map(calibrator, out, training)
+        result.envelope = maps.save_map(calibrator, out, training, out_format)
     return result
+
+
+def _claim_map_output(out: str | None, out_format: str | None, reads: Sequence[str]) -> None:
+    """Check a map output against the output policy and its format before any work."""
+    if out is not None:
+        output.check_output(out, reads)
+        maps.map_format(out, out_format)
 
 
 def apply_file(
@@ -136,8 +145,12 @@ def apply_file(
     """
     if map_path == "-" and path == "-":
         raise UsageError("the map and the input cannot both come from stdin")
-    if io.is_parts(path):
+    parts = io.is_parts(path)
+    output.check_output(out, [map_path, path], directory=parts)
+    if parts:
         return _apply_parts(map_path, path, out, score_col, output_col, input_format, output_format, on_batch)
+    if out != "-" and not output.is_special(out):
+        output.output_format(out, output_format, "csv")  # an unknown extension fails before any work
     calibrator, _ = maps.load_map(map_path)
     categorical, numeric = calibrator.input_features()
     source, schema, batches = io.iter_batches(path, input_format, string_columns=tuple(categorical))
@@ -151,12 +164,11 @@ def apply_file(
     if output_col in schema.names:
         raise UsageError(f"{name}: input already has a column {output_col!r}",
                          hint="choose another name with --output-col")
-    out_fmt = output_format or (io.format_from_path(out) if out != "-" else None) or source.format
-    io.check_format(out_fmt)
-    io.refuse_binary_tty(out, out_fmt)
-    out_schema = schema.append(pa.field(output_col, pa.float64()))
+    out_fmt, gz = output.output_format(out, output_format, source.format)
+    output.refuse_binary_tty(out, out_fmt)
+    out_schema = output.writable_schema(schema.append(pa.field(output_col, pa.float64())), out_fmt)
     rows = 0
-    with io.atomic_output(out) as fh:
+    with output.atomic_output(out) as fh:
         writer = None  # created after the first batch checks out, so a bad first batch prints nothing
         for batch in batches:
             s = io.scores_from(batch, score_col, name, offset=rows)
@@ -168,12 +180,12 @@ def apply_file(
                               for c in numeric})
             p = predict_quietly(calibrator, s, feats)
             batch = pa.RecordBatch.from_arrays([*batch.columns, pa.array(p)], schema=out_schema)
-            writer = writer or io.BatchWriter(fh, out_fmt, out_schema)
+            writer = writer or output.BatchWriter(fh, out_fmt, out_schema, gzip=gz)
             writer.write(batch)
             rows += batch.num_rows
             if on_batch is not None:
                 on_batch(batch.num_rows)
-        (writer or io.BatchWriter(fh, out_fmt, out_schema)).close()
+        (writer or output.BatchWriter(fh, out_fmt, out_schema, gzip=gz)).close()
     return rows
 
 
@@ -191,7 +203,7 @@ def _apply_parts(map_path: str, path: str, out: str, score_col: str, output_col:
     parts = io.list_parts(path)
     io.check_format(output_format)
     rows = 0
-    with io.atomic_output_dir(out) as tmp:
+    with output.atomic_output_dir(out) as tmp:
         for part, relative in parts:
             target = tmp / relative
             fmt = output_format or input_format or io.format_from_path(part) or "parquet"
@@ -236,8 +248,10 @@ def fit_summary_file(
     seed: int | None = None,
     out: str | None = None,
     strict: bool = False,
+    out_format: str | None = None,
 ) -> FitResult:
     """Fit a score-only method on a summary (`calib summarize`, or Spark/Dask) instead of rows."""
+    _claim_map_output(out, out_format, [summary_path])
     cls = registry.get(method)
     if cls.uses_features:
         raise UsageError(f"method {method!r} uses feature columns, which a score summary does not have")
@@ -278,7 +292,7 @@ def fit_summary_file(
     training["after"] = {"log_loss": metrics.log_loss_counts(p, n0, n1), "brier": metrics.brier_counts(p, n0, n1)}
     result = FitResult(calibrator, training, warnings=messages)
     if out is not None:
-        result.envelope = maps.save_map(calibrator, out, training)
+        result.envelope = maps.save_map(calibrator, out, training, out_format)
     return result
 
 
@@ -372,7 +386,7 @@ class Evaluation:
 
 def save_evaluation(evaluation: Evaluation, path: str) -> None:
     """Write the JSON report where a later `--baseline` can read it (atomically)."""
-    io.write_bytes_atomic(path, evaluation.to_json_bytes())
+    output.write_bytes_atomic(path, evaluation.to_json_bytes())
 
 
 def evaluate_file(

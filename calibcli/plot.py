@@ -4,7 +4,7 @@ Needs matplotlib, the optional extra `calibcli[plot]`; imported only when --plot
 file. Every evaluated column and map goes on one figure: the top panel plots, per
 equal-mass bin, the positive rate against the mean p (the diagonal is perfect calibration),
 the bottom panel the rows in each bin. The image format follows the extension
-(.png, .svg, .pdf, ...); the file is written atomically through `io.write_bytes_atomic`.
+(.png, .svg, .pdf, ...); the file is written atomically through `output.write_bytes_atomic`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import io as _io
 from pathlib import Path
 
-from calibcli import io
+from calibcli import output
 from calibcli.errors import UsageError
 
 
@@ -72,4 +72,4 @@ def save_reliability(report, path: str) -> None:
         fig.savefig(buf, format=fmt, dpi=100)
     finally:
         plt.close(fig)
-    io.write_bytes_atomic(path, buf.getvalue())
+    output.write_bytes_atomic(path, buf.getvalue())

@@ -203,19 +203,30 @@ def fit_rows(summary: ScoreSummary) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 # ---------------------------------------------------------------------------- files
 
 
-def save(summary: ScoreSummary, path: str) -> None:
-    """Write a summary as Parquet (`.parquet`/`.pq`) or JSON (anything else; `-` = stdout JSON)."""
-    from calibcli import io
+SUMMARY_EXTENSIONS = {".json": "json", ".parquet": "parquet", ".pq": "parquet"}
 
-    if path != "-" and io.format_from_path(path) == "parquet":
+
+def output_format(path: str) -> str:
+    """`parquet` for .parquet/.pq, `json` for .json, no extension or stdout; others refused."""
+    from calibcli.output import output_format as choose
+
+    return choose(path, None, "json", SUMMARY_EXTENSIONS, ("json", "parquet"))[0]
+
+
+def save(summary: ScoreSummary, path: str) -> None:
+    """Write a summary as Parquet or JSON (see `output_format`; `-` = stdout JSON)."""
+    from calibcli import output
+
+    if output_format(path) == "parquet":
         import pyarrow.parquet as pq
 
-        with io.atomic_output(path) as fh:
+        output.refuse_binary_tty(path, "parquet")
+        with output.atomic_output(path) as fh:
             pq.write_table(summary.to_table(), fh)
         return
     meta = json.loads(summary.to_table().schema.metadata[PARQUET_KEY])
     doc = {**meta, "score": summary.score.tolist(), "n0": summary.n0.tolist(), "n1": summary.n1.tolist()}
-    io.write_bytes_atomic(path, (json.dumps(doc, allow_nan=False) + "\n").encode())
+    output.write_bytes_atomic(path, (json.dumps(doc, allow_nan=False) + "\n").encode())
 
 
 def _from_columns(score: Any, n0: Any, n1: Any, header: dict[str, Any], source: str) -> ScoreSummary:

@@ -117,7 +117,7 @@ def test_huge_logits_through_a_logistic_map_give_0_and_1_without_noise(corpus):
     """a * 1e300 overflows to inf inside the sigmoid: the answer is exact, stderr stays clean."""
     fitted = runner.invoke(app, ["-q", "fit", "good.csv", "--method", "logistic", "-o", "lg.json"])
     assert fitted.exit_code == 0, fitted.stderr
-    result = runner.invoke(app, ["apply", "lg.json", "logits_huge.csv", "--format", "jsonl"])
+    result = runner.invoke(app, ["apply", "lg.json", "logits_huge.csv", "--output-format", "jsonl"])
     assert result.exit_code == 0, result.stderr
     assert result.stderr == ""
     p = [json.loads(line)["calibrated"] for line in result.stdout.splitlines()]
@@ -128,7 +128,7 @@ def test_huge_logits_through_a_logistic_map_give_0_and_1_without_noise(corpus):
 def test_all_equal_scores_give_the_positive_rate(method, corpus):
     result = runner.invoke(app, ["fit", "all_equal_scores.csv", "--method", method, "-o", "eq.json"])
     assert result.exit_code == 0, result.stderr
-    applied = runner.invoke(app, ["apply", "eq.json", "good.csv", "--format", "jsonl"])
+    applied = runner.invoke(app, ["apply", "eq.json", "good.csv", "--output-format", "jsonl"])
     assert applied.exit_code == 0, applied.stderr
     p = [json.loads(line)["calibrated"] for line in applied.stdout.splitlines()]
     np.testing.assert_allclose(p, 0.6, rtol=0, atol=1e-12)  # 3 positives of 5

@@ -212,7 +212,7 @@ def test_apply_directory_of_parts_mirrors_them(tmp_path, monkeypatch):
     assert got.column_names == ["score", "label", "calibrated"]
     assert np.asarray(got.column("calibrated")).tobytes() == cal.predict(s[1500:]).tobytes()
     res = runner.invoke(app, ["apply", str(tmp_path / "map.json"), str(tmp_path / "parts" / "*" / "*.parquet"),
-                              "-o", str(tmp_path / "out_csv"), "--format", "csv"])
+                              "-o", str(tmp_path / "out_csv"), "--output-format", "csv"])
     assert res.exit_code == 0 and (tmp_path / "out_csv" / "day=1" / "a.csv").exists()
     # an existing non-empty output directory is refused; stdout is refused
     res = runner.invoke(app, ["apply", str(tmp_path / "map.json"), str(tmp_path / "parts"), "-o", str(tmp_path / "out")])
