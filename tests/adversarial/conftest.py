@@ -7,13 +7,15 @@ copies what it needs into its own empty directory so the harness can see any str
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from calibcli import maps, pipeline
+from calibcli import maps, pipeline, summary
 from calibcli.calibrators import registry
 
 METHODS = registry.available()
@@ -52,6 +54,8 @@ def assets(tmp_path_factory) -> Path:
                                         None, pipeline.EvaluateOptions())
     pipeline.save_evaluation(evaluation, str(d / "baseline.json"))
     json.loads((d / "baseline.json").read_text())
+    summarized = pipeline.summarize_file(str(d / "train.csv"), pipeline.Columns("score", "label"))
+    summary.save(summarized, str(d / "summary.json"))
     return d
 
 
@@ -70,3 +74,29 @@ def work(tmp_path, assets):
             return target
 
     return Work()
+
+
+_DEVICES = ("/dev/null", "/dev/full", "/dev/stdout", "/dev/stderr")
+
+
+@pytest.fixture
+def protect_dev():
+    """Put /dev/null, /dev/full, /dev/stdout and /dev/stderr back if a run replaced them.
+
+    A broken output policy renames a regular file over them (as root); other processes on
+    the machine use them, so they are restored however the case ends.
+    """
+    before = {p: os.lstat(p) for p in _DEVICES if os.path.lexists(p)}
+    links = {p: os.readlink(p) for p, st in before.items() if stat.S_ISLNK(st.st_mode)}
+    yield
+    for path, st in before.items():
+        now = os.lstat(path) if os.path.lexists(path) else None
+        if now is not None and stat.S_IFMT(now.st_mode) == stat.S_IFMT(st.st_mode):
+            continue
+        if now is not None:
+            os.unlink(path)
+        if path in links:
+            os.symlink(links[path], path)
+        else:
+            os.mknod(path, st.st_mode, st.st_rdev)
+            os.chmod(path, stat.S_IMODE(st.st_mode))
