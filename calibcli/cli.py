@@ -216,6 +216,7 @@ def apply(
     output_col: Annotated[str, typer.Option("--output-col", help="Name of the added probability column.")] = "calibrated",
     format: Annotated[Optional[str], typer.Option("--format", "-f", "--input-format", help="Input format: csv, tsv, jsonl, parquet (default: from extension, else sniffed).")] = None,
     output_format: Annotated[Optional[str], typer.Option("--output-format", help="Output format: csv, tsv, jsonl, parquet (default: from -o's extension, .gz for gzip; else the input's).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing output directory of parts (once the new one is complete).")] = False,
 ) -> None:
     """Add calibrated probabilities to a score file, streaming (works in pipes and on large files).
 
@@ -233,7 +234,7 @@ def apply(
     total = io.parquet_rows(input) if progress.enabled(to_stdout) else None
     with progress.rows("apply", total, data_to_stdout=to_stdout) as advance:
         pipeline.apply_file(map, input, output, score_col, output_col, format, output_format,
-                            on_batch=advance)
+                            on_batch=advance, force=force)
 
 
 @app.command()
@@ -322,6 +323,26 @@ def _report_gates(gate) -> None:
     console.err().print(f"{len(gate.failed)} of {len(gate.checks)} gate checks failed",
                         markup=False, highlight=False)
     raise typer.Exit(ExitCode.GATE_FAILED)
+
+
+@app.command()
+@reports_errors
+def export(
+    map: Annotated[str, typer.Argument(help="A map saved by `calib fit` (.json or .parquet).")],
+    sql: Annotated[bool, typer.Option("--sql", help="Print one SQL expression computing the calibrated probability.")] = False,
+    score_col: Annotated[str, typer.Option("--score-col", help="Score column (or SQL expression) the expression reads; quote it for your dialect if needed.")] = "score",
+) -> None:
+    """Export a map for use outside calibcli (isotonic, binning, logistic, beta, ilps, ...).
+
+    \b
+    calib export map.json --sql --score-col score
+    duckdb -c "SELECT *, $(calib export map.json --sql) AS p FROM 'scores.parquet'"
+    """
+    from calibcli import export as exporting
+
+    if not sql:
+        raise UsageError("choose an export format", hint="--sql prints a SQL expression")
+    typer.echo(exporting.export_sql(map, score_col))
 
 
 @app.command()

@@ -413,6 +413,12 @@ class BatchWriter:
             batch = _as_text(batch)
         self._queue.put(batch)
 
+    def abort(self) -> None:
+        """Stop the writer thread after an error elsewhere (the output is being discarded)."""
+        if self._writer is not None:
+            self._stop()
+            self._thread.join()
+
     def close(self) -> None:
         if self._writer is not None:
             self._stop()
@@ -461,7 +467,8 @@ def _as_text(batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch | pa.Table:
         if typ != col.type:
             if pa.types.is_fixed_size_binary(col.type):
                 col = col.cast(pa.binary())
-            col = col.view(typ)
+            col = (pa.chunked_array([c.view(typ) for c in col.chunks], typ) if isinstance(col, pa.ChunkedArray)
+                   else col.view(typ))
         cols.append(col)
     return type(batch).from_arrays(cols, names=batch.schema.names)
 
@@ -555,5 +562,9 @@ def write_table(table: pa.Table, path: str, fmt: str, gzip: bool = False) -> Non
     refuse_binary_tty(path, fmt)
     with atomic_output(path) as fh:
         writer = BatchWriter(fh, fmt, table.schema, gzip=gzip)
-        writer.write(table)
+        try:
+            writer.write(table)
+        except BaseException:
+            writer.abort()
+            raise
         writer.close()

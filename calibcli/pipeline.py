@@ -137,18 +137,21 @@ def apply_file(
     input_format: str | None = None,
     output_format: str | None = None,
     on_batch: Callable[[int], None] | None = None,
+    force: bool = False,
 ) -> int:
     """Stream `path` through a saved map, writing every input column plus `output_col`.
 
     Returns the number of rows written. Memory stays at a few record batches. A directory
-    or glob of Parquet parts is applied part by part into the directory `out`.
+    or glob of Parquet parts is applied part by part into the directory `out` (with
+    `force`, an existing one is replaced once the new one is complete).
     """
     if map_path == "-" and path == "-":
         raise UsageError("the map and the input cannot both come from stdin")
     parts = io.is_parts(path)
     output.check_output(out, [map_path, path], directory=parts)
     if parts:
-        return _apply_parts(map_path, path, out, score_col, output_col, input_format, output_format, on_batch)
+        return _apply_parts(map_path, path, out, score_col, output_col, input_format, output_format, on_batch,
+                            force)
     if out != "-" and not output.is_special(out):
         output.output_format(out, output_format, "csv")  # an unknown extension fails before any work
     calibrator, _ = maps.load_map(map_path)
@@ -191,7 +194,7 @@ def apply_file(
 
 def _apply_parts(map_path: str, path: str, out: str, score_col: str, output_col: str,
                  input_format: str | None, output_format: str | None,
-                 on_batch: Callable[[int], None] | None) -> int:
+                 on_batch: Callable[[int], None] | None, force: bool = False) -> int:
     """Apply a map to every Parquet part of a directory or glob, mirroring the parts under `out`.
 
     The output directory appears only when every part succeeded.
@@ -203,7 +206,7 @@ def _apply_parts(map_path: str, path: str, out: str, score_col: str, output_col:
     parts = io.list_parts(path)
     io.check_format(output_format)
     rows = 0
-    with output.atomic_output_dir(out) as tmp:
+    with output.atomic_output_dir(out, force=force) as tmp:
         for part, relative in parts:
             target = tmp / relative
             fmt = output_format or input_format or io.format_from_path(part) or "parquet"

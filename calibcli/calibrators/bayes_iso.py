@@ -55,7 +55,17 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import PLATT_CORRECTION, SEED, Calibrator, Param, as_float_array, unique_with_sums
+from calibcli.calibrators.base import (
+    MAX_KNOTS,
+    PLATT_CORRECTION,
+    SEED,
+    Calibrator,
+    Field,
+    Param,
+    StateSpec,
+    as_float_array,
+    unique_with_sums,
+)
 from calibcli.calibrators.isotonic import interpolate, pav
 from calibcli.calibrators.registry import register
 from calibcli.errors import CalibWarning
@@ -257,13 +267,15 @@ class BayesIsoCalibrator(Calibrator):
     name = "bayes-iso"
     description = "Bayes-Iso: posterior mean isotonic map by likelihood-weighted prior sampling"
     params = (
-        Param("samples", int, 10000, "maps drawn from the prior (per block)", low=1),
+        Param("samples", int, 10000, "maps drawn from the prior (per block); time grows as samples x grid", low=1,
+              high=1_000_000),
         Param(
             "bin_size",
             float,
             None,
             "instances per bin for the sampling bounds; auto: N/20 (released code), N^(2/3) past 8000",
             low=1.0,
+            high=1e12,
             optional=True,
         ),
         Param(
@@ -283,9 +295,11 @@ class BayesIsoCalibrator(Calibrator):
             "instances per independently sampled block of consecutive ranks; auto: "
             "max(1000, bin_size), so up to 1500 instances are one block",
             low=1.0,
+            high=1e12,
             optional=True,
         ),
-        Param("grid", int, 3000, "at most this many distinct ranks are sampled; more are pooled", low=2),
+        Param("grid", int, 3000, "at most this many distinct ranks are sampled; more are pooled", low=2,
+              high=100_000),
         SEED,
         PLATT_CORRECTION,
     )
@@ -341,6 +355,17 @@ class BayesIsoCalibrator(Calibrator):
             "blocks": self.blocks_,
             "bin_size": self.bin_size_,
         }
+
+    state_spec = StateSpec(
+        Field("x", order="increasing", min_size=1, max_size=lambda p: p["grid"]),
+        Field("y", unit=True, order="monotone", same_size="x"),
+        Field("ess", "number", low=0.0),
+        Field("dominated_blocks", "int", low=0),
+        Field("blocks", "int", low=1, high=MAX_KNOTS),
+        Field("bin_size", "number", low=0.0),
+        check=lambda params, v, fail: v["dominated_blocks"] <= v["blocks"] or fail(
+            "dominated_blocks", None, v["dominated_blocks"], f"exceeds 'blocks' = {v['blocks']}"),
+    )
 
     def _set_state(self, state: dict[str, Any]) -> None:
         self.x_ = as_float_array(state["x"], "state x")

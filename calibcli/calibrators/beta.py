@@ -56,7 +56,7 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import PLATT_CORRECTION, Calibrator, Param, as_float_array, unique_with_sums
+from calibcli.calibrators.base import PLATT_CORRECTION, Calibrator, Field, Param, StateSpec, as_float_array, unique_with_sums
 from calibcli.calibrators.logistic import fit_logistic, sigmoid
 from calibcli.calibrators.registry import register
 from calibcli.errors import CalibWarning, FitError
@@ -255,6 +255,15 @@ class _BetaFamily(Calibrator):
 
     def _get_state(self) -> dict[str, Any]:
         return {"a": self.a_, "b": self.b_, "c": self.c_, "m": self.m_, "eps": self.eps_}
+
+    # a, b >= 0 keep the map monotone; the caps keep a ln s - b ln(1-s) + c finite.
+    state_spec = StateSpec(
+        Field("a", "number", low=0.0, high=1e100),
+        Field("b", "number", low=0.0, high=1e100),
+        Field("c", "number", low=-1e300, high=1e300),
+        Field("m", "number", unit=True),
+        Field("eps", "number", low=1e-300, high=0.25),
+    )
 
     def _set_state(self, state: dict[str, Any]) -> None:
         self.a_, self.b_, self.c_ = float(state["a"]), float(state["b"]), float(state["c"])

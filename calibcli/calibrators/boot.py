@@ -283,11 +283,12 @@ class _BootBase(Calibrator):
 
 def _common_params() -> tuple[Param, ...]:
     return (
-        Param("r", int, 20, "bootstrap rounds", low=1, high=1000),
+        Param("r", int, 20, "bootstrap rounds (memory and time grow as r x rows)", low=1, high=500),
         Param("t_in", float, 0.7, "fraction of a row's confidence interval a bin must cover to contain it",
               low=0.0, high=1.0),
         Param("t_count", float, 5.0,
-              "contained intervals a bin needs (a count; < 1 means a fraction of the rows)", low=0.0),
+              "contained intervals a bin needs (a count; < 1 means a fraction of the rows)", low=0.0,
+              high=1e12),
         Param("conf_level", float, 0.95, "Wilcoxon confidence level of each row's interval",
               low=0.5, high=0.999),
         SEED,

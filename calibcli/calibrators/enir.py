@@ -331,7 +331,7 @@ class ENIRCalibrator(KnotMap):
     monotone = False
     description = "ENIR: BIC-weighted ensemble of near-isotonic regressions along the lambda path"
     params = (
-        Param("models", int, 100, "at most this many lambdas from the path (R's maxBreaks)", low=2),
+        Param("models", int, 100, "at most this many lambdas from the path (R's maxBreaks)", low=2, high=1000),
         Param("criterion", str, "bic", "model score: bic (as the R code) or aic", choices=("bic", "aic")),
         Param("smoothing", bool, False, "the R code's per-bin shrinkage toward the mean score"),
         PLATT_CORRECTION,
@@ -369,6 +369,7 @@ class NearIsotonicCalibrator(KnotMap):
             1.0,
             "lambda: penalty per unit decrease, in units of weight (0: raw means, large: isotonic)",
             low=0.0,
+            high=1e15,
         ),
         PLATT_CORRECTION,
     )

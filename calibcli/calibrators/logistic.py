@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import PLATT_CORRECTION, Calibrator
+from calibcli.calibrators.base import PLATT_CORRECTION, Calibrator, Field, StateSpec
 from calibcli.calibrators.registry import register
 from calibcli.errors import CalibWarning
 
@@ -112,6 +112,8 @@ class LogisticCalibrator(Calibrator):
 
     def _get_state(self) -> dict[str, Any]:
         return {"a": self.a_, "b": self.b_}
+
+    state_spec = StateSpec(Field("a", "number"), Field("b", "number"))
 
     def _set_state(self, state: dict[str, Any]) -> None:
         self.a_ = float(state["a"])
