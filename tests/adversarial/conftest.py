@@ -43,7 +43,7 @@ def assets(tmp_path_factory) -> Path:
     write_scores(d / "train.csv", 300)
     write_scores(d / "small.csv", 40, seed=1)
     grid = np.linspace(0.0, 1.0, 201)
-    (d / "grid.csv").write_text("score,field,x\n" + "".join(f"{g!r},a,0.5\n" for g in grid))
+    (d / "grid.csv").write_text("score,field,x\n" + "".join(f"{float(g)!r},a,0.5\n" for g in grid))
     for method in METHODS:
         uses = registry.get(method).uses_features
         cols = pipeline.Columns("score", "label", None, ("field",) if uses else (), ("x",) if uses else ())
