@@ -391,6 +391,41 @@ def export(
 
 @app.command()
 @reports_errors
+def compare(
+    input: InputArg,
+    method: Annotated[List[str], typer.Option("--method", "-m", help="Method to compare; repeatable (default: every score-only method).")] = [],
+    folds: Annotated[int, typer.Option("--folds", help="Number of cross-validation folds." + _range("--folds"))] = 5,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the fold split and of the methods that sample." + _range("--seed"))] = 0,
+    metric: Annotated[str, typer.Option("--metric", help="Metric that picks the best: log_loss, brier, ece or calbin.")] = "log_loss",
+    output: Annotated[Optional[str], typer.Option("--output", "-o", help="Save the best method's map, refitted on all rows (.json or .parquet).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    score_col: ScoreCol = "score",
+    label_col: LabelCol = "label",
+    format: FormatOpt = None,
+) -> None:
+    """Which method calibrates these scores best? Out-of-fold metrics per method, mean ± sd.
+
+    \b
+    calib compare cal.csv
+    calib compare cal.csv -m isotonic -m bayes-iso -m beta --folds 10 -o best.json
+    """
+    from calibcli import compare as comparing
+
+    bounds.check(folds=folds, seed=seed)
+    result = comparing.compare_file(input, method, folds, seed, metric.replace("-", "_"), score_col, label_col,
+                                    format, output)
+    with console.data_output():
+        if as_json:
+            typer.echo(json.dumps(result.to_json(), indent=2))
+        else:
+            console.DataConsole(highlight=False, width=None if sys.stdout.isatty() else 200).print(
+                comparing.table(result))
+    if output is not None:
+        console.info(f"saved the {result.best.method} map, refitted on all {result.rows} rows, to {output}")
+
+
+@app.command()
+@reports_errors
 def methods(
     as_json: Annotated[bool, typer.Option("--json", help="Print the catalogue as JSON (name, description, properties, params with type, default and bounds).")] = False,
 ) -> None:
