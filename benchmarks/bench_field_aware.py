@@ -26,7 +26,7 @@ import warnings
 import numpy as np
 
 from calibcli.calibrators import create
-from calibcli.metrics import auc, field_rce, log_loss
+from calibcli.evaluation.metrics import auc, field_rce, log_loss
 
 from _common import best
 

@@ -82,7 +82,7 @@ def evaluate(
 
     `fields` (any values, e.g. country names) adds Field-ECE and Field-RCE.
     """
-    from calibcli import metrics
+    from calibcli.evaluation import metrics
     from calibcli.errors import UsageError
 
     y = np.asarray(labels, dtype=np.float64)

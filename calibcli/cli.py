@@ -316,8 +316,9 @@ def evaluate(
     calib evaluate test.csv --field-col field --fail-above field-rce=0.12 --fail-below auc=0.7
     calib evaluate test.csv --field-col field --baseline base.json --max-regression field-rce=5%
     """
-    from calibcli import gates, pipeline, progress, report as render
-
+    from calibcli import progress
+    from calibcli.evaluation import baseline as evaluation_json, evaluate as evaluation, gates, report as render
+    from calibcli.evaluation.bootstrap import BootstrapPlan
     from calibcli.output import check_output
 
     bounds.check(calbin_window=calbin_window, bootstrap=bootstrap, seed=seed, top=top)
@@ -331,25 +332,25 @@ def evaluate(
     if save_baseline is not None and plot is not None and save_baseline == plot:
         raise UsageError(f"{plot}: --plot and --save-baseline name the same file")
     if plot is not None and plot != "-":
-        from calibcli import plot as plotting
+        from calibcli.evaluation import plot as plotting
 
         plotting.check_target(plot)
-    options = pipeline.EvaluateOptions(
+    options = evaluation.EvaluateOptions(
         gates=spec,
-        bootstrap=gates.BootstrapPlan(bootstrap, seed) if bootstrap else None,
+        bootstrap=BootstrapPlan(bootstrap, seed) if bootstrap else None,
         by_field_top=top if by_field else None,
         reliability_bins=10 if plot is not None else None,
     )
     with progress.working("evaluate"):
-        result = pipeline.evaluate_file(input, prob_col, map, label_col, score_col, field_col,
-                                        calbin_window, format, options)
+        result = evaluation.evaluate_file(input, prob_col, map, label_col, score_col, field_col,
+                                          calbin_window, format, options)
     with console.data_output():
         if as_json:
             typer.echo(json.dumps(result.to_json(), indent=2, allow_nan=False))
         else:
             render.print_report(result, reliability=plot == "-")
     if save_baseline is not None:
-        pipeline.save_evaluation(result, save_baseline)
+        evaluation_json.save_evaluation(result, save_baseline)
     if plot is not None and plot != "-":
         plotting.save_reliability(result, plot)
     _report_gates(result.gate)

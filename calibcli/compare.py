@@ -15,7 +15,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from calibcli import io, maps, metrics, output
+from calibcli import io, maps, output
+from calibcli.evaluation import metrics
 from calibcli.calibrators import registry
 from calibcli.errors import CalibError, CalibWarning, InputError, UsageError
 

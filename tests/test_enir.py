@@ -13,7 +13,7 @@ from calibcli.calibrators.base import platt_targets, unique_with_sums
 from calibcli.calibrators.enir import near_isotonic_path
 from calibcli.calibrators.isotonic import pav
 from calibcli.errors import FitError
-from calibcli.metrics import brier, log_loss
+from calibcli.evaluation.metrics import brier, log_loss
 
 from synthetic import section51_by_class
 

@@ -149,7 +149,7 @@ class EvalParts:
 
     def metrics(self, calbin_window: int) -> dict[str, float]:
         """The metrics of `metrics.compute_all`, computed from the merged state."""
-        from calibcli import metrics
+        from calibcli.evaluation import metrics
 
         p, n0, n1 = self.dist.score, self.dist.n0, self.dist.n1
         count = n0 + n1

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from calibcli.console import DataConsole
-from calibcli.metrics import METRICS
+from calibcli.evaluation.metrics import METRICS
 
 BAR_WIDTH = 40
 
