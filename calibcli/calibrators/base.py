@@ -226,7 +226,7 @@ class StateSpec:
     def validate(self, cls: type["Calibrator"], params: Mapping[str, Any], state: Mapping[str, Any]) -> dict[str, Any]:
         """Checked and converted state values, or a MapError."""
         def fail(field: str, index: Any = None, value: Any = _NO_VALUE, problem: str = "is invalid") -> None:
-            where = f"{cls.name} map state {field!r}" + ("" if index is None else f"[{index}]")
+            where = f"{cls.name} map state {_short(field)}" + ("" if index is None else f"[{index}]")
             shown = "" if value is _NO_VALUE else f" = {_short(value)}"
             raise MapError(f"{where}{shown} {problem}", hint="the map file is damaged or edited: fit it again")
 
