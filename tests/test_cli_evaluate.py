@@ -220,3 +220,32 @@ def test_subprocess_gate_failure_keeps_json_on_stdout(scores):
     failed = [ln for ln in proc.stderr.splitlines() if ln.startswith("gate failed")]
     assert [ln.split(" of ")[0] for ln in failed] == ["gate failed: Field-RCE", "gate failed: AUC"]
     assert "below the threshold 0.99" in failed[1]
+
+
+def test_reliability_bands_are_wilson_intervals_and_histogram_counts_rows(scores):
+    from calibcli.evaluation.diagnostics import histogram, wilson_interval
+
+    # Wilson (1927), 50 of 100, z = 1.959964: 0.5 -+ z*sqrt(.25/100 + z^2/40000)/(1 + z^2/100)
+    lo, hi = wilson_interval(0.5, 100)
+    assert (lo, hi) == pytest.approx((0.403832, 0.596168), abs=2e-6)
+    assert wilson_interval(0.0, 10)[0] == 0.0 and wilson_interval(1.0, 10)[1] == 1.0
+    p = np.array([0.0, 0.049, 0.05, 0.5, 0.999, 1.0])
+    counts = histogram(p)
+    assert len(counts) == 20 and counts[0] == 2 and counts[1] == 1 and counts[10] == 1 and counts[19] == 2
+    result = run(scores, "--prob-col", "good", "--plot", "-", "--json")
+    row = json.loads(result.stdout)["results"][0]
+    assert sum(row["histogram"]) == 2000
+    for b in row["reliability"]:
+        assert b["rate_low"] <= b["positive_rate"] <= b["rate_high"]
+
+
+def test_html_report_is_self_contained_with_table_gates_and_figure(scores, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "report.html"
+    result = run(scores, "--prob-col", "good", "--prob-col", "bad", "--plot", out,
+                 "--fail-above", "ece=0.5")
+    assert result.exit_code == 0, result.stderr
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<svg" in page and "</html>" in page
+    assert "<th>good</th>" in page and "<th>bad</th>" in page and "gates passed: 2 checks" in page
+    assert "src=" not in page and "<link" not in page  # nothing is fetched from elsewhere

@@ -28,6 +28,7 @@ class EvalRow:
     intervals: dict[str, tuple[float, float]] | None = None  # with --bootstrap
     by_field: dict[str, Any] | None = None  # with --by-field
     reliability: list[dict[str, Any]] | None = None  # with --plot
+    histogram: list[int] | None = None  # with --plot: rows per p in [k/20, (k+1)/20)
 
 
 @dataclass
@@ -53,6 +54,7 @@ class Evaluation:
           n/a), `intervals` ({metric: [low, high]} with --bootstrap, else null), `by_field`
           (with --by-field: `fields`, `top`, `by_bias` and `by_relative_bias` lists of
           {field, rows, positives, mean_p, positive_rate, bias, relative_bias}, else null),
+          `histogram` (with --plot: rows with p in each of 20 equal-width bins, else null),
           `reliability` (with --plot: equal-mass bins {rows, mean_p, positive_rate, p_min,
           p_max}, else null)
         - `bootstrap`: {replicates, seed, level, method: "percentile"} or null
@@ -77,6 +79,7 @@ class Evaluation:
                 {k: [clean(lo), clean(hi)] for k, (lo, hi) in r.intervals.items()},
                 "by_field": r.by_field,
                 "reliability": r.reliability,
+                "histogram": r.histogram,
             }
 
         gate = self.gate or GateReport("point", None, [])

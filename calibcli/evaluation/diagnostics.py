@@ -57,7 +57,26 @@ def reliability_bins(y: np.ndarray, p: np.ndarray, bins: int = RELIABILITY_BINS)
     out = []
     for a, b in zip(edges[:-1], edges[1:]):
         if b > a:
+            rate = float((cy[b] - cy[a]) / (b - a))
+            low, high = wilson_interval(rate, int(b - a))
             out.append({"rows": int(b - a), "mean_p": float((cp[b] - cp[a]) / (b - a)),
-                        "positive_rate": float((cy[b] - cy[a]) / (b - a)),
-                        "p_min": float(ps[a]), "p_max": float(ps[b - 1])})
+                        "positive_rate": rate, "p_min": float(ps[a]), "p_max": float(ps[b - 1]),
+                        "rate_low": low, "rate_high": high})
     return out
+
+
+HISTOGRAM_BINS = 20
+
+
+def histogram(p: np.ndarray, bins: int = HISTOGRAM_BINS) -> list[int]:
+    """Rows with p in each of `bins` equal-width bins of [0, 1] (1.0 in the last)."""
+    index = np.minimum((p * bins).astype(np.int64), bins - 1)
+    return np.bincount(index, minlength=bins).tolist()
+
+
+def wilson_interval(rate: float, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """95% Wilson score interval of a binomial proportion: the band around a bin's positive
+    rate (exact coverage is close to 95% even for small bins and rates near 0 or 1)."""
+    centre = (rate + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(rate * (1 - rate) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return float(max(0.0, centre - half)), float(min(1.0, centre + half))

@@ -76,6 +76,7 @@ def evaluate_file(
             row.by_field = diagnostics.field_breakdown(y, p, groups, field_names, opts.by_field_top)
         if opts.reliability_bins is not None:
             row.reliability = diagnostics.reliability_bins(y, p, opts.reliability_bins)
+            row.histogram = diagnostics.histogram(p)
         return row
 
     results = [evaluate_one(name, kind, p) for name, kind, p in columns]
