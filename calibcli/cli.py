@@ -290,7 +290,8 @@ def evaluate(
     score_col: ScoreCol = "score",
     field_col: Annotated[Optional[str], typer.Option("--field-col", help="Categorical column for Field-ECE and Field-RCE.")] = None,
     calbin_window: Annotated[int, typer.Option("--calbin-window", help="CalBin window size s." + _range("--calbin-window"))] = 100,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (versioned schema) instead of tables.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (versioned schema): the same as --output json.")] = False,
+    output_kind: Annotated[str, typer.Option("--output", help="What stdout gets: table (stacked blocks when the terminal is narrow), json, csv or markdown.")] = "table",
     fail_above: Annotated[List[str], typer.Option("--fail-above", metavar="METRIC=X", help="Gate: exit 1 if METRIC is above X (e.g. field-rce=0.12); repeatable.")] = [],
     fail_below: Annotated[List[str], typer.Option("--fail-below", metavar="METRIC=X", help="Gate: exit 1 if METRIC is below X (e.g. auc=0.7); repeatable.")] = [],
     baseline: Annotated[Optional[str], typer.Option("--baseline", metavar="FILE", help="JSON from an earlier `evaluate --json`/--save-baseline to compare with.")] = None,
@@ -322,6 +323,10 @@ def evaluate(
     from calibcli.output import check_output
 
     bounds.check(calbin_window=calbin_window, bootstrap=bootstrap, seed=seed, top=top)
+    if output_kind not in ("table", "json", "csv", "markdown"):
+        raise UsageError(f"--output {output_kind!r}: expected table, json, csv or markdown")
+    if as_json:
+        output_kind = "json"
     spec = gates.GateSpec.from_options(fail_above, fail_below, max_regression, baseline, gate_on, bootstrap)
     if save_baseline == "-":
         raise UsageError("--save-baseline needs a file name", hint="use --json for the report on stdout")
@@ -345,8 +350,12 @@ def evaluate(
         result = evaluation.evaluate_file(input, prob_col, map, label_col, score_col, field_col,
                                           calbin_window, format, options)
     with console.data_output():
-        if as_json:
+        if output_kind == "json":
             typer.echo(json.dumps(result.to_json(), indent=2, allow_nan=False))
+        elif output_kind == "csv":
+            typer.echo(render.csv_text(result), nl=False)
+        elif output_kind == "markdown":
+            typer.echo(render.markdown_text(result), nl=False)
         else:
             render.print_report(result, reliability=plot == "-")
     if save_baseline is not None:

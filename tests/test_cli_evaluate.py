@@ -249,3 +249,33 @@ def test_html_report_is_self_contained_with_table_gates_and_figure(scores, tmp_p
     assert page.startswith("<!DOCTYPE html>") and "<svg" in page and "</html>" in page
     assert "<th>good</th>" in page and "<th>bad</th>" in page and "gates passed: 2 checks" in page
     assert "src=" not in page and "<link" not in page  # nothing is fetched from elsewhere
+
+
+@pytest.mark.parametrize("columns", [40, 60, 80, 200])
+def test_table_never_cuts_a_number_at_any_width(scores, columns, monkeypatch):
+    """Narrow terminals get one block per column/map instead of a squeezed table."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    result = run(scores, "--prob-col", "good", "--prob-col", "bad", "--field-col", "field",
+                 "--bootstrap", "20")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(run(scores, "--prob-col", "good", "--prob-col", "bad", "--field-col", "field",
+                         "--bootstrap", "20", "--json").stdout)
+    for r in doc["results"]:
+        for key, value in r["metrics"].items():
+            assert f"{value:.4f}" in result.stdout, (key, result.stdout)
+    assert "…" not in result.stdout
+    if columns <= 80:
+        assert max(len(line) for line in result.stdout.splitlines()) <= max(columns, 70)
+
+
+def test_csv_and_markdown_outputs_hold_every_metric(scores):
+    doc = json.loads(run(scores, "--prob-col", "good", "--json").stdout)
+    csv_out = run(scores, "--prob-col", "good", "--output", "csv")
+    header, row = csv_out.stdout.strip().splitlines()
+    values = dict(zip(header.split(","), row.split(",")))
+    assert values["name"] == "good" and values["kind"] == "column"
+    for key, value in doc["results"][0]["metrics"].items():
+        assert float(values[key]) == value  # full precision
+    md = run(scores, "--prob-col", "good", "--output", "markdown").stdout
+    assert "| good |" in md and "|---|" in md
+    assert run(scores, "--output", "xml").exit_code == 2
