@@ -78,16 +78,12 @@ def fit_file(
     """
     _claim_map_output(out, out_format, [path])
     cls = registry.get(method)
-    if seed is not None:
-        if "seed" not in {p.name for p in cls.params}:
-            raise UsageError(f"method {method!r} is deterministic and takes no --seed")
-        params = {**params, "seed": str(seed)}
     if (cols.fields or cols.features) and not cls.uses_features:
         raise UsageError(
             f"method {method!r} uses only the score; --field-col/--feature-col are for field-aware methods",
             hint="use `calib evaluate --field-col` to measure field-level calibration",
         )
-    calibrator = cls.from_cli(params)
+    calibrator = _calibrator(cls, params, seed)
     source = io.display_name(path)
     table = io.read_table(path, fmt, string_columns=cols.fields)
     if table.num_rows == 0:
@@ -104,6 +100,9 @@ def fit_file(
         except FitError as exc:
             raise FitError(f"{source}: cannot fit {method}: {exc.message}", hint=exc.hint) from None
     messages = [str(c.message) for c in caught if issubclass(c.category, CalibWarning)]
+    if cls.uses_features and not (cols.fields or cols.features):
+        messages.append(f"{method} without --field-col or --feature-col is ilps with extra steps: "
+                        "fit --method ilps, or name the feature columns")
     if s.size > 1 and s.min() == s.max():
         messages.append(f"all {s.size} scores equal {float(s[0]):g}: the map is a constant")
     if strict and messages:
@@ -129,6 +128,18 @@ def fit_file(
     if out is not None:
         result.envelope = maps.save_map(calibrator, out, training, out_format)
     return result
+
+
+def _calibrator(cls: type[Calibrator], params: dict[str, str], seed: int | None) -> Calibrator:
+    """An unfitted calibrator from `--param` strings and `--seed` (which must not contradict)."""
+    if seed is not None:
+        if "seed" not in {p.name for p in cls.params}:
+            raise UsageError(f"method {cls.name!r} is deterministic and takes no --seed")
+        if "seed" in params:
+            raise UsageError(f"--seed {seed} and --param seed={params['seed']} both set the seed",
+                             hint="give only one of them")
+        params = {**params, "seed": str(seed)}
+    return cls.from_cli(params)
 
 
 def _claim_map_output(out: str | None, out_format: str | None, reads: Sequence[str]) -> None:
@@ -272,13 +283,15 @@ def fit_summary_file(
     cls = registry.get(method)
     if cls.uses_features:
         raise UsageError(f"method {method!r} uses feature columns, which a score summary does not have")
-    if seed is not None:
-        if "seed" not in {p.name for p in cls.params}:
-            raise UsageError(f"method {method!r} is deterministic and takes no --seed")
-        params = {**params, "seed": str(seed)}
-    calibrator = cls.from_cli(params)
-    source = io.display_name(summary_path)
-    summ = summary.load(summary_path)
+    return fit_summary(summary.load(summary_path), _calibrator(cls, params, seed),
+                       io.display_name(summary_path), out, strict, weight_kind, out_format)
+
+
+def fit_summary(summ: summary.ScoreSummary, calibrator: Calibrator, source: str, out: str | None = None,
+                strict: bool = False, weight_kind: str = "frequency", out_format: str | None = None
+                ) -> FitResult:
+    """Fit an unfitted score-only calibrator on a summary (from a file, or built by an engine)."""
+    method = calibrator.name
     if summ.size == 0:
         raise InputError(f"{source}: the summary holds no scores")
     s, y, w = summary.fit_rows(summ)
@@ -566,5 +579,20 @@ def method_catalogue() -> list[tuple[str, str, list[str]]]:
     return out
 
 
+def method_catalogue_json() -> list[dict[str, Any]]:
+    """Every registered method as data, for `calib methods --json` and tools built on it."""
+    out = []
+    for name in registry.available():
+        cls = registry.get(name)
+        out.append({
+            "name": name, "description": cls.description, "monotone": cls.monotone,
+            "needs_probabilities": cls.needs_probabilities, "uses_features": cls.uses_features,
+            "params": [{"name": p.name, "type": p.type.__name__, "default": p.default, "low": p.low,
+                        "high": p.high, "choices": list(p.choices) if p.choices else None,
+                        "optional": p.optional, "help": p.help} for p in cls.params],
+        })
+    return out
+
+
 __all__ = ["CalibError", "Columns", "EvaluateOptions", "Evaluation", "FitResult", "apply_file",
-           "evaluate_file", "fit_file", "method_catalogue", "save_evaluation"]
+           "evaluate_file", "fit_file", "fit_summary", "method_catalogue", "save_evaluation"]

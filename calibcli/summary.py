@@ -64,7 +64,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from calibcli.errors import InputError, UsageError
+from calibcli.errors import UPGRADE_HINT, InputError, UsageError
 
 FORMAT = "calibcli.summary"
 SCHEMA_VERSION = 1
@@ -264,7 +264,7 @@ def _check_header(header: Any, source: str) -> dict[str, Any]:
     version = header.get("schema_version", SCHEMA_VERSION)
     if not isinstance(version, int) or version > SCHEMA_VERSION:
         raise InputError(f"{source}: summary schema version {version!r} is newer than this calibcli reads "
-                         f"(up to {SCHEMA_VERSION})", hint="upgrade calibcli: `pip install -U calibcli`")
+                         f"(up to {SCHEMA_VERSION})", hint=UPGRADE_HINT)
     return header
 
 

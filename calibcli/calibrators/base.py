@@ -24,12 +24,13 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from itertools import chain
 from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
 
+from calibcli.bounds import SEED_MAX
 from calibcli.errors import CalibWarning, FitError, MapError, NotFittedError, ParamError
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -80,12 +81,14 @@ class Param:
             pass
         try:
             exact = Decimal(raw)
-        except InvalidOperation:
+            if not exact.is_finite():
+                raise ValueError(raw)
+            if exact.adjusted() > 30:  # beyond every bound: refuse without building a huge integer
+                raise ParamError(f"parameter {self.name!r} must be in {self.range_text()}, got {raw:.40}")
+            if exact != exact.to_integral_value():
+                raise ValueError(raw)
+        except ArithmeticError:  # decimal's InvalidOperation, Overflow, ...
             raise ValueError(raw) from None
-        if not exact.is_finite() or exact != exact.to_integral_value():
-            raise ValueError(raw)
-        if abs(exact) > 10**30:  # beyond every bound: refuse without building a huge integer
-            raise ParamError(f"parameter {self.name!r} must be in {self._range()}, got {raw}")
         return int(exact)
 
     def check(self, value: Any) -> Any:
@@ -96,26 +99,26 @@ class Param:
             raise ParamError(f"parameter {self.name!r} needs a value ({self._kind()})")
         if self.type is bool:
             if not isinstance(value, (bool, np.bool_)):
-                raise ParamError(f"parameter {self.name!r} must be true or false, got {value!r}")
+                raise ParamError(f"parameter {self.name!r} must be true or false, got {value!r:.40}")
             return bool(value)
         if self.type in (int, float):
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
-                raise ParamError(f"parameter {self.name!r} must be {self._kind()}, got {value!r}")
+                raise ParamError(f"parameter {self.name!r} must be {self._kind()}, got {value!r:.40}")
             if self.type is int:
                 if isinstance(value, (float, np.floating)) and not float(value).is_integer():
-                    raise ParamError(f"parameter {self.name!r} must be a whole number, got {value!r}")
+                    raise ParamError(f"parameter {self.name!r} must be a whole number, got {value!r:.40}")
                 value = int(value)
             else:
                 value = float(value)
                 if not math.isfinite(value):
-                    raise ParamError(f"parameter {self.name!r} must be finite, got {value!r}")
+                    raise ParamError(f"parameter {self.name!r} must be finite, got {value!r:.40}")
             if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
-                raise ParamError(f"parameter {self.name!r} must be in {self._range()}, got {value!r}")
+                raise ParamError(f"parameter {self.name!r} must be in {self.range_text()}, got {value!r:.40}")
             return value
         value = str(value)
         if self.choices is not None and value not in self.choices:
             raise ParamError(
-                f"parameter {self.name!r} must be one of {', '.join(self.choices)}, got {value!r}"
+                f"parameter {self.name!r} must be one of {', '.join(self.choices)}, got {value!r:.40}"
             )
         return value
 
@@ -124,17 +127,12 @@ class Param:
             return "one of " + ", ".join(self.choices)
         kind = {bool: "true/false", int: "an integer", float: "a number"}.get(self.type, "text")
         if self.low is not None or self.high is not None:
-            kind += f" in {self._range()}"
+            kind += f" in {self.range_text()}"
         return kind + (" or 'auto'" if self.optional else "")
 
-    def _range(self) -> str:
+    def range_text(self) -> str:
         """`[low, high]`, integers written out exactly (a seed's 2**63 - 1 is not 9.22e+18)."""
-        def show(v: float | None) -> str:
-            if v is None:
-                return "..."
-            return str(v) if isinstance(v, int) else f"{v:g}"
-
-        return f"[{show(self.low)}, {show(self.high)}]"
+        return _bounds_text(self.low, self.high)
 
     def describe(self) -> str:
         """`name=default (kind): help`, for `calib methods`."""
@@ -162,7 +160,6 @@ WEIGHT_KINDS = ("frequency", "importance")
 # Resampling methods expand whole-number frequency weights into duplicated rows up to this
 # many rows; above it they resample rows in proportion to their weights (with a warning).
 EXPAND_LIMIT = 2_000_000
-SEED_MAX = 2**63 - 1
 SEED = Param("seed", int, 0, "random seed; the same seed gives the same map", low=0, high=SEED_MAX)
 
 
@@ -272,7 +269,8 @@ def _load_field(f: Field, value: Any, params: Mapping[str, Any], monotone: bool,
     if f.kind == "int":
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
             fail(f.name, None, value, "is not an integer")
-        _check_bounds(f.name, f, np.array([float(value)]), fail, scalar=True)
+        if (f.low is not None and value < f.low) or (f.high is not None and value > f.high):
+            fail(f.name, None, value, f"is outside {_bounds_text(f.low, f.high)}")
         return int(value)
     if not isinstance(value, (list, tuple, np.ndarray)):
         fail(f.name, None, value, "is not a list")
@@ -382,9 +380,15 @@ def _check_bounds(name: str, f: Field, arr: np.ndarray, fail: Callable, scalar: 
         bad |= arr > high
     if bad.any():
         i = int(np.argmax(bad))
-        what = "is not a probability in [0, 1]" if f.unit else (
-            f"is outside [{'...' if low is None else f'{low:g}'}, {'...' if high is None else f'{high:g}'}]")
+        what = "is not a probability in [0, 1]" if f.unit else f"is outside {_bounds_text(low, high)}"
         fail(name, None if scalar else i, arr[i], what)
+
+
+def _bounds_text(low: float | None, high: float | None) -> str:
+    def show(v: float | None) -> str:
+        return "..." if v is None else str(v) if isinstance(v, int) else f"{v:g}"
+
+    return f"[{show(low)}, {show(high)}]"
 
 
 def _check_order(f: Field, arr: np.ndarray, monotone: bool, fail: Callable) -> None:
