@@ -98,3 +98,14 @@ def test_cli_bad_weight_kind_is_a_usage_error(tmp_path, args, message):
     assert res.exit_code == 2
     assert message in res.stderr
     assert "Traceback" not in res.output
+
+
+def test_python_api_takes_the_weight_kind():
+    import calibcli.api
+
+    s, y = contract.synthetic(200)
+    w = np.random.default_rng(4).uniform(0.5, 2.0, s.size)
+    a = calibcli.api.fit(s, y, "bayes-iso", weights=w, weight_kind="importance", samples=300)
+    b = calibcli.api.fit(s, y, "bayes-iso", weights=w * 1e-3, weight_kind="importance", samples=300)
+    g = contract.grid(s)
+    np.testing.assert_allclose(a.predict(g), b.predict(g), rtol=0, atol=1e-12)
