@@ -512,7 +512,11 @@ class Calibrator:
                 f"method {self.name!r} needs scores in [0, 1], got range [{s.min():g}, {s.max():g}]"
             )
         if weights is not None and weight_kind == "importance":
-            w = w * (np.count_nonzero(w) / float(np.sum(w)))
+            positive = w > 0
+            if np.all(w[positive] == w[positive][0]):
+                w = positive.astype(np.float64)  # equal weights: exactly the unweighted rows
+            else:
+                w = w * (np.count_nonzero(w) / float(np.sum(w)))
         elif weights is not None and self.resamples_rows:
             s, y, w, features = self._expand_counts(s, y, w, features)
         targets = platt_targets(y, w) if self.params.get("platt_correction") else y
