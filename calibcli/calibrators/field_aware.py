@@ -44,15 +44,17 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from calibcli.calibrators.base import PLATT_CORRECTION, SEED, Calibrator, Param, as_float_array
+from calibcli.calibrators.base import PLATT_CORRECTION, SEED, Calibrator, Field, Param, StateSpec, as_float_array
 from calibcli.calibrators.ilps import (
     K_PARAM,
+    KNOT_FIELDS,
     LAM_PARAM,
     RIDGE_PARAM,
     SCORE_KIND,
     eta_backward,
     fit_ilps,
     ilps_eta,
+    check_splits,
     ilps_splits,
     knot_penalty,
     project_monotone,
@@ -64,6 +66,34 @@ from calibcli.calibrators.registry import register
 from calibcli.errors import FitError, InputError
 
 _CHUNK = 65536  # rows per forward pass at predict / validation time (bounds memory)
+MAX_COLUMNS = 10_000  # feature columns a saved map may name
+NET_LIMIT = 1e9  # |network parameter| in a saved map: with the size bounds, g(x) stays finite
+
+
+def check_network(params: Mapping[str, Any], v: dict[str, Any], fail: Callable) -> None:
+    """Shapes of a saved network: one embedding (vocabulary + unknown) x embed_dim per
+    categorical column, `layers` dense layers of width `hidden`, an output of the last width."""
+    if set(v["categorical"]) & set(v["numeric"]):
+        fail("numeric", problem="names a column that is also categorical")
+    if not v["categorical"] and not v["numeric"]:
+        for name in ("embeddings", "weights", "biases", "out_w"):
+            if len(v[name]):
+                fail(name, problem="must be empty in a map without feature columns")
+        return
+    dim = params["embed_dim"]
+    for f, emb in enumerate(v["embeddings"]):
+        if emb.shape != (len(v["vocab"][f]) + 1, dim):
+            fail("embeddings", f, problem=f"has shape {emb.shape}, expected {(len(v['vocab'][f]) + 1, dim)}")
+    width = len(v["categorical"]) * dim + len(v["numeric"])
+    if len(v["weights"]) != params["layers"]:
+        fail("weights", problem=f"has {len(v['weights'])} layers, expected layers={params['layers']}")
+    for j, (wm, bv) in enumerate(zip(v["weights"], v["biases"])):
+        if wm.shape != (width, params["hidden"]) or bv.shape != (params["hidden"],):
+            fail("weights", j, problem=f"has shape {wm.shape} (biases {bv.shape}), expected "
+                                       f"{(width, params['hidden'])}")
+        width = params["hidden"]
+    if v["out_w"].shape != (width,):
+        fail("out_w", problem=f"has {v['out_w'].size} values, expected {width}")
 
 
 def split_features(
@@ -169,6 +199,8 @@ class FieldAwareCalibrator(Calibrator):
 
     name = "field-aware"
     description = "Neural Calibration: sigmoid(ILPS(logit) + MLP(features)) (Pan et al. 2020)"
+    resamples_rows = True  # random validation split and batches over rows
+    extremes = "inside (0, 1): sigmoid of ILPS's finite logit plus the network's output"
     params = (
         K_PARAM,
         LAM_PARAM,
@@ -176,15 +208,15 @@ class FieldAwareCalibrator(Calibrator):
         SCORE_KIND,
         PLATT_CORRECTION,
         SEED,
-        Param("epochs", int, 20, "maximum passes over the training rows", low=1),
-        Param("batch_size", int, 1024, "rows per Adam step", low=1),
-        Param("lr", float, 3e-3, "Adam learning rate", low=0.0),
-        Param("hidden", int, 32, "units per hidden ReLU layer", low=1),
+        Param("epochs", int, 20, "maximum passes over the training rows", low=1, high=1000),
+        Param("batch_size", int, 1024, "rows per Adam step", low=1, high=65536),
+        Param("lr", float, 3e-3, "Adam learning rate", low=0.0, high=10.0),
+        Param("hidden", int, 32, "units per hidden ReLU layer", low=1, high=256),
         Param("layers", int, 2, "hidden layers (0 = linear in the embeddings and features)", low=0, high=8),
-        Param("embed_dim", int, 8, "embedding size per categorical column", low=1),
+        Param("embed_dim", int, 8, "embedding size per categorical column", low=1, high=256),
         Param("valid_fraction", float, 0.1, "share of rows held out for early stopping (0 = none)", low=0.0, high=0.5),
-        Param("patience", int, 3, "epochs without held-out improvement before stopping", low=1),
-        Param("min_count", int, 5, "levels seen fewer times share the 'unknown' embedding", low=1),
+        Param("patience", int, 3, "epochs without held-out improvement before stopping", low=1, high=1000),
+        Param("min_count", int, 5, "levels seen fewer times share the 'unknown' embedding", low=1, high=10**9),
         Param("unknown_rate", float, 0.01, "chance a training value is replaced by 'unknown'", low=0.0, high=0.5),
     )
     monotone = True  # for fixed features: g is added in logit space and the knots are projected
@@ -399,6 +431,21 @@ class FieldAwareCalibrator(Calibrator):
             "out_w": self.net_[-2] if has_net else np.zeros(0),
             "out_b": float(self.net_[-1][0]) if has_net else 0.0,
         }
+
+    state_spec = StateSpec(
+        *KNOT_FIELDS,
+        Field("categorical", "strings", max_size=MAX_COLUMNS),
+        Field("numeric", "strings", max_size=MAX_COLUMNS),
+        Field("vocab", "string_lists", sorted_unique=True, same_size="categorical"),
+        Field("mean", low=-1e300, high=1e300, same_size="numeric"),
+        Field("std", low=1e-300, high=1e300, same_size="numeric"),
+        Field("embeddings", "arrays", ndim=2, low=-NET_LIMIT, high=NET_LIMIT, same_size="categorical"),
+        Field("weights", "arrays", ndim=2, low=-NET_LIMIT, high=NET_LIMIT, max_size=lambda p: p["layers"]),
+        Field("biases", "arrays", ndim=1, low=-NET_LIMIT, high=NET_LIMIT, same_size="weights"),
+        Field("out_w", low=-NET_LIMIT, high=NET_LIMIT),
+        Field("out_b", "number", low=-NET_LIMIT, high=NET_LIMIT),
+        check=lambda params, v, fail: (check_splits(params, v, fail), check_network(params, v, fail)),
+    )
 
     def _set_state(self, state: dict[str, Any]) -> None:
         self.a_ = np.array(as_float_array(state["a"], "state a"))
