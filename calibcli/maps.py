@@ -36,7 +36,7 @@ import numpy as np
 from calibcli import __version__, strictjson
 from calibcli.calibrators import Calibrator, registry
 from calibcli.calibrators.base import MAX_KNOTS
-from calibcli.errors import CalibError, MapError
+from calibcli.errors import UPGRADE_HINT, CalibError, MapError
 
 FORMAT = "calibcli.map"
 SCHEMA_VERSION = 1
@@ -76,8 +76,17 @@ def make_envelope(calibrator: Calibrator, training: Mapping[str, Any] | None = N
         "params": to_plain(calibrator.params),
         "state": to_plain(calibrator.get_state()),
         "training": to_plain(dict(training or {})),
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _created(),
     }
+
+
+def _created() -> str:
+    """Now, or `SOURCE_DATE_EPOCH` when set (reproducible builds): refitting the same data then
+    gives the same bytes."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    moment = (_dt.datetime.fromtimestamp(int(epoch), _dt.timezone.utc) if epoch.isdigit()
+              else _dt.datetime.now(_dt.timezone.utc))
+    return moment.isoformat(timespec="seconds")
 
 
 def envelope_to_json(envelope: Mapping[str, Any]) -> str:
@@ -209,12 +218,12 @@ def _parse_parquet(data: bytes, source: str) -> dict[str, Any]:
     keys = envelope.pop("state_columns", [])
     if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys) or len(set(keys)) != len(keys):
         raise MapError(f"{source}: corrupt calibcli map metadata ('state_columns' is not a list of names)")
+    missing = [k for k in keys if k not in pf.schema_arrow.names]
+    if missing:
+        raise MapError(f"{source}: map state column {missing[0]!r} is missing")
     try:
         table = pf.read(columns=keys, use_threads=False)
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        missing = [k for k in keys if k not in pf.schema_arrow.names]
-        if missing:
-            raise MapError(f"{source}: map state column {missing[0]!r} is missing") from None
+    except (pa.ArrowException, OSError, ValueError, KeyError) as exc:
         raise MapError(f"{source}: not a readable Parquet map ({exc})") from None
     for key in keys:
         if key in envelope["state"]:
@@ -244,7 +253,7 @@ def _check_envelope(envelope: Any, source: str) -> dict[str, Any]:
         raise MapError(
             f"{source}: map schema version {version} is newer than this calibcli "
             f"{__version__} reads (up to {SCHEMA_VERSION})",
-            hint="upgrade calibcli: `pip install -U calibcli`",
+            hint=UPGRADE_HINT,
         )
     missing = [k for k in _REQUIRED if k not in envelope]
     if missing:

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from calibcli import diagnostics, gates, io, maps, metrics, output, summary
 from calibcli.calibrators import Calibrator, registry
+from calibcli.calibrators.base import WEIGHT_KINDS
 from calibcli.errors import CalibError, CalibWarning, FitError, InputError, UsageError
 
 
@@ -51,6 +52,12 @@ def _quality(y: np.ndarray, p: np.ndarray) -> dict[str, float]:
     return {"log_loss": metrics.log_loss(y, p), "brier": metrics.brier(y, p)}
 
 
+def check_weight_kind(kind: str) -> None:
+    """Refuse an unknown --weight-kind before any input is read."""
+    if kind not in WEIGHT_KINDS:
+        raise UsageError(f"--weight-kind must be one of {', '.join(WEIGHT_KINDS)}, got {kind!r}")
+
+
 def fit_file(
     path: str,
     method: str,
@@ -60,25 +67,23 @@ def fit_file(
     seed: int | None = None,
     out: str | None = None,
     strict: bool = False,
+    weight_kind: str = "frequency",
     out_format: str | None = None,
 ) -> FitResult:
     """Fit `method` on a score/label file and, when `out` is given, save the map there.
 
     Warnings (CalibWarnings from the fit, all-equal scores) are returned for the CLI to show;
-    with `strict` the first one is a FitError instead and no map is written.
+    with `strict` the first one is a FitError instead and no map is written. `weight_kind`
+    says what the --weight-col weights mean (`Calibrator.fit`).
     """
     _claim_map_output(out, out_format, [path])
     cls = registry.get(method)
-    if seed is not None:
-        if "seed" not in {p.name for p in cls.params}:
-            raise UsageError(f"method {method!r} is deterministic and takes no --seed")
-        params = {**params, "seed": str(seed)}
     if (cols.fields or cols.features) and not cls.uses_features:
         raise UsageError(
             f"method {method!r} uses only the score; --field-col/--feature-col are for field-aware methods",
             hint="use `calib evaluate --field-col` to measure field-level calibration",
         )
-    calibrator = cls.from_cli(params)
+    calibrator = _calibrator(cls, params, seed)
     source = io.display_name(path)
     table = io.read_table(path, fmt, string_columns=cols.fields)
     if table.num_rows == 0:
@@ -91,10 +96,13 @@ def fit_file(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CalibWarning)
         try:
-            calibrator.fit(s, y, weights=w, features=feats)
+            calibrator.fit(s, y, weights=w, features=feats, weight_kind=weight_kind)
         except FitError as exc:
             raise FitError(f"{source}: cannot fit {method}: {exc.message}", hint=exc.hint) from None
     messages = [str(c.message) for c in caught if issubclass(c.category, CalibWarning)]
+    if cls.uses_features and not (cols.fields or cols.features):
+        messages.append(f"{method} without --field-col or --feature-col is ilps with extra steps: "
+                        "fit --method ilps, or name the feature columns")
     if s.size > 1 and s.min() == s.max():
         messages.append(f"all {s.size} scores equal {float(s[0]):g}: the map is a constant")
     if strict and messages:
@@ -112,6 +120,7 @@ def fit_file(
     }
     if cols.weight:
         training["weight_col"] = cols.weight
+        training["weight_kind"] = weight_kind
     if s.min() >= 0 and s.max() <= 1:
         training["before"] = _quality(y, s)
     training["after"] = _quality(y, predict_quietly(calibrator, s, feats))
@@ -119,6 +128,18 @@ def fit_file(
     if out is not None:
         result.envelope = maps.save_map(calibrator, out, training, out_format)
     return result
+
+
+def _calibrator(cls: type[Calibrator], params: dict[str, str], seed: int | None) -> Calibrator:
+    """An unfitted calibrator from `--param` strings and `--seed` (which must not contradict)."""
+    if seed is not None:
+        if "seed" not in {p.name for p in cls.params}:
+            raise UsageError(f"method {cls.name!r} is deterministic and takes no --seed")
+        if "seed" in params:
+            raise UsageError(f"--seed {seed} and --param seed={params['seed']} both set the seed",
+                             hint="give only one of them")
+        params = {**params, "seed": str(seed)}
+    return cls.from_cli(params)
 
 
 def _claim_map_output(out: str | None, out_format: str | None, reads: Sequence[str]) -> None:
@@ -251,27 +272,33 @@ def fit_summary_file(
     seed: int | None = None,
     out: str | None = None,
     strict: bool = False,
+    weight_kind: str = "frequency",
     out_format: str | None = None,
 ) -> FitResult:
-    """Fit a score-only method on a summary (`calib summarize`, or Spark/Dask) instead of rows."""
+    """Fit a score-only method on a summary (`calib summarize`, or Spark/Dask) instead of rows.
+
+    The summary's n0/n1 are the weights of each score's rows, of kind `weight_kind`.
+    """
     _claim_map_output(out, out_format, [summary_path])
     cls = registry.get(method)
     if cls.uses_features:
         raise UsageError(f"method {method!r} uses feature columns, which a score summary does not have")
-    if seed is not None:
-        if "seed" not in {p.name for p in cls.params}:
-            raise UsageError(f"method {method!r} is deterministic and takes no --seed")
-        params = {**params, "seed": str(seed)}
-    calibrator = cls.from_cli(params)
-    source = io.display_name(summary_path)
-    summ = summary.load(summary_path)
+    return fit_summary(summary.load(summary_path), _calibrator(cls, params, seed),
+                       io.display_name(summary_path), out, strict, weight_kind, out_format)
+
+
+def fit_summary(summ: summary.ScoreSummary, calibrator: Calibrator, source: str, out: str | None = None,
+                strict: bool = False, weight_kind: str = "frequency", out_format: str | None = None
+                ) -> FitResult:
+    """Fit an unfitted score-only calibrator on a summary (from a file, or built by an engine)."""
+    method = calibrator.name
     if summ.size == 0:
         raise InputError(f"{source}: the summary holds no scores")
     s, y, w = summary.fit_rows(summ)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CalibWarning)
         try:
-            calibrator.fit(s, y, weights=w)
+            calibrator.fit(s, y, weights=w, weight_kind=weight_kind)
         except FitError as exc:
             raise FitError(f"{source}: cannot fit {method}: {exc.message}", hint=exc.hint) from None
     messages = [str(c.message) for c in caught if issubclass(c.category, CalibWarning)]
@@ -281,6 +308,7 @@ def fit_summary_file(
     training: dict[str, Any] = {
         "input": source,
         "from_summary": {"entries": summ.size, "step": summ.step, "weighted": summ.weighted},
+        "weight_kind": weight_kind,
         "rows": summ.rows,
         "positives": summ.positives,
         "negatives": summ.rows - summ.positives,
@@ -541,12 +569,30 @@ def _check_map_scores(cal: Calibrator, s: np.ndarray, col: str, source: str, map
 
 
 def method_catalogue() -> list[tuple[str, str, list[str]]]:
-    """(name, description, parameter lines) for every registered method."""
-    return [
-        (name, registry.get(name).description, [p.describe() for p in registry.get(name).params])
-        for name in registry.available()
-    ]
+    """(name, description and behaviour at 0/1, parameter lines) for every registered method."""
+    out = []
+    for name in registry.available():
+        cls = registry.get(name)
+        extremes = cls.default_extremes()
+        description = f"{cls.description}; at 0/1: {extremes}" if extremes else cls.description
+        out.append((name, description, [p.describe() for p in cls.params]))
+    return out
+
+
+def method_catalogue_json() -> list[dict[str, Any]]:
+    """Every registered method as data, for `calib methods --json` and tools built on it."""
+    out = []
+    for name in registry.available():
+        cls = registry.get(name)
+        out.append({
+            "name": name, "description": cls.description, "monotone": cls.monotone,
+            "needs_probabilities": cls.needs_probabilities, "uses_features": cls.uses_features,
+            "params": [{"name": p.name, "type": p.type.__name__, "default": p.default, "low": p.low,
+                        "high": p.high, "choices": list(p.choices) if p.choices else None,
+                        "optional": p.optional, "help": p.help} for p in cls.params],
+        })
+    return out
 
 
 __all__ = ["CalibError", "Columns", "EvaluateOptions", "Evaluation", "FitResult", "apply_file",
-           "evaluate_file", "fit_file", "method_catalogue", "save_evaluation"]
+           "evaluate_file", "fit_file", "fit_summary", "method_catalogue", "save_evaluation"]

@@ -13,7 +13,7 @@ import io as _io
 from pathlib import Path
 
 from calibcli import output
-from calibcli.errors import UsageError
+from calibcli.errors import UsageError, extra_hint
 
 
 def _pyplot():
@@ -21,7 +21,7 @@ def _pyplot():
         import matplotlib
     except ImportError:
         raise UsageError("--plot FILE needs matplotlib",
-                         hint="pip install 'calibcli[plot]', or use --plot - for a text diagram") from None
+                         hint=extra_hint("plot") + ", or use --plot - for a text diagram") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

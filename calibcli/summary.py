@@ -7,10 +7,13 @@ A summary is a table with one row per distinct score, sorted by score::
 Without weights n0/n1 are row counts. Every score-only method (isotonic, binning, logistic,
 beta, ...) fits on the summary exactly as on the rows it came from: `fit_rows` turns it
 back into at most two weighted rows per score, (score, 0, n0) and (score, 1, n1), and a
-weighted fit on those is the fit on the original rows. With unit weights (or any whole-
-number weights) the pooled sums are the same integers, so isotonic and binning maps are
-bit-for-bit the maps fitted on the rows; logistic and beta optimise the same objective and
-agree to optimiser tolerance.
+weighted fit on those is the fit on the original rows (the counts are frequency weights).
+With unit weights (or any whole-number weights) and 0/1 targets (`platt_correction=false`)
+the pooled sums are the same integers, so isotonic and binning maps are bit-for-bit the maps
+fitted on the rows; Platt's fractional targets (their default) make the sums depend on the
+summation order, so the maps agree to rounding (1e-14). Logistic and beta optimise the
+same objective and agree to optimiser tolerance. The resampling methods (boot-*) expand
+whole-number counts into rows before drawing, so they give the rows' map exactly.
 
 Summaries merge: `merge([summarize(chunk) for chunk in chunks])` equals `summarize` of all
 rows, in any chunking and order (exactly for counts; for fractional weights up to
@@ -61,7 +64,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from calibcli.errors import InputError, UsageError
+from calibcli.errors import UPGRADE_HINT, InputError, UsageError
 
 FORMAT = "calibcli.summary"
 SCHEMA_VERSION = 1
@@ -261,7 +264,7 @@ def _check_header(header: Any, source: str) -> dict[str, Any]:
     version = header.get("schema_version", SCHEMA_VERSION)
     if not isinstance(version, int) or version > SCHEMA_VERSION:
         raise InputError(f"{source}: summary schema version {version!r} is newer than this calibcli reads "
-                         f"(up to {SCHEMA_VERSION})", hint="upgrade calibcli: `pip install -U calibcli`")
+                         f"(up to {SCHEMA_VERSION})", hint=UPGRADE_HINT)
     return header
 
 

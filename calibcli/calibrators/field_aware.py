@@ -199,6 +199,8 @@ class FieldAwareCalibrator(Calibrator):
 
     name = "field-aware"
     description = "Neural Calibration: sigmoid(ILPS(logit) + MLP(features)) (Pan et al. 2020)"
+    resamples_rows = True  # random validation split and batches over rows
+    extremes = "inside (0, 1): sigmoid of ILPS's finite logit plus the network's output"
     params = (
         K_PARAM,
         LAM_PARAM,

@@ -57,6 +57,7 @@ from calibcli.calibrators.registry import register
 from calibcli.errors import CalibWarning, FitError
 
 PROB_CLIP = 1e-12
+LOGIT_CLIP = 1e300
 
 SCORE_KIND = Param(
     "score_kind",
@@ -90,9 +91,10 @@ def check_splits(params: Any, values: dict[str, Any], fail: Any) -> None:
 
 
 def to_logit(s: np.ndarray, score_kind: str) -> np.ndarray:
-    """Logits from scores: probabilities clipped to [1e-12, 1-1e-12], logits unchanged."""
+    """Logits from scores: probabilities clipped to [1e-12, 1-1e-12], logits to +-1e300 (so
+    t = (l - a_k) / gap stays finite and a flat end segment never gives 0 * inf = NaN)."""
     if score_kind == "logit":
-        return s
+        return np.clip(s, -LOGIT_CLIP, LOGIT_CLIP)
     p = np.clip(s, PROB_CLIP, 1.0 - PROB_CLIP)
     return np.log(p) - np.log1p(-p)
 
@@ -251,6 +253,7 @@ class ILPSCalibrator(Calibrator):
     """ILPS (Pan et al. 2020, eq. 10-11) solved as a convex problem, projected to be monotone."""
 
     name = "ilps"
+    extremes = "inside (0, 1): sigmoid of a finite piecewise-linear logit"
     description = "isotonic line-plot scaling: monotone piecewise-linear map of the logit (Pan et al. 2020)"
     params = (K_PARAM, LAM_PARAM, RIDGE_PARAM, SCORE_KIND, PLATT_CORRECTION)
 
