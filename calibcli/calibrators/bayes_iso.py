@@ -73,9 +73,9 @@ from calibcli.calibrators.base import (
     Param,
     StateSpec,
     as_float_array,
-    unique_with_sums,
 )
 from calibcli.calibrators.isotonic import interpolate, pav
+from calibcli.pooling import unique_with_sums
 from calibcli.calibrators.registry import register
 from calibcli.errors import CalibWarning
 

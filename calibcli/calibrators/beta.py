@@ -56,22 +56,23 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import PLATT_CORRECTION, Calibrator, Field, Param, StateSpec, as_float_array, unique_with_sums
+from calibcli.calibrators.base import (
+    PLATT_CORRECTION,
+    PROB_CLIP,
+    SCORE_KIND,
+    Calibrator,
+    Field,
+    StateSpec,
+    as_float_array,
+)
+from calibcli.pooling import unique_with_sums
 from calibcli.calibrators.logistic import fit_logistic, sigmoid
 from calibcli.calibrators.registry import register
 from calibcli.errors import CalibWarning, FitError
 
-EPS = 1e-12  # probability clip, float64 whatever the input dtype
+EPS = PROB_CLIP  # probability clip, float64 whatever the input dtype
 LN2 = math.log(2.0)
 GRAD_TOL = 1e-8  # mean-log-loss gradient below which a fit counts as converged
-
-SCORE_KIND = Param(
-    "score_kind",
-    str,
-    "probability",
-    "probability: scores in [0, 1]; logit: log-odds ln(s/(1-s)), converted first",
-    choices=("probability", "logit"),
-)
 
 
 def clip_scores(s: np.ndarray, kind: str, eps: float = EPS) -> tuple[np.ndarray, int]:

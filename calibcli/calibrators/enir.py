@@ -68,7 +68,8 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import SAFE_PLATT_CORRECTION, Param, unique_with_sums
+from calibcli.calibrators.base import SAFE_PLATT_CORRECTION, Param
+from calibcli.pooling import unique_with_sums
 from calibcli.calibrators.isotonic import KnotMap, compress_knots
 from calibcli.calibrators.registry import register
 from calibcli.errors import FitError

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from calibcli import _lookup
-from calibcli.calibrators.base import SAFE_PLATT_CORRECTION, Calibrator, Field, StateSpec, as_float_array, unique_with_sums
+from calibcli.calibrators.base import SAFE_PLATT_CORRECTION, Calibrator, Field, StateSpec, as_float_array
+from calibcli.pooling import unique_with_sums
 from calibcli.calibrators.registry import register
 from calibcli.errors import FitError
 
