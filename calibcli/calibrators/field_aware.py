@@ -48,6 +48,7 @@ from calibcli.calibrators.ilps import (
     ilps_eta,
     ilps_splits,
     project_monotone,
+    segments,
     to_logit,
 )
 from calibcli.calibrators.logistic import sigmoid
@@ -56,7 +57,8 @@ from calibcli.errors import FitError, InputError
 
 _CHUNK = 65536  # rows per forward pass at predict / validation time (bounds memory)
 _MAX_SWEEPS = 30  # stage 1: block-coordinate sweeps over (shifts, beta, knots)
-_SWEEP_TOL = 1e-5  # stage 1 stops when no row's logit moved more than this in a sweep
+_SWEEP_TOL = 1e-4  # stage 1 stops when the rows' logits moved less than this (RMS) in a sweep
+_SELECT_ROWS = 250_000  # stage 1 chooses linear or ILPS eta on at most this many training rows
 _TAU2_RANGE = (1e-8, 100.0)  # prior variance of the shifts is kept in this range
 _MAX_STEP = 2.0  # largest Newton step of one shift (logit units) per iteration
 _LINEAR_RIDGE = 1e-3  # ridge on beta (sum scale): only makes beta unique for constant columns
@@ -164,6 +166,25 @@ def encode(values: np.ndarray, vocab: np.ndarray) -> np.ndarray:
     return np.where(vocab[pos] == values, pos + 1, 0).astype(np.int64)
 
 
+def levels_and_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sorted distinct levels, codes 1..V per row, rows per code with index 0 = 0).
+
+    Same result as np.unique(values, return_inverse=True, return_counts=True) shifted by one,
+    but hash-based (pyarrow's dictionary encoding) and then sorting only the distinct levels:
+    sorting a million strings was most of the fit's set-up time.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(pa.array(values, type=pa.string()))
+    found = np.array(encoded.dictionary.to_pylist(), dtype=str)
+    order = np.argsort(found, kind="stable")
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(1, order.size + 1)
+    codes = rank[encoded.indices.to_numpy()]
+    return found[order], codes, np.bincount(codes, minlength=order.size + 1)
+
+
 def weighted_logloss(z: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
     """Weighted mean log-loss of sigmoid(z)."""
     return float(np.sum(w * (np.logaddexp(0.0, z) - y * z))) / float(w.sum())
@@ -243,7 +264,7 @@ def fit_additive(
     Starts from `start` (a stage-1 Network and its prior variances) or from the exact
     score-only ILPS fit; each sweep takes one Newton step per column of shifts (and one
     variance update), one on beta and up to 3 on the knots with the rest of the logit as an
-    offset, until no row's logit moves more than _SWEEP_TOL.
+    offset, until the rows' logits move less than _SWEEP_TOL (RMS) in a sweep.
     Returns a Network with an empty g and the diagnostics (prior variances under "tau2").
     """
     if start is None:
@@ -255,7 +276,8 @@ def fit_additive(
         b, shifts, beta, tau2 = start[0].b, [v.copy() for v in start[0].shifts], start[0].linear, list(start[1])
     parts = [v[codes[:, f]] for f, v in enumerate(shifts)]
     lin = xnum @ beta
-    eta = ilps_eta(l, a, b)
+    k, t = segments(l, a)
+    eta = b[k] + t * (b[k + 1] - b[k])
     moved, sweep = np.inf, 0
     for sweep in range(1, _MAX_SWEEPS + 1):
         before = eta + lin + sum(parts)
@@ -273,9 +295,9 @@ def fit_additive(
         if beta.size:
             beta = linear_step(eta + sum(parts), y, w, xnum, beta)
             lin = xnum @ beta
-        b, _ = fit_ilps(l, y, w, a, lam, ridge, offset=lin + sum(parts), b0=b, max_iter=3)
-        eta = ilps_eta(l, a, b)
-        moved = float(np.max(np.abs(eta + lin + sum(parts) - before)))
+        b, _ = fit_ilps(l, y, w, a, lam, ridge, offset=lin + sum(parts), b0=b, max_iter=3, segs=(k, t))
+        eta = b[k] + t * (b[k + 1] - b[k])
+        moved = float(np.sqrt(np.mean((eta + lin + sum(parts) - before) ** 2)))
         if moved < _SWEEP_TOL:
             break
     empty = np.zeros(0)
@@ -301,8 +323,8 @@ def fit_stage1(
     A linear eta (one ILPS piece, extended linearly: c + m l) makes stage 1 the one-hot-field
     logistic regression with shrunk coefficients; the K-piece ILPS contains it but pays for
     its extra knots in variance when the true map is close to linear. Both are fitted on the
-    training rows, the one with the lower held-out log-loss is refitted on all rows (warm
-    start). Without held-out rows eta is ILPS. Returns (splits, Network, diagnostics).
+    training rows (at most _SELECT_ROWS of them), the one with the lower held-out log-loss is
+    refitted on all rows (warm start). Without held-out rows eta is ILPS. Returns (splits, Network, diagnostics).
     """
     args = (p["lam"], p["ridge"])
     if not val.size:
@@ -310,6 +332,8 @@ def fit_stage1(
         return a, net, dict(info, eta="ilps")
     held_out = {}
     fits = {}
+    if tr.size > _SELECT_ROWS:  # the first _SELECT_ROWS of a seeded shuffle (tr is sorted)
+        tr = np.sort(np.random.default_rng(p["seed"]).permutation(tr)[:_SELECT_ROWS])
     for name, splits in (("linear", ilps_splits(1)), ("ilps", a)):
         fits[name] = (splits, *fit_additive(splits, l[tr], y[tr], w[tr], codes[tr], xnum[tr], sizes, *args))
         z = fits[name][1].additive(splits, l[val], codes[val], xnum[val])
@@ -453,8 +477,8 @@ class FieldAwareCalibrator(Calibrator):
         PLATT_CORRECTION,
         SEED,
         Param("epochs", int, 20, "maximum passes of the network over the training rows", low=1),
-        Param("batch_size", int, 1024, "rows per Adam step", low=1),
-        Param("lr", float, 3e-3, "Adam learning rate", low=0.0),
+        Param("batch_size", int, 4096, "rows per Adam step", low=1),
+        Param("lr", float, 1e-2, "Adam learning rate", low=0.0),
         Param("hidden", int, 32, "units per hidden ReLU layer", low=1),
         Param("layers", int, 2, "hidden layers (0 = linear in the embeddings and features)", low=0, high=8),
         Param("embed_dim", int, 8, "embedding size per categorical column", low=1),
@@ -488,10 +512,10 @@ class FieldAwareCalibrator(Calibrator):
         cat_names, num_names = sorted(cat), sorted(num)
         vocabs, code_cols, counts = [], [], []
         for name in cat_names:
-            levels, inv, cnt = np.unique(cat[name][keep], return_inverse=True, return_counts=True)
+            levels, col, cnt = levels_and_codes(cat[name][keep])
             vocabs.append(levels)
-            code_cols.append(inv.astype(np.int64) + 1)
-            counts.append(np.concatenate([[0], cnt]))
+            code_cols.append(col)
+            counts.append(cnt)
         xnum = np.column_stack([num[c][keep] for c in num_names]) if num_names else np.zeros((l.size, 0))
         codes = np.column_stack(code_cols) if code_cols else np.zeros((l.size, 0), dtype=np.int64)
         # Canonical row order (lexsort: last key is primary) so the fit ignores input order;

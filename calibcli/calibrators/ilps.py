@@ -130,12 +130,14 @@ def fit_ilps(
     offset: np.ndarray | None = None,
     b0: np.ndarray | None = None,
     max_iter: int = 200,
+    segs: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Knot values b minimising eq. 11 (+ the ridge term) on tie-pooled logits.
 
     With `offset` the model is sigmoid(eta(l) + offset) per row (rows are then not pooled):
     field-aware calibration fits eta this way next to its per-level shifts. `b0` warm-starts
-    the solver; `max_iter` bounds its Newton steps.
+    the solver; `max_iter` bounds its Newton steps; `segs` are `segments(l, a)` of the rows
+    when the caller has them (offset only: the rows are not pooled).
 
     Variables are c = b_1 and the increments d = diff(b), so the penalty lam * sum (-d)_+ acts
     coordinate-wise. The solver is an orthant-wise projected Newton method (as for the lasso):
@@ -154,7 +156,7 @@ def fit_ilps(
         xs, sw, swy, off = l[keep], w[keep], (w * y)[keep], offset[keep]
     total = float(sw.sum())
     sw, swy = sw / total, swy / total
-    k, t = segments(xs, a)
+    k, t = segments(xs, a) if segs is None or offset is None else (segs[0][keep], segs[1][keep])
     n_b = a.size
     da = np.diff(a)
     # J maps (c, d) to b: b_j = c + sum_{i<j} d_i.
