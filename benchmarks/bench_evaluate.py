@@ -35,7 +35,8 @@ def main() -> None:
 
     from sklearn import metrics as skm
 
-    from calibcli import io, metrics
+    from calibcli import io
+    from calibcli.evaluation import metrics
 
     rng = np.random.default_rng(0)
     p = rng.random(n)
@@ -63,8 +64,8 @@ def main() -> None:
             else:
                 print(f"{name:<10} {t:>10.3f} {'':>9} {'':>6} {v:>12.6f}")
         print(f"{'all':<10} {total:>10.3f}")
-        code = ("import resource, time, json\nfrom calibcli import pipeline\nt0 = time.perf_counter()\n"
-                f"pipeline.evaluate_file({str(path)!r}, ['p'], [], field_col='field')\n"
+        code = ("import resource, time, json\nfrom calibcli.evaluation import evaluate\nt0 = time.perf_counter()\n"
+                f"evaluate.evaluate_file({str(path)!r}, ['p'], [], field_col='field')\n"
                 "print(json.dumps({'s': time.perf_counter() - t0, "
                 "'rss': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))\n")
         out = json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,

@@ -93,8 +93,8 @@ def test_without_gates_the_json_says_passed(scores):
     (["--fail-above", "field-ece=0.1"], "error: a gate on field-ece needs --field-col"),
     (["--by-field"], "error: --by-field needs --field-col"),
     (["--save-baseline", "-"], "error: --save-baseline needs a file name"),
-    (["--bootstrap", "-3"], "error: --bootstrap must be at least 1"),
-    (["--field-col", "field", "--by-field", "--top", "0"], "error: --top must be at least 1"),
+    (["--bootstrap", "-3"], "error: --bootstrap -3 is out of range: it must be in [0, 10000]"),
+    (["--field-col", "field", "--by-field", "--top", "0"], "error: --top 0 is out of range: it must be in [1, 10000]"),
 ])
 def test_usage_errors_exit_2_with_one_line(scores, args, message):
     result = run(scores, "--prob-col", "good", *args)
@@ -205,7 +205,8 @@ def test_png_without_matplotlib_is_a_usage_error(scores, tmp_path, monkeypatch):
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
         "error: --plot FILE needs matplotlib",
-        "hint: pip install 'calibcli[plot]', or use --plot - for a text diagram"]
+        "hint: install it from the calibcli repository: pip install -e '.[plot]', or use --plot - "
+        "for a text diagram"]
     assert not out.exists() and result.stdout == ""
 
 

@@ -13,7 +13,7 @@ from calibcli.calibrators.base import platt_targets, unique_with_sums
 from calibcli.calibrators.enir import near_isotonic_path
 from calibcli.calibrators.isotonic import pav
 from calibcli.errors import FitError
-from calibcli.metrics import brier, log_loss
+from calibcli.evaluation.metrics import brier, log_loss
 
 from synthetic import section51_by_class
 
@@ -181,9 +181,9 @@ def test_near_isotonic_calibrator_end_points():
     s = np.round(rng.random(300), 2)
     y = (rng.random(300) < s).astype(float)
     xs, sw, swy = unique_with_sums(s, y, np.ones_like(s))
-    raw = create("near-isotonic", {"lam": 0.0}).fit(s, y)
+    raw = create("near-isotonic", {"lam": 0.0, "platt_correction": False}).fit(s, y)
     np.testing.assert_allclose(raw.predict(xs), swy / sw, atol=1e-15)
-    iso = create("near-isotonic", {"lam": 1e9}).fit(s, y)
+    iso = create("near-isotonic", {"lam": 1e9, "platt_correction": False}).fit(s, y)
     np.testing.assert_allclose(iso.predict(xs), pav(swy / sw, sw), atol=1e-12)
 
 
@@ -193,8 +193,11 @@ def test_smoothing_needs_probability_scores():
 
 
 def test_constant_scores_give_the_base_rate():
-    cal = create("enir").fit(np.full(5, 0.3), np.array([1.0, 0, 0, 1, 1]))
+    cal = create("enir", {"platt_correction": False}).fit(np.full(5, 0.3), np.array([1.0, 0, 0, 1, 1]))
     np.testing.assert_allclose(cal.predict(np.array([0.0, 0.3, 1.0])), 0.6)
+    # Default (Platt): positives count 4/5, negatives 1/4, so the rate is (3 * 4/5 + 2/4) / 5.
+    cal = create("enir").fit(np.full(5, 0.3), np.array([1.0, 0, 0, 1, 1]))
+    np.testing.assert_allclose(cal.predict(np.array([0.0, 0.3, 1.0])), 0.58, rtol=1e-12)
 
 
 def test_enir_platt_near_the_bayes_iso_table_at_3000():

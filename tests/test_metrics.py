@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
-from calibcli import metrics
+from calibcli.evaluation import metrics
 
 Y = np.array([0, 1, 1, 0, 1], dtype=float)
 P = np.array([0.1, 0.8, 0.6, 0.4, 0.4])

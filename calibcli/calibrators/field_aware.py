@@ -38,12 +38,13 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from calibcli.calibrators.base import PLATT_CORRECTION, SEED, Calibrator, Param, as_float_array
+from calibcli.calibrators.base import PLATT_CORRECTION, SEED, Calibrator, Field, Param, StateSpec, as_float_array
 from calibcli.calibrators.ilps import (
     K_PARAM,
     LAM_PARAM,
     RIDGE_PARAM,
     SCORE_KIND,
+    check_splits,
     fit_ilps,
     ilps_eta,
     ilps_splits,
@@ -62,6 +63,42 @@ _SELECT_ROWS = 250_000  # stage 1 chooses linear or ILPS eta on at most this man
 _TAU2_RANGE = (1e-8, 100.0)  # prior variance of the shifts is kept in this range
 _MAX_STEP = 2.0  # largest Newton step of one shift (logit units) per iteration
 _LINEAR_RIDGE = 1e-3  # ridge on beta (sum scale): only makes beta unique for constant columns
+
+
+MAX_COLUMNS = 10_000  # feature columns a saved map may name
+NET_LIMIT = 1e9  # |network parameter| in a saved map: with the size bounds, g(x) stays finite
+
+
+def check_network(params: Mapping[str, Any], v: dict[str, Any], fail: Callable) -> None:
+    """Shapes of a saved map: K+1 splits (ILPS eta) or 2 (linear eta); per categorical column
+    one shift and one embedding row (of embed_dim) per level + unknown; one coefficient per
+    numeric column; `layers` dense layers of width `hidden`; an output of the last width."""
+    if v["a"].size not in (params["K"] + 1, 2):
+        fail("a", problem=f"has {v['a'].size} splits, expected K+1 = {params['K'] + 1} or 2 (linear eta)")
+    if set(v["categorical"]) & set(v["numeric"]):
+        fail("numeric", problem="names a column that is also categorical")
+    if not v["categorical"] and not v["numeric"]:
+        for name in ("shifts", "linear", "embeddings", "weights", "biases", "out_w"):
+            if len(v[name]):
+                fail(name, problem="must be empty in a map without feature columns")
+        return
+    dim = params["embed_dim"]
+    for f, (shift, emb) in enumerate(zip(v["shifts"], v["embeddings"])):
+        rows = len(v["vocab"][f]) + 1
+        if shift.shape != (rows,):
+            fail("shifts", f, problem=f"has {shift.size} values, expected {rows} (levels + unknown)")
+        if emb.shape != (rows, dim):
+            fail("embeddings", f, problem=f"has shape {emb.shape}, expected {(rows, dim)}")
+    width = len(v["categorical"]) * dim + len(v["numeric"])
+    if len(v["weights"]) != params["layers"]:
+        fail("weights", problem=f"has {len(v['weights'])} layers, expected layers={params['layers']}")
+    for j, (wm, bv) in enumerate(zip(v["weights"], v["biases"])):
+        if wm.shape != (width, params["hidden"]) or bv.shape != (params["hidden"],):
+            fail("weights", j, problem=f"has shape {wm.shape} (biases {bv.shape}), expected "
+                                       f"{(width, params['hidden'])}")
+        width = params["hidden"]
+    if v["out_w"].shape != (width,):
+        fail("out_w", problem=f"has {v['out_w'].size} values, expected {width}")
 
 
 @dataclass
@@ -469,6 +506,8 @@ class FieldAwareCalibrator(Calibrator):
 
     name = "field-aware"
     description = "Neural Calibration: sigmoid(ILPS(logit) + field shifts + MLP(features)) (Pan et al. 2020)"
+    resamples_rows = True  # random validation split and batches over rows
+    extremes = "inside (0, 1): sigmoid of a finite logit (ILPS or linear eta, shifts, network)"
     params = (
         K_PARAM,
         LAM_PARAM,
@@ -476,15 +515,15 @@ class FieldAwareCalibrator(Calibrator):
         SCORE_KIND,
         PLATT_CORRECTION,
         SEED,
-        Param("epochs", int, 20, "maximum passes of the network over the training rows", low=1),
-        Param("batch_size", int, 4096, "rows per Adam step", low=1),
-        Param("lr", float, 1e-2, "Adam learning rate", low=0.0),
-        Param("hidden", int, 32, "units per hidden ReLU layer", low=1),
+        Param("epochs", int, 20, "maximum passes of the network over the training rows", low=1, high=1000),
+        Param("batch_size", int, 4096, "rows per Adam step", low=1, high=65536),
+        Param("lr", float, 1e-2, "Adam learning rate", low=0.0, high=10.0),
+        Param("hidden", int, 32, "units per hidden ReLU layer", low=1, high=256),
         Param("layers", int, 2, "hidden layers (0 = linear in the embeddings and features)", low=0, high=8),
-        Param("embed_dim", int, 8, "embedding size per categorical column", low=1),
+        Param("embed_dim", int, 8, "embedding size per categorical column", low=1, high=256),
         Param("valid_fraction", float, 0.1, "share of rows held out for early stopping (0 = none)", low=0.0, high=0.5),
-        Param("patience", int, 3, "epochs without held-out improvement before stopping", low=1),
-        Param("min_count", int, 5, "levels seen fewer times share the 'unknown' embedding", low=1),
+        Param("patience", int, 3, "epochs without held-out improvement before stopping", low=1, high=1000),
+        Param("min_count", int, 5, "levels seen fewer times share the 'unknown' embedding", low=1, high=10**9),
         Param("unknown_rate", float, 0.01, "chance a training value uses the 'unknown' embedding", low=0.0, high=0.5),
     )
     monotone = True  # for fixed features: everything but eta is added in logit space, knots projected
@@ -503,7 +542,7 @@ class FieldAwareCalibrator(Calibrator):
         if not cat and not num:
             b, info = fit_ilps(l, y, w, a, p["lam"], p["ridge"])
             b, viol = project_monotone(b)
-            empty = {"categorical": [], "numeric": [], "vocab": [], "mean": [], "std": []}
+            empty = {"categorical": [], "numeric": [], "vocab": [], "mean": [], "std": [], "shifts": [], "linear": []}
             self._set_state(dict(empty, a=a, b=b))
             self.info_ = {"ilps": info, "max_violation": viol, "projection_changed": viol > 0.0}
             return
@@ -586,8 +625,36 @@ class FieldAwareCalibrator(Calibrator):
             "out_b": float(net.out_b[0]),
         }
 
+    state_spec = StateSpec(
+        Field("a", order="increasing", low=-1e3, high=1e3, min_size=2),
+        Field("b", order="monotone", low=-1e300, high=1e300, same_size="a"),
+        Field("categorical", "strings", max_size=MAX_COLUMNS),
+        Field("numeric", "strings", max_size=MAX_COLUMNS),
+        Field("vocab", "string_lists", sorted_unique=True, same_size="categorical"),
+        Field("mean", low=-1e300, high=1e300, same_size="numeric"),
+        Field("std", low=1e-300, high=1e300, same_size="numeric"),
+        Field("shifts", "arrays", ndim=1, low=-NET_LIMIT, high=NET_LIMIT, same_size="categorical"),
+        Field("linear", low=-NET_LIMIT, high=NET_LIMIT, same_size="numeric"),
+        Field("embeddings", "arrays", ndim=2, low=-NET_LIMIT, high=NET_LIMIT, same_size="categorical"),
+        Field("weights", "arrays", ndim=2, low=-NET_LIMIT, high=NET_LIMIT, max_size=lambda p: p["layers"]),
+        Field("biases", "arrays", ndim=1, low=-NET_LIMIT, high=NET_LIMIT, same_size="weights"),
+        Field("out_w", low=-NET_LIMIT, high=NET_LIMIT),
+        Field("out_b", "number", low=-NET_LIMIT, high=NET_LIMIT),
+        check=lambda params, v, fail: (check_splits(params, v, fail), check_network(params, v, fail)),
+    )
+
+    @classmethod
+    def from_state(cls, params: Mapping[str, Any], state: Mapping[str, Any]) -> "Calibrator":
+        """Maps written before the per-level shifts existed (no "shifts"/"linear") load with
+        zero shifts and coefficients: the same predictions as when they were saved."""
+        state = dict(state)
+        if "shifts" not in state and "linear" not in state:
+            state["shifts"] = [[0.0] * (len(v) + 1) for v in state.get("vocab", [])]
+            state["linear"] = [0.0] * len(state.get("numeric", []))
+        return super().from_state(params, state)
+
     def _set_state(self, state: dict[str, Any]) -> None:
-        """Load a state; maps written before the shifts existed (no "shifts"/"linear") get zeros."""
+        """Load a (validated, or freshly fitted) state into the named Network."""
         self.a_ = np.array(as_float_array(state["a"], "state a"))
         b = np.array(as_float_array(state["b"], "state b"))
         if self.a_.size < 2 or self.a_.size != b.size:
@@ -604,8 +671,8 @@ class FieldAwareCalibrator(Calibrator):
         if not n_cat and not n_num:
             self.net_ = Network(b, [], np.zeros(0), [], [], [], np.zeros(0), np.zeros(1))
             return
-        shifts = [_finite(v, "shifts", 1) for v in state.get("shifts", [np.zeros(r) for r in rows])]
-        linear = _finite(state.get("linear", np.zeros(n_num)), "linear", 1)
+        shifts = [_finite(v, "shifts", 1) for v in state["shifts"]]
+        linear = _finite(state["linear"], "linear", 1)
         embeddings = [_finite(e, "embeddings", 2) for e in state["embeddings"]]
         if [v.size for v in shifts] != rows or linear.size != n_num:
             raise FitError("field-aware state: one shift per level (+ unknown) and one coefficient per numeric column")

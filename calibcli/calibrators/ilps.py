@@ -50,13 +50,14 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import PLATT_CORRECTION, Calibrator, Param, as_float_array, unique_with_sums
+from calibcli.calibrators.base import PLATT_CORRECTION, Calibrator, Field, Param, StateSpec, as_float_array, unique_with_sums
 from calibcli.calibrators.isotonic import pav
 from calibcli.calibrators.logistic import sigmoid
 from calibcli.calibrators.registry import register
 from calibcli.errors import CalibWarning, FitError
 
 PROB_CLIP = 1e-12
+LOGIT_CLIP = 1e300
 
 SCORE_KIND = Param(
     "score_kind",
@@ -66,16 +67,34 @@ SCORE_KIND = Param(
     choices=("probability", "logit"),
 )
 K_PARAM = Param("K", int, 100, "number of linear pieces; K+1 knots at sigmoid(a_k) = k/(K+2)", low=2, high=1000)
-LAM_PARAM = Param("lam", float, 1.0, "weight of the non-decreasing penalty sum (b_k - b_k+1)_+ (eq. 11)", low=0.0)
+LAM_PARAM = Param("lam", float, 1.0, "weight of the non-decreasing penalty sum (b_k - b_k+1)_+ (eq. 11)", low=0.0, high=1e6)
 RIDGE_PARAM = Param(
-    "ridge", float, 1e-4, "weight of the smoothness term integral (eta' - 1)^2 / 2; 0 = paper's eq. 11", low=0.0
+    "ridge", float, 1e-4, "weight of the smoothness term integral (eta' - 1)^2 / 2; 0 = paper's eq. 11", low=0.0, high=1e6
 )
 
 
+# Saved knots: splits a (K+1, increasing, spaced >= MIN_SPLIT_GAP) and values b (non-decreasing);
+# the bounds keep eta finite (no inf - inf) for every finite score.
+MIN_SPLIT_GAP = 1e-6
+KNOT_FIELDS = (
+    Field("a", order="increasing", low=-1e3, high=1e3, size=lambda p: p["K"] + 1),
+    Field("b", order="monotone", low=-1e300, high=1e300, same_size="a"),
+)
+
+
+def check_splits(params: Any, values: dict[str, Any], fail: Any) -> None:
+    """Loaded splits must be at least MIN_SPLIT_GAP apart (t = (l - a_k) / gap stays finite)."""
+    gaps = np.diff(values["a"])
+    if gaps.size and gaps.min() < MIN_SPLIT_GAP:
+        i = int(np.argmin(gaps)) + 1
+        fail("a", i, values["a"][i], f"is closer than {MIN_SPLIT_GAP:g} to the split before it")
+
+
 def to_logit(s: np.ndarray, score_kind: str) -> np.ndarray:
-    """Logits from scores: probabilities clipped to [1e-12, 1-1e-12], logits unchanged."""
+    """Logits from scores: probabilities clipped to [1e-12, 1-1e-12], logits to +-1e300 (so
+    t = (l - a_k) / gap stays finite and a flat end segment never gives 0 * inf = NaN)."""
     if score_kind == "logit":
-        return s
+        return np.clip(s, -LOGIT_CLIP, LOGIT_CLIP)
     p = np.clip(s, PROB_CLIP, 1.0 - PROB_CLIP)
     return np.log(p) - np.log1p(-p)
 
@@ -255,6 +274,7 @@ class ILPSCalibrator(Calibrator):
     """ILPS (Pan et al. 2020, eq. 10-11) solved as a convex problem, projected to be monotone."""
 
     name = "ilps"
+    extremes = "inside (0, 1): sigmoid of a finite piecewise-linear logit"
     description = "isotonic line-plot scaling: monotone piecewise-linear map of the logit (Pan et al. 2020)"
     params = (K_PARAM, LAM_PARAM, RIDGE_PARAM, SCORE_KIND, PLATT_CORRECTION)
 
@@ -283,6 +303,8 @@ class ILPSCalibrator(Calibrator):
 
     def _get_state(self) -> dict[str, Any]:
         return {"a": self.a_, "b": self.b_}
+
+    state_spec = StateSpec(*KNOT_FIELDS, check=check_splits)
 
     def _set_state(self, state: dict[str, Any]) -> None:
         self.a_ = np.array(as_float_array(state["a"], "state a"))

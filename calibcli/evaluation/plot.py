@@ -4,7 +4,7 @@ Needs matplotlib, the optional extra `calibcli[plot]`; imported only when --plot
 file. Every evaluated column and map goes on one figure: the top panel plots, per
 equal-mass bin, the positive rate against the mean p (the diagonal is perfect calibration),
 the bottom panel the rows in each bin. The image format follows the extension
-(.png, .svg, .pdf, ...); the file is written atomically through `io.write_bytes_atomic`.
+(.png, .svg, .pdf, ...); the file is written atomically through `output.write_bytes_atomic`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 import io as _io
 from pathlib import Path
 
-from calibcli import io
-from calibcli.errors import UsageError
+from calibcli import output
+from calibcli.errors import UsageError, extra_hint
 
 
 def _pyplot():
@@ -21,7 +21,7 @@ def _pyplot():
         import matplotlib
     except ImportError:
         raise UsageError("--plot FILE needs matplotlib",
-                         hint="pip install 'calibcli[plot]', or use --plot - for a text diagram") from None
+                         hint=extra_hint("plot") + ", or use --plot - for a text diagram") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -72,4 +72,4 @@ def save_reliability(report, path: str) -> None:
         fig.savefig(buf, format=fmt, dpi=100)
     finally:
         plt.close(fig)
-    io.write_bytes_atomic(path, buf.getvalue())
+    output.write_bytes_atomic(path, buf.getvalue())

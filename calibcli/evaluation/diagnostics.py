@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from calibcli import metrics
+from calibcli.evaluation import metrics
 
 RELIABILITY_BINS = 10
 

@@ -10,7 +10,8 @@ from typing import Any, Iterable
 from rich.console import Console
 from rich.table import Table
 
-from calibcli.metrics import METRICS
+from calibcli.console import DataConsole
+from calibcli.evaluation.metrics import METRICS
 
 BAR_WIDTH = 40
 
@@ -21,7 +22,7 @@ def _fmt(value: float | None) -> str:
 
 def _console() -> Console:
     tty = sys.stdout.isatty()
-    return Console(no_color=not tty or None, width=None if tty else 200, highlight=False,
+    return DataConsole(no_color=not tty or None, width=None if tty else 200, highlight=False,
                    soft_wrap=False)
 
 
