@@ -57,7 +57,8 @@ def _grid(xp: np.ndarray) -> tuple[np.ndarray, float, int] | None:
 def _table(xp: np.ndarray, fp: np.ndarray):
     if _cache and _cache[0][0] is xp and _cache[0][1] is fp:
         return _cache[0][2]
-    slope = np.append((fp[1:] - fp[:-1]) / (xp[1:] - xp[:-1]), 0.0)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # non-finite slopes fall back
+        slope = np.append((fp[1:] - fp[:-1]) / (xp[1:] - xp[:-1]), 0.0)
     grid = _grid(xp) if np.isfinite(slope).all() and not np.signbit(fp).any() else None
     table = None if grid is None else (*grid, slope, np.append(xp[1:], np.inf))
     _cache[:] = [(xp, fp, table)]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import sys
 
 from rich.console import Console
@@ -21,18 +23,58 @@ def err() -> Console:
     return _err
 
 
+# Control characters (ANSI escapes, newlines, C1 codes) and invisible format characters
+# (bidi overrides, zero-width) from user text would act on the terminal or hide text.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
+
+
+def safe(text: str) -> str:
+    """`text` with every control or invisible character shown as an escape (`\\x1b`), on one line."""
+    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
+
+
 def error(message: str, hint: str | None = None) -> None:
     """`error: <message>` and optionally `hint: <hint>`; never hidden by --quiet."""
-    err().print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
+    err().print(f"[bold red]error:[/] {escape(safe(message))}", markup=True, highlight=False)
     if hint:
-        err().print(f"[bold cyan]hint:[/] {escape(hint)}", markup=True, highlight=False)
+        err().print(f"[bold cyan]hint:[/] {escape(safe(hint))}", markup=True, highlight=False)
 
 
 def warn(message: str) -> None:
     if not quiet:
-        err().print(f"[bold yellow]warning:[/] {escape(message)}", markup=True, highlight=False)
+        err().print(f"[bold yellow]warning:[/] {escape(safe(message))}", markup=True, highlight=False)
 
 
 def info(message: str) -> None:
     if not quiet:
-        err().print(message, markup=False, highlight=False)
+        err().print(safe(message), markup=False, highlight=False)
+
+
+class DataConsole(Console):
+    """A stdout console whose broken pipe is a `BrokenPipeError` (rich's default exits with 1,
+    the gate-failed code)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        stdout_closed()
+        raise BrokenPipeError
+
+
+def stdout_closed() -> None:
+    """After a broken pipe on stdout: point fd 1 at /dev/null so later writes and the final
+    flush are silent (the reader is gone; there is nobody to tell)."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+@contextlib.contextmanager
+def data_output():
+    """Print data to stdout, treating a closed pipe (`| head`) as "the reader has enough":
+    the command goes on (e.g. to decide its gates) with stdout discarded."""
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        stdout_closed()

@@ -5,6 +5,15 @@ from __future__ import annotations
 from enum import IntEnum
 
 
+# calibcli is installed from its repository (it is not on a package index yet): hints say so.
+UPGRADE_HINT = "upgrade calibcli: in its repository, `git pull && pip install -e .`"
+
+
+def extra_hint(extra: str) -> str:
+    """How to install an optional extra, as it works today."""
+    return f"install it from the calibcli repository: pip install -e '.[{extra}]'"
+
+
 class ExitCode(IntEnum):
     """What `calib` returns to the shell; the same three codes for every command."""
 
@@ -32,6 +41,10 @@ class InputError(CalibError):
 
 class MapError(CalibError):
     """A saved map that is missing, corrupt, from a newer calibcli, or for another method."""
+
+
+class OutputError(CalibError):
+    """An output that cannot be written (permissions, a directory, a full disk, a missing folder)."""
 
 
 class FitError(CalibError):

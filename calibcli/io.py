@@ -8,11 +8,7 @@
   read as float64.
 - Errors name the file, the column and the 1-based data row (header not counted) and the
   offending value; they are `InputError`s, which the CLI prints as one line with exit 2.
-- Outputs are written to a temporary file in the target directory and renamed into place
-  only when complete, so a failed run never leaves a half-written file.
-- A directory or glob of Parquet parts (`list_parts`) is written part by part into a
-  temporary directory that becomes the output directory when every part succeeded
-  (`atomic_output_dir`).
+- Writing (the output policy, atomic files, batch writers) is in `calibcli.output`.
 """
 
 from __future__ import annotations
@@ -21,12 +17,10 @@ import contextlib
 import difflib
 import gzip
 import io as _io
-import json
 import os
 import re
 import shlex
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Iterator
@@ -36,6 +30,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from calibcli.errors import InputError, MapError, UsageError
+from calibcli.output import (  # noqa: F401 - the writing half lives in calibcli.output
+    BatchWriter, atomic_output, atomic_output_dir, refuse_binary_tty, write_bytes_atomic, write_table,
+)
 
 FORMATS = ("csv", "tsv", "jsonl", "parquet")
 _EXTENSIONS = {
@@ -106,45 +103,6 @@ def _open_binary(path: str, what: str = "input") -> IO[bytes]:
         raise error(f"{path}: is a directory, expected a {what} file") from None
     except OSError as exc:
         raise error(f"{path}: cannot read ({exc.strerror})") from None
-
-
-@contextlib.contextmanager
-def atomic_output(path: str) -> Iterator[IO[bytes]]:
-    """A binary handle whose content appears at `path` only if the block succeeds.
-
-    `-` yields stdout. Otherwise a temporary file is created next to `path` (same
-    filesystem, so the final rename is atomic) and removed on any error.
-    """
-    if path == "-":
-        yield sys.stdout.buffer
-        sys.stdout.buffer.flush()
-        return
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    if not directory.is_dir():
-        raise InputError(f"{path}: output directory {str(directory)!r} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            yield fh
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def write_bytes_atomic(path: str, data: bytes) -> None:
-    """Write `data` to `path` (or stdout for `-`) in one atomic step."""
-    with atomic_output(path) as fh:
-        fh.write(data)
 
 
 # ---------------------------------------------------------------------------- opening
@@ -278,7 +236,7 @@ def _late_type_error(source: Source, names: list[str], done: int, exc: Exception
     return InputError(f"{source.name}: column {column}, a row after row {done}: {value!r} is not "
                       f"{'a number' if typ in ('double', 'int64', 'float') else 'of type ' + typ} "
                       "like the rows before it",
-                      hint=f"find it with: grep -n {value!r} "
+                      hint="find it with: grep -n -F -- " + shlex.quote(value) + " "
                       + ("FILE" if source.name == "<stdin>" else shlex.quote(source.name)))
 
 
@@ -357,8 +315,19 @@ def iter_batches(path: str, fmt: str | None = None, string_columns: tuple[str, .
                 done += batch.num_rows
         except (pa.ArrowException, OSError, EOFError) as exc:
             raise _late_type_error(source, schema.names, done, exc) or _arrow_error(source, exc) from None
+        finally:
+            _close_reader(reader)
 
     return source, schema, batches()
+
+
+def _close_reader(reader: Any) -> None:
+    """Stop a streaming reader's background threads now, not at interpreter exit (where a
+    still-running reader thread aborts the process)."""
+    with contextlib.suppress(Exception):
+        close = getattr(reader, "close", None)
+        if close is not None:
+            close()
 
 
 def _parquet_batches(pf: Any) -> Iterator[pa.RecordBatch]:
@@ -434,32 +403,6 @@ def parquet_rows(path: str) -> int | None:
         return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
     except (pa.ArrowException, OSError):
         return None
-
-
-@contextlib.contextmanager
-def atomic_output_dir(path: str) -> Iterator[Path]:
-    """A temporary directory that becomes `path` only if the block succeeds.
-
-    `path` must not exist or be an empty directory; a failed run leaves nothing behind.
-    """
-    target = Path(path)
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise UsageError(f"{path}: output directory already exists and is not empty",
-                         hint="parts are mirrored into a new directory: choose another -o")
-    parent = target.parent if str(target.parent) else Path(".")
-    if not parent.is_dir():
-        raise InputError(f"{path}: output directory {str(parent)!r} does not exist")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent))
-    try:
-        yield tmp
-        if target.exists():
-            target.rmdir()
-        os.replace(tmp, target)
-    except BaseException:
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 # ---------------------------------------------------------------------------- columns
@@ -590,95 +533,3 @@ def field_values(table: pa.Table | pa.RecordBatch, name: str, source: str) -> np
     """A categorical column as an object array of strings (nulls become '')."""
     codes, categories = field_codes(table, name, source)
     return np.asarray(categories, dtype=object)[codes] if codes.size else np.empty(0, dtype=object)
-
-
-# ---------------------------------------------------------------------------- writing
-
-
-class BatchWriter:
-    """Writes record batches as CSV, TSV, JSON lines or Parquet to an open binary handle.
-
-    Parquet and CSV/TSV batches are encoded on a background thread (pyarrow releases the
-    GIL), so reading and predicting the next batch overlaps writing this one; at most two
-    batches wait in the queue. `close` waits for the thread and re-raises its error. A
-    writer dropped without `close` (an error mid-stream) ends its thread when collected.
-    """
-
-    def __init__(self, fh: IO[bytes], fmt: str, schema: pa.Schema):
-        self.fmt = check_format(fmt)
-        self._fh = fh
-        self._writer: Any = None
-        self._queue: Any = None
-        if fmt == "parquet":
-            import pyarrow.parquet as pq
-
-            self._writer = pq.ParquetWriter(fh, schema)
-        elif fmt in ("csv", "tsv"):
-            import pyarrow.csv as pacsv
-
-            opts = pacsv.WriteOptions(delimiter="\t" if fmt == "tsv" else ",")
-            self._writer = pacsv.CSVWriter(fh, schema, write_options=opts)
-        if self._writer is not None:
-            import queue
-            import threading
-            import weakref
-
-            self._queue = queue.Queue(maxsize=2)
-            self._errors: list[BaseException] = []
-            self._thread = threading.Thread(target=_drain, args=(self._queue, self._writer, self._errors),
-                                            name="calibcli-writer", daemon=True)
-            self._thread.start()
-            self._stop = weakref.finalize(self, self._queue.put, None)
-
-    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
-        if self.fmt == "jsonl":
-            rows = batch.to_pylist()
-            self._fh.write("".join(json.dumps(r, allow_nan=False, default=str) + "\n"
-                                   for r in rows).encode())
-            return
-        if self._errors:
-            raise self._errors[0]
-        self._queue.put(batch)
-
-    def close(self) -> None:
-        if self._writer is not None:
-            self._stop()
-            self._thread.join()
-            if self._errors:
-                raise self._errors[0]
-            self._writer.close()
-
-
-def _drain(q: Any, writer: Any, errors: list[BaseException]) -> None:
-    """The writer thread: write queued batches in order until the None sentinel; keep the first error."""
-    while True:
-        batch = q.get()
-        if batch is None:
-            return
-        if errors:
-            continue
-        try:
-            if isinstance(batch, pa.Table):
-                writer.write_table(batch)
-            elif hasattr(writer, "write_batch"):
-                writer.write_batch(batch)
-            else:
-                writer.write(batch)
-        except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
-            errors.append(exc)
-
-
-def refuse_binary_tty(path: str, fmt: str) -> None:
-    """Parquet is never written to a terminal."""
-    if path == "-" and fmt == "parquet" and sys.stdout.isatty():
-        raise UsageError("refusing to write Parquet to a terminal",
-                         hint="use -o FILE.parquet, pipe the output, or --format csv")
-
-
-def write_table(table: pa.Table, path: str, fmt: str) -> None:
-    """Write a whole table atomically (stdout for `-`)."""
-    refuse_binary_tty(path, fmt)
-    with atomic_output(path) as fh:
-        writer = BatchWriter(fh, fmt, table.schema)
-        writer.write(table)
-        writer.close()

@@ -8,9 +8,15 @@ Envelope (schema version 1)::
 
 `state` is whatever the calibrator's `get_state()` returns, with numpy arrays as lists.
 JSON is written with `sort_keys` and floats at repr precision, so float64 values reload
-bit-for-bit. A Parquet map is a one-row table: each list-valued state entry is a column
-(float64 stays float64) and the rest of the envelope is JSON in the schema metadata under
-`calibcli.map`. Both formats go through the same `envelope_to_calibrator`.
+bit-for-bit. A Parquet map is a one-row table: each list of numbers in the state is a column
+(float64 stays float64) and the rest of the envelope (strings included) is JSON in the schema
+metadata under `calibcli.map`. Both formats go through the same `envelope_to_calibrator`.
+
+Reading is strict (a map may come from anywhere): JSON through `strictjson` (no NaN or
+Infinity, no duplicate keys, bounded depth, number length and size); a Parquet map must hold
+exactly one row and its metadata must promise a decoded size that is plausible for its file
+size before any column is read (a few KB that decode to GBs are refused); the state is
+checked by the method's `state_spec` and the rebuilt map is probed (`Calibrator.from_state`).
 
 This module is the one place that knows the schema version; a future version 2 adds an
 upgrade function here and keeps reading version 1 files.
@@ -20,20 +26,31 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
-from calibcli import __version__
+from calibcli import __version__, strictjson
 from calibcli.calibrators import Calibrator, registry
-from calibcli.errors import CalibError, MapError
+from calibcli.calibrators.base import MAX_KNOTS
+from calibcli.errors import UPGRADE_HINT, CalibError, MapError
 
 FORMAT = "calibcli.map"
 SCHEMA_VERSION = 1
 PARQUET_KEY = b"calibcli.map"
 _PARQUET_MAGIC = b"PAR1"
 _REQUIRED = ("format", "schema_version", "method", "params", "state")
+MAX_MAP_BYTES = 2 << 30  # largest map file read
+JSON_LIMITS = strictjson.Limits(max_bytes=MAX_MAP_BYTES)
+# Parquet: decoded bytes are bounded from the footer by 16 per value (data, offsets, levels)
+# plus the pages' uncompressed size; a map may decode to at most DECODE_RATIO times its file
+# size (float knots barely compress) once past DECODE_FLOOR, and never past DECODE_CAP.
+DECODE_FLOOR = 64 << 20
+DECODE_RATIO = 64
+DECODE_CAP = 32 * MAX_KNOTS
 
 
 def to_plain(value: Any) -> Any:
@@ -59,8 +76,17 @@ def make_envelope(calibrator: Calibrator, training: Mapping[str, Any] | None = N
         "params": to_plain(calibrator.params),
         "state": to_plain(calibrator.get_state()),
         "training": to_plain(dict(training or {})),
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _created(),
     }
+
+
+def _created() -> str:
+    """Now, or `SOURCE_DATE_EPOCH` when set (reproducible builds): refitting the same data then
+    gives the same bytes."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    moment = (_dt.datetime.fromtimestamp(int(epoch), _dt.timezone.utc) if epoch.isdigit()
+              else _dt.datetime.now(_dt.timezone.utc))
+    return moment.isoformat(timespec="seconds")
 
 
 def envelope_to_json(envelope: Mapping[str, Any]) -> str:
@@ -83,10 +109,12 @@ def envelope_to_parquet_bytes(envelope: Mapping[str, Any]) -> bytes:
     for key in list(state):
         if isinstance(state[key], list):
             try:
-                columns[key] = pa.array([state[key]])
+                column = pa.array([state[key]])
             except (pa.ArrowInvalid, pa.ArrowTypeError):
                 continue  # ragged or mixed lists stay in the JSON metadata
-            del state[key]
+            if _numeric_leaves(column.type):  # strings stay in the JSON metadata
+                columns[key] = column
+                del state[key]
     meta["state"] = state
     meta["state_columns"] = sorted(columns)
     table = pa.table(columns) if columns else pa.table({"_empty": pa.array([None], pa.null())})
@@ -96,23 +124,31 @@ def envelope_to_parquet_bytes(envelope: Mapping[str, Any]) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def map_format(path: str) -> str:
-    """`parquet` for .parquet/.pq paths, else `json`."""
-    return "parquet" if Path(path).suffix.lower() in {".parquet", ".pq"} else "json"
+MAP_EXTENSIONS = {".json": "json", ".parquet": "parquet", ".pq": "parquet"}
+
+
+def map_format(path: str, explicit: str | None = None) -> str:
+    """`json` or `parquet`: `explicit`, else the extension (.json, .parquet, .pq), else JSON;
+    another extension is refused (a map named .csv is a mistake, not a format)."""
+    from calibcli.output import output_format
+
+    return output_format(path, explicit, "json", MAP_EXTENSIONS, ("json", "parquet"))[0]
 
 
 def save_map(
-    calibrator: Calibrator, path: str, training: Mapping[str, Any] | None = None
+    calibrator: Calibrator, path: str, training: Mapping[str, Any] | None = None,
+    fmt: str | None = None,
 ) -> dict[str, Any]:
-    """Write a fitted calibrator to `path` (JSON or Parquet by extension; `-` = stdout JSON)."""
-    from calibcli import io
+    """Write a fitted calibrator to `path` (JSON or Parquet by `fmt` or extension; `-` = stdout)."""
+    from calibcli import output
 
     envelope = make_envelope(calibrator, training)
-    if path != "-" and map_format(path) == "parquet":
+    if map_format(path, fmt) == "parquet":
+        output.refuse_binary_tty(path, "parquet")
         data = envelope_to_parquet_bytes(envelope)
     else:
         data = envelope_to_json(envelope).encode()
-    io.write_bytes_atomic(path, data)
+    output.write_bytes_atomic(path, data)
     return envelope
 
 
@@ -120,12 +156,39 @@ def parse_map_bytes(data: bytes, source: str) -> dict[str, Any]:
     """Bytes of a JSON or Parquet map (detected by Parquet's magic bytes) to an envelope."""
     if data[:4] == _PARQUET_MAGIC:
         return _parse_parquet(data, source)
+    return _check_envelope(_strict_json(data, source, "not a calibcli map: "), source)
+
+
+def _strict_json(data: bytes, source: str, what: str) -> Any:
     try:
-        envelope = json.loads(data.decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
-        raise MapError(f"{source}: not a calibcli map: invalid JSON{where}") from None
-    return _check_envelope(envelope, source)
+        return strictjson.loads(data, JSON_LIMITS)
+    except strictjson.StrictJSONError as exc:
+        raise MapError(f"{source}: {what}{exc}") from None
+
+
+def _numeric_leaves(kind: Any) -> bool:
+    """A (nested) list type whose values are integers or floats."""
+    import pyarrow as pa
+
+    while pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        kind = kind.value_type
+    return pa.types.is_floating(kind) or pa.types.is_integer(kind)
+
+
+def _decoded_bound(meta: Any) -> int:
+    """Upper bound on the bytes reading every column allocates, from the footer alone."""
+    total = 0
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            pages = chunk.total_uncompressed_size
+            if pages < 0 or chunk.num_values < 0 or group.total_byte_size < 0:
+                raise ValueError("negative sizes in the footer")
+            if chunk.physical_type in ("BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY") and chunk.has_dictionary_page:
+                pages *= max(1, chunk.num_values)  # each value may repeat the longest dictionary entry
+            total += 16 * chunk.num_values + pages
+    return total
 
 
 def _parse_parquet(data: bytes, source: str) -> dict[str, Any]:
@@ -133,23 +196,57 @@ def _parse_parquet(data: bytes, source: str) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(pa.BufferReader(data))
-    except (pa.ArrowException, OSError) as exc:
-        raise MapError(f"{source}: not a readable Parquet map ({exc})") from None
-    raw = (table.schema.metadata or {}).get(PARQUET_KEY)
+        pf = pq.ParquetFile(pa.BufferReader(data))
+        meta = pf.metadata
+        rows = meta.num_rows
+        bound = _decoded_bound(meta)
+        raw = (pf.schema_arrow.metadata or {}).get(PARQUET_KEY)
+    except (pa.ArrowException, OSError, ValueError, TypeError) as exc:
+        raise MapError(f"{source}: not a readable Parquet map ({_first_line(exc)})") from None
     if raw is None:
         raise MapError(f"{source}: Parquet file without calibcli map metadata: not a calibcli map")
-    try:
-        envelope = json.loads(raw)
-    except json.JSONDecodeError:
-        raise MapError(f"{source}: corrupt calibcli map metadata") from None
+    if rows != 1:
+        raise MapError(f"{source}: a Parquet map holds exactly one row, this file has {rows}",
+                       hint="write maps with `calib fit -o map.parquet`")
+    limit = min(DECODE_CAP, max(DECODE_FLOOR, DECODE_RATIO * len(data)))
+    if bound > limit:
+        raise MapError(f"{source}: Parquet map of {len(data)} bytes would decode to up to {bound} bytes "
+                       f"(limit {limit}): refused as corrupt or a decompression bomb")
+    envelope = _strict_json(raw, source, "corrupt calibcli map metadata: ")
     if not isinstance(envelope, dict) or not isinstance(envelope.get("state"), dict):
-        raise MapError(f"{source}: corrupt calibcli map metadata")
-    for key in envelope.pop("state_columns", []):
-        if key not in table.column_names or table.num_rows != 1:
-            raise MapError(f"{source}: map state column {key!r} is missing")
-        envelope["state"][key] = table.column(key).to_pylist()[0]
+        raise MapError(f"{source}: corrupt calibcli map metadata (no state object)")
+    keys = envelope.pop("state_columns", [])
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys) or len(set(keys)) != len(keys):
+        raise MapError(f"{source}: corrupt calibcli map metadata ('state_columns' is not a list of names)")
+    missing = [k for k in keys if k not in pf.schema_arrow.names]
+    if missing:
+        raise MapError(f"{source}: map state column {missing[0]!r} is missing")
+    try:
+        table = pf.read(columns=keys, use_threads=False)
+    except (pa.ArrowException, OSError, ValueError, KeyError) as exc:
+        raise MapError(f"{source}: not a readable Parquet map ({_first_line(exc)})") from None
+    for key in keys:
+        if key in envelope["state"]:
+            raise MapError(f"{source}: map state field {key!r} is both a column and in the metadata")
+        envelope["state"][key] = _column_value(table.column(key))
     return _check_envelope(envelope, source)
+
+
+def _first_line(exc: BaseException) -> str:
+    """An Arrow error's first line, at most 200 characters (messages stay one line)."""
+    lines = str(exc).strip().splitlines() or [type(exc).__name__]
+    return lines[0][:200]
+
+
+def _column_value(column: Any) -> Any:
+    """The one row of a state column: a float/int list as a numpy array, anything else as Python."""
+    import pyarrow as pa
+
+    column = column.combine_chunks()
+    if column.null_count == 0 and pa.types.is_list(column.type) and (
+            pa.types.is_floating(column.type.value_type) or pa.types.is_integer(column.type.value_type)):
+        return column.flatten().to_numpy(zero_copy_only=False)
+    return column.to_pylist()[0]
 
 
 def _check_envelope(envelope: Any, source: str) -> dict[str, Any]:
@@ -162,11 +259,13 @@ def _check_envelope(envelope: Any, source: str) -> dict[str, Any]:
         raise MapError(
             f"{source}: map schema version {version} is newer than this calibcli "
             f"{__version__} reads (up to {SCHEMA_VERSION})",
-            hint="upgrade calibcli: `pip install -U calibcli`",
+            hint=UPGRADE_HINT,
         )
     missing = [k for k in _REQUIRED if k not in envelope]
     if missing:
         raise MapError(f"{source}: map is missing the field {missing[0]!r}")
+    if not isinstance(envelope["method"], str):
+        raise MapError(f"{source}: map field 'method' must be a method name, got {envelope['method']!r:.40}")
     if not isinstance(envelope["params"], dict) or not isinstance(envelope["state"], dict):
         raise MapError(f"{source}: map fields 'params' and 'state' must be objects")
     return envelope
@@ -179,7 +278,7 @@ def envelope_to_calibrator(envelope: Mapping[str, Any], source: str) -> Calibrat
         cls = registry.get(method)
     except CalibError:
         raise MapError(
-            f"{source}: map is for method {method!r}, which this calibcli does not have",
+            f"{source}: map is for method {method!r:.60}, which this calibcli does not have",
             hint="available methods: " + ", ".join(registry.available()),
         ) from None
     try:
@@ -196,7 +295,17 @@ def load_map(path: str) -> tuple[Calibrator, dict[str, Any]]:
     """Read a map file (or `-` for stdin) and return (calibrator, envelope)."""
     from calibcli import io
 
-    data = io.read_bytes(path, what="map")
     source = io.display_name(path)
+    if path != "-":
+        try:
+            info = os.stat(path)
+        except OSError:
+            info = None  # io.read_bytes reports it
+        if info is not None and stat.S_ISREG(info.st_mode) and info.st_size > MAX_MAP_BYTES:
+            raise MapError(f"{source}: map file of {info.st_size} bytes is larger than the "
+                           f"{MAX_MAP_BYTES} bytes a map may have")
+    data = io.read_bytes(path, what="map")
+    if len(data) > MAX_MAP_BYTES:
+        raise MapError(f"{source}: map of {len(data)} bytes is larger than the {MAX_MAP_BYTES} bytes a map may have")
     envelope = parse_map_bytes(data, source)
     return envelope_to_calibrator(envelope, source), envelope

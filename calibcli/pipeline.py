@@ -13,8 +13,9 @@ from typing import Any, Callable
 import numpy as np
 import pyarrow as pa
 
-from calibcli import io, maps, summary
+from calibcli import io, maps, output, summary
 from calibcli.calibrators import Calibrator, registry
+from calibcli.calibrators.base import WEIGHT_KINDS
 from calibcli.evaluation import metrics
 from calibcli.errors import CalibError, CalibWarning, FitError, InputError, UsageError
 
@@ -51,6 +52,12 @@ def _quality(y: np.ndarray, p: np.ndarray) -> dict[str, float]:
     return {"log_loss": metrics.log_loss(y, p), "brier": metrics.brier(y, p)}
 
 
+def check_weight_kind(kind: str) -> None:
+    """Refuse an unknown --weight-kind before any input is read."""
+    if kind not in WEIGHT_KINDS:
+        raise UsageError(f"--weight-kind must be one of {', '.join(WEIGHT_KINDS)}, got {kind!r}")
+
+
 def fit_file(
     path: str,
     method: str,
@@ -60,23 +67,23 @@ def fit_file(
     seed: int | None = None,
     out: str | None = None,
     strict: bool = False,
+    weight_kind: str = "frequency",
+    out_format: str | None = None,
 ) -> FitResult:
     """Fit `method` on a score/label file and, when `out` is given, save the map there.
 
     Warnings (CalibWarnings from the fit, all-equal scores) are returned for the CLI to show;
-    with `strict` the first one is a FitError instead and no map is written.
+    with `strict` the first one is a FitError instead and no map is written. `weight_kind`
+    says what the --weight-col weights mean (`Calibrator.fit`).
     """
+    _claim_map_output(out, out_format, [path])
     cls = registry.get(method)
-    if seed is not None:
-        if "seed" not in {p.name for p in cls.params}:
-            raise UsageError(f"method {method!r} is deterministic and takes no --seed")
-        params = {**params, "seed": str(seed)}
     if (cols.fields or cols.features) and not cls.uses_features:
         raise UsageError(
             f"method {method!r} uses only the score; --field-col/--feature-col are for field-aware methods",
             hint="use `calib evaluate --field-col` to measure field-level calibration",
         )
-    calibrator = cls.from_cli(params)
+    calibrator = _calibrator(cls, params, seed)
     source = io.display_name(path)
     table = io.read_table(path, fmt, string_columns=cols.fields)
     if table.num_rows == 0:
@@ -89,10 +96,13 @@ def fit_file(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CalibWarning)
         try:
-            calibrator.fit(s, y, weights=w, features=feats)
+            calibrator.fit(s, y, weights=w, features=feats, weight_kind=weight_kind)
         except FitError as exc:
             raise FitError(f"{source}: cannot fit {method}: {exc.message}", hint=exc.hint) from None
     messages = [str(c.message) for c in caught if issubclass(c.category, CalibWarning)]
+    if cls.uses_features and not (cols.fields or cols.features):
+        messages.append(f"{method} without --field-col or --feature-col is ilps with extra steps: "
+                        "fit --method ilps, or name the feature columns")
     if s.size > 1 and s.min() == s.max():
         messages.append(f"all {s.size} scores equal {float(s[0]):g}: the map is a constant")
     if strict and messages:
@@ -110,13 +120,33 @@ def fit_file(
     }
     if cols.weight:
         training["weight_col"] = cols.weight
+        training["weight_kind"] = weight_kind
     if s.min() >= 0 and s.max() <= 1:
         training["before"] = _quality(y, s)
     training["after"] = _quality(y, predict_quietly(calibrator, s, feats))
     result = FitResult(calibrator, training, warnings=messages)
     if out is not None:
-        result.envelope = maps.save_map(calibrator, out, training)
+        result.envelope = maps.save_map(calibrator, out, training, out_format)
     return result
+
+
+def _calibrator(cls: type[Calibrator], params: dict[str, str], seed: int | None) -> Calibrator:
+    """An unfitted calibrator from `--param` strings and `--seed` (which must not contradict)."""
+    if seed is not None:
+        if "seed" not in {p.name for p in cls.params}:
+            raise UsageError(f"method {cls.name!r} is deterministic and takes no --seed")
+        if "seed" in params:
+            raise UsageError(f"--seed {seed} and --param seed={params['seed']} both set the seed",
+                             hint="give only one of them")
+        params = {**params, "seed": str(seed)}
+    return cls.from_cli(params)
+
+
+def _claim_map_output(out: str | None, out_format: str | None, reads: Sequence[str]) -> None:
+    """Check a map output against the output policy and its format before any work."""
+    if out is not None:
+        output.check_output(out, reads)
+        maps.map_format(out, out_format)
 
 
 def apply_file(
@@ -128,16 +158,23 @@ def apply_file(
     input_format: str | None = None,
     output_format: str | None = None,
     on_batch: Callable[[int], None] | None = None,
+    force: bool = False,
 ) -> int:
     """Stream `path` through a saved map, writing every input column plus `output_col`.
 
     Returns the number of rows written. Memory stays at a few record batches. A directory
-    or glob of Parquet parts is applied part by part into the directory `out`.
+    or glob of Parquet parts is applied part by part into the directory `out` (with
+    `force`, an existing one is replaced once the new one is complete).
     """
     if map_path == "-" and path == "-":
         raise UsageError("the map and the input cannot both come from stdin")
-    if io.is_parts(path):
-        return _apply_parts(map_path, path, out, score_col, output_col, input_format, output_format, on_batch)
+    parts = io.is_parts(path)
+    output.check_output(out, [map_path, path], directory=parts)
+    if parts:
+        return _apply_parts(map_path, path, out, score_col, output_col, input_format, output_format, on_batch,
+                            force)
+    if out != "-" and not output.is_special(out):
+        output.output_format(out, output_format, "csv")  # an unknown extension fails before any work
     calibrator, _ = maps.load_map(map_path)
     categorical, numeric = calibrator.input_features()
     source, schema, batches = io.iter_batches(path, input_format, string_columns=tuple(categorical))
@@ -151,12 +188,11 @@ def apply_file(
     if output_col in schema.names:
         raise UsageError(f"{name}: input already has a column {output_col!r}",
                          hint="choose another name with --output-col")
-    out_fmt = output_format or (io.format_from_path(out) if out != "-" else None) or source.format
-    io.check_format(out_fmt)
-    io.refuse_binary_tty(out, out_fmt)
-    out_schema = schema.append(pa.field(output_col, pa.float64()))
+    out_fmt, gz = output.output_format(out, output_format, source.format)
+    output.refuse_binary_tty(out, out_fmt)
+    out_schema = output.writable_schema(schema.append(pa.field(output_col, pa.float64())), out_fmt)
     rows = 0
-    with io.atomic_output(out) as fh:
+    with output.atomic_output(out) as fh:
         writer = None  # created after the first batch checks out, so a bad first batch prints nothing
         for batch in batches:
             s = io.scores_from(batch, score_col, name, offset=rows)
@@ -168,18 +204,18 @@ def apply_file(
                               for c in numeric})
             p = predict_quietly(calibrator, s, feats)
             batch = pa.RecordBatch.from_arrays([*batch.columns, pa.array(p)], schema=out_schema)
-            writer = writer or io.BatchWriter(fh, out_fmt, out_schema)
+            writer = writer or output.BatchWriter(fh, out_fmt, out_schema, gzip=gz)
             writer.write(batch)
             rows += batch.num_rows
             if on_batch is not None:
                 on_batch(batch.num_rows)
-        (writer or io.BatchWriter(fh, out_fmt, out_schema)).close()
+        (writer or output.BatchWriter(fh, out_fmt, out_schema, gzip=gz)).close()
     return rows
 
 
 def _apply_parts(map_path: str, path: str, out: str, score_col: str, output_col: str,
                  input_format: str | None, output_format: str | None,
-                 on_batch: Callable[[int], None] | None) -> int:
+                 on_batch: Callable[[int], None] | None, force: bool = False) -> int:
     """Apply a map to every Parquet part of a directory or glob, mirroring the parts under `out`.
 
     The output directory appears only when every part succeeded.
@@ -191,7 +227,7 @@ def _apply_parts(map_path: str, path: str, out: str, score_col: str, output_col:
     parts = io.list_parts(path)
     io.check_format(output_format)
     rows = 0
-    with io.atomic_output_dir(out) as tmp:
+    with output.atomic_output_dir(out, force=force) as tmp:
         for part, relative in parts:
             target = tmp / relative
             fmt = output_format or input_format or io.format_from_path(part) or "parquet"
@@ -236,25 +272,33 @@ def fit_summary_file(
     seed: int | None = None,
     out: str | None = None,
     strict: bool = False,
+    weight_kind: str = "frequency",
+    out_format: str | None = None,
 ) -> FitResult:
-    """Fit a score-only method on a summary (`calib summarize`, or Spark/Dask) instead of rows."""
+    """Fit a score-only method on a summary (`calib summarize`, or Spark/Dask) instead of rows.
+
+    The summary's n0/n1 are the weights of each score's rows, of kind `weight_kind`.
+    """
+    _claim_map_output(out, out_format, [summary_path])
     cls = registry.get(method)
     if cls.uses_features:
         raise UsageError(f"method {method!r} uses feature columns, which a score summary does not have")
-    if seed is not None:
-        if "seed" not in {p.name for p in cls.params}:
-            raise UsageError(f"method {method!r} is deterministic and takes no --seed")
-        params = {**params, "seed": str(seed)}
-    calibrator = cls.from_cli(params)
-    source = io.display_name(summary_path)
-    summ = summary.load(summary_path)
+    return fit_summary(summary.load(summary_path), _calibrator(cls, params, seed),
+                       io.display_name(summary_path), out, strict, weight_kind, out_format)
+
+
+def fit_summary(summ: summary.ScoreSummary, calibrator: Calibrator, source: str, out: str | None = None,
+                strict: bool = False, weight_kind: str = "frequency", out_format: str | None = None
+                ) -> FitResult:
+    """Fit an unfitted score-only calibrator on a summary (from a file, or built by an engine)."""
+    method = calibrator.name
     if summ.size == 0:
         raise InputError(f"{source}: the summary holds no scores")
     s, y, w = summary.fit_rows(summ)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CalibWarning)
         try:
-            calibrator.fit(s, y, weights=w)
+            calibrator.fit(s, y, weights=w, weight_kind=weight_kind)
         except FitError as exc:
             raise FitError(f"{source}: cannot fit {method}: {exc.message}", hint=exc.hint) from None
     messages = [str(c.message) for c in caught if issubclass(c.category, CalibWarning)]
@@ -264,6 +308,7 @@ def fit_summary_file(
     training: dict[str, Any] = {
         "input": source,
         "from_summary": {"entries": summ.size, "step": summ.step, "weighted": summ.weighted},
+        "weight_kind": weight_kind,
         "rows": summ.rows,
         "positives": summ.positives,
         "negatives": summ.rows - summ.positives,
@@ -278,7 +323,7 @@ def fit_summary_file(
     training["after"] = {"log_loss": metrics.log_loss_counts(p, n0, n1), "brier": metrics.brier_counts(p, n0, n1)}
     result = FitResult(calibrator, training, warnings=messages)
     if out is not None:
-        result.envelope = maps.save_map(calibrator, out, training)
+        result.envelope = maps.save_map(calibrator, out, training, out_format)
     return result
 
 
@@ -308,11 +353,29 @@ def _check_map_scores(cal: Calibrator, s: np.ndarray, col: str, source: str, map
 
 
 def method_catalogue() -> list[tuple[str, str, list[str]]]:
-    """(name, description, parameter lines) for every registered method."""
-    return [
-        (name, registry.get(name).description, [p.describe() for p in registry.get(name).params])
-        for name in registry.available()
-    ]
+    """(name, description and behaviour at 0/1, parameter lines) for every registered method."""
+    out = []
+    for name in registry.available():
+        cls = registry.get(name)
+        extremes = cls.default_extremes()
+        description = f"{cls.description}; at 0/1: {extremes}" if extremes else cls.description
+        out.append((name, description, [p.describe() for p in cls.params]))
+    return out
 
 
-__all__ = ["CalibError", "Columns", "FitResult", "apply_file", "fit_file", "method_catalogue"]
+def method_catalogue_json() -> list[dict[str, Any]]:
+    """Every registered method as data, for `calib methods --json` and tools built on it."""
+    out = []
+    for name in registry.available():
+        cls = registry.get(name)
+        out.append({
+            "name": name, "description": cls.description, "monotone": cls.monotone,
+            "needs_probabilities": cls.needs_probabilities, "uses_features": cls.uses_features,
+            "params": [{"name": p.name, "type": p.type.__name__, "default": p.default, "low": p.low,
+                        "high": p.high, "choices": list(p.choices) if p.choices else None,
+                        "optional": p.optional, "help": p.help} for p in cls.params],
+        })
+    return out
+
+
+__all__ = ["CalibError", "Columns", "FitResult", "apply_file", "fit_file", "fit_summary", "method_catalogue"]

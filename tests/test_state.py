@@ -156,11 +156,20 @@ def test_auc_bound_is_reached_when_labels_split_inside_one_bucket():
 
 
 def test_reliability_from_the_distribution_matches_the_rows():
-    p = np.linspace(0, 1, 1000)
+    # Distinct p: bin b holds rows 100 b .. 100 b + 99 of the sorted rows, computed directly.
+    p = np.random.default_rng(2).permutation(np.linspace(0, 1, 1000))
     y = (p > 0.5).astype(np.float64)
     st_ = EvalState.from_arrays(y, p)
-    assert diagnostics.reliability_from_distribution(st_.p, st_.n0, st_.n1, 10) == \
-        diagnostics.reliability_bins(y, p, 10)
+    bins = diagnostics.reliability_from_distribution(st_.p, st_.n0, st_.n1, 10)
+    ps = np.sort(p)
+    for b, got in enumerate(bins):
+        rows = ps[100 * b:100 * b + 100]
+        assert got["rows"] == 100 and got["p_min"] == rows[0] and got["p_max"] == rows[-1]
+        assert got["mean_p"] == pytest.approx(rows.mean(), rel=1e-12)
+        assert got["positive_rate"] == pytest.approx(np.mean(rows > 0.5), abs=1e-12)
+    # With ties a bin edge may cut a tie group: its rows carry the group's pooled rate.
+    tied = diagnostics.reliability_bins(np.array([0.0, 1.0, 1.0, 0.0]), np.array([0.2, 0.2, 0.2, 0.2]), 2)
+    assert [b["positive_rate"] for b in tied] == [0.5, 0.5]
 
 
 def test_empty_state_reports_nan():

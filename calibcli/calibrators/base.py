@@ -22,12 +22,16 @@ for diagnostics the CLI shows on stderr.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping
+from decimal import Decimal
+from itertools import chain
+from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
 
-from calibcli.errors import FitError, NotFittedError, ParamError
+from calibcli.bounds import SEED_MAX
+from calibcli.errors import CalibWarning, FitError, MapError, NotFittedError, ParamError
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -41,7 +45,7 @@ class Param:
     type: type
     default: Any
     help: str
-    low: float | None = None  # inclusive bounds for int/float
+    low: float | None = None  # inclusive bounds; every int/float option has both (ints as int)
     high: float | None = None
     choices: tuple[str, ...] | None = None
     optional: bool = False  # None is allowed (means "choose from the data")
@@ -58,7 +62,7 @@ class Param:
                     raise ValueError
                 value: Any = low in _TRUE
             elif self.type is int:
-                value = int(float(raw)) if float(raw).is_integer() else int(raw)
+                value = self._parse_int(raw)
             elif self.type is float:
                 value = float(raw)
             else:
@@ -69,6 +73,24 @@ class Param:
             ) from None
         return self.check(value)
 
+    def _parse_int(self, raw: str) -> int:
+        """Exact integers: `9007199254740993` stays itself; `1e3` is accepted as 1000 (exact)."""
+        try:
+            return int(raw)
+        except ValueError:
+            pass
+        try:
+            exact = Decimal(raw)
+            if not exact.is_finite():
+                raise ValueError(raw)
+            if exact.adjusted() > 30:  # beyond every bound: refuse without building a huge integer
+                raise ParamError(f"parameter {self.name!r} must be in {self.range_text()}, got {raw:.40}")
+            if exact != exact.to_integral_value():
+                raise ValueError(raw)
+        except ArithmeticError:  # decimal's InvalidOperation, Overflow, ...
+            raise ValueError(raw) from None
+        return int(exact)
+
     def check(self, value: Any) -> Any:
         """Validate a Python value (from the CLI, a saved map or the library API)."""
         if value is None:
@@ -77,28 +99,26 @@ class Param:
             raise ParamError(f"parameter {self.name!r} needs a value ({self._kind()})")
         if self.type is bool:
             if not isinstance(value, (bool, np.bool_)):
-                raise ParamError(f"parameter {self.name!r} must be true or false, got {value!r}")
+                raise ParamError(f"parameter {self.name!r} must be true or false, got {value!r:.40}")
             return bool(value)
         if self.type in (int, float):
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
-                raise ParamError(f"parameter {self.name!r} must be {self._kind()}, got {value!r}")
+                raise ParamError(f"parameter {self.name!r} must be {self._kind()}, got {value!r:.40}")
             if self.type is int:
-                if float(value) != int(value):
-                    raise ParamError(f"parameter {self.name!r} must be a whole number, got {value!r}")
+                if isinstance(value, (float, np.floating)) and not float(value).is_integer():
+                    raise ParamError(f"parameter {self.name!r} must be a whole number, got {value!r:.40}")
                 value = int(value)
             else:
                 value = float(value)
                 if not math.isfinite(value):
-                    raise ParamError(f"parameter {self.name!r} must be finite, got {value!r}")
-            if self.low is not None and value < self.low:
-                raise ParamError(f"parameter {self.name!r} must be >= {self.low:g}, got {value!r}")
-            if self.high is not None and value > self.high:
-                raise ParamError(f"parameter {self.name!r} must be <= {self.high:g}, got {value!r}")
+                    raise ParamError(f"parameter {self.name!r} must be finite, got {value!r:.40}")
+            if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+                raise ParamError(f"parameter {self.name!r} must be in {self.range_text()}, got {value!r:.40}")
             return value
         value = str(value)
         if self.choices is not None and value not in self.choices:
             raise ParamError(
-                f"parameter {self.name!r} must be one of {', '.join(self.choices)}, got {value!r}"
+                f"parameter {self.name!r} must be one of {', '.join(self.choices)}, got {value!r:.40}"
             )
         return value
 
@@ -106,11 +126,13 @@ class Param:
         if self.choices:
             return "one of " + ", ".join(self.choices)
         kind = {bool: "true/false", int: "an integer", float: "a number"}.get(self.type, "text")
-        if self.low is not None and self.high is not None:
-            kind += f" in [{self.low:g}, {self.high:g}]"
-        elif self.low is not None:
-            kind += f" >= {self.low:g}"
+        if self.low is not None or self.high is not None:
+            kind += f" in {self.range_text()}"
         return kind + (" or 'auto'" if self.optional else "")
+
+    def range_text(self) -> str:
+        """`[low, high]`, integers written out exactly (a seed's 2**63 - 1 is not 9.22e+18)."""
+        return _bounds_text(self.low, self.high)
 
     def describe(self) -> str:
         """`name=default (kind): help`, for `calib methods`."""
@@ -124,7 +146,29 @@ PLATT_CORRECTION = Param(
     False,
     "fit on Platt's smoothed targets (N+ +1)/(N+ +2) and 1/(N- +2) instead of 1/0",
 )
-SEED = Param("seed", int, 0, "random seed; the same seed gives the same map", low=0)
+# The default of the methods whose classical fit returns exactly 0 or 1 wherever the
+# calibration set had one class (isotonic, binning, ENIR, near-isotonic, boot-*, logistic on
+# separated classes): on by default, the classical fit one parameter away.
+SAFE_PLATT_CORRECTION = Param(
+    "platt_correction",
+    bool,
+    True,
+    "fit on Platt's smoothed targets (N+ +1)/(N+ +2) and 1/(N- +2) instead of 1/0, so no "
+    "output is exactly 0 or 1; false: the classical fit (0 or 1 where the data had one class)",
+)
+WEIGHT_KINDS = ("frequency", "importance")
+# Resampling methods expand whole-number frequency weights into duplicated rows up to this
+# many rows; above it they resample rows in proportion to their weights (with a warning).
+EXPAND_LIMIT = 2_000_000
+SEED = Param("seed", int, 0, "random seed; the same seed gives the same map", low=0, high=SEED_MAX)
+PROB_CLIP = 1e-12  # probability clip before logs and logits, float64 whatever the input dtype
+SCORE_KIND = Param(
+    "score_kind",
+    str,
+    "probability",
+    "probability: scores in [0, 1] (clipped to [1e-12, 1-1e-12]); logit: log-odds ln(s/(1-s))",
+    choices=("probability", "logit"),
+)
 
 
 def platt_targets(labels: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -146,6 +190,234 @@ def as_float_array(values: Any, what: str) -> np.ndarray:
     return arr
 
 
+MAX_KNOTS = 1 << 27  # longest state array a map may hold: 1 GiB of float64
+
+
+@dataclass(frozen=True)
+class Field:
+    """One entry of a saved state and what a loaded value must satisfy (see `StateSpec`).
+
+    kind: "floats" (1-D float array), "number" (finite float), "int", "strings" (list of
+    str), "arrays" (list of `ndim`-D float arrays), "string_lists" (list of lists of str).
+    Sizes may depend on the method's params (`size`/`max_size` take the params dict).
+    order: "increasing" (strictly), "nondecreasing", or "monotone" (non-decreasing when
+    the class promises monotone predictions).
+    """
+
+    name: str
+    kind: str = "floats"
+    low: float | None = None
+    high: float | None = None
+    unit: bool = False  # values are probabilities in [0, 1]
+    order: str | None = None
+    size: Callable[[Mapping[str, Any]], int] | None = None
+    max_size: int | Callable[[Mapping[str, Any]], int] = MAX_KNOTS
+    min_size: int = 0
+    same_size: str | None = None
+    ndim: int = 1
+    sorted_unique: bool = False  # strings strictly increasing (a searchsorted vocabulary)
+
+
+class StateSpec:
+    """The declared shape of a calibrator's saved state; `validate` checks a loaded one.
+
+    Every field must be present and no other; values are converted (lists to float64
+    arrays) and checked: types (no strings, booleans or null where numbers belong), finite,
+    bounds, order, sizes; `check(params, values, fail)` adds relations between fields.
+    A problem is a one-line MapError naming the method, the field and the index.
+    """
+
+    def __init__(self, *fields: Field, check: Callable[..., None] | None = None):
+        self.fields = fields
+        self.check = check
+
+    def validate(self, cls: type["Calibrator"], params: Mapping[str, Any], state: Mapping[str, Any]) -> dict[str, Any]:
+        """Checked and converted state values, or a MapError."""
+        def fail(field: str, index: Any = None, value: Any = _NO_VALUE, problem: str = "is invalid") -> None:
+            where = f"{cls.name} map state {_short(field)}" + ("" if index is None else f"[{index}]")
+            shown = "" if value is _NO_VALUE else f" = {_short(value)}"
+            raise MapError(f"{where}{shown} {problem}", hint="the map file is damaged or edited: fit it again")
+
+        names = [f.name for f in self.fields]
+        for key in state:
+            if key not in names:
+                fail(key, problem="is not a field of this method's state (" + ", ".join(names) + ")")
+        out: dict[str, Any] = {}
+        for f in self.fields:
+            if f.name not in state:
+                raise MapError(f"{cls.name} map is missing state field {f.name!r}")
+            out[f.name] = _load_field(f, state[f.name], params, cls.monotone, fail)
+        for f in self.fields:
+            if f.same_size is not None and len(out[f.name]) != len(out[f.same_size]):
+                fail(f.name, problem=f"has {len(out[f.name])} values but {f.same_size!r} has "
+                                     f"{len(out[f.same_size])}: they must have the same length")
+        if self.check is not None:
+            self.check(params, out, fail)
+        return out
+
+
+_NO_VALUE = object()
+
+
+def _short(value: Any) -> str:
+    text = repr(value.item() if isinstance(value, np.generic) else value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _load_field(f: Field, value: Any, params: Mapping[str, Any], monotone: bool, fail: Callable) -> Any:
+    """One state value checked against its Field (see `StateSpec`)."""
+    if f.kind == "number":
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+            fail(f.name, None, value, "is not a number")
+        x = _as_float(value)
+        if x is None:
+            fail(f.name, None, value, "is not a finite number")
+        _check_bounds(f.name, f, np.array([x]), fail, scalar=True)
+        return x
+    if f.kind == "int":
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            fail(f.name, None, value, "is not an integer")
+        if (f.low is not None and value < f.low) or (f.high is not None and value > f.high):
+            fail(f.name, None, value, f"is outside {_bounds_text(f.low, f.high)}")
+        return int(value)
+    if not isinstance(value, (list, tuple, np.ndarray)):
+        fail(f.name, None, value, "is not a list")
+    _check_size(f, len(value), params, fail)
+    if f.kind == "floats":
+        arr = _float_array(value, f.name, fail)
+        _check_bounds(f.name, f, arr, fail)
+        _check_order(f, arr, monotone, fail)
+        return arr
+    if f.kind == "strings":
+        return _strings(f, value, fail)
+    if f.kind == "string_lists":
+        return [_strings(f, v, fail, index=i) for i, v in enumerate(value)]
+    arrays = []  # "arrays": each element an f.ndim-dimensional float array
+    for i, item in enumerate(value):
+        where = f"{f.name}[{i}]"
+        if isinstance(item, np.ndarray) and item.ndim == f.ndim:
+            flat, shape = _float_array(item.ravel(), where, fail), item.shape
+        elif f.ndim == 1 and isinstance(item, (list, tuple)):
+            flat = _float_array(item, where, fail)
+            shape = flat.shape
+        elif f.ndim == 2 and isinstance(item, (list, tuple)) and set(map(type, item)) <= {list, tuple}:
+            widths = set(map(len, item))
+            if len(widths) > 1:
+                fail(where, problem="has rows of different lengths")
+            shape = (len(item), widths.pop() if widths else 0)
+            if shape[0] * shape[1] > MAX_KNOTS:
+                fail(where, problem=f"has more than {MAX_KNOTS} values")
+            flat = _float_array(list(chain.from_iterable(item)), where, fail)
+        else:
+            fail(where, None, item, f"is not a {f.ndim}-D array of numbers")
+        _check_bounds(where, f, flat, fail)
+        arrays.append(flat.reshape(shape))
+    return arrays
+
+
+_NUMBER_TYPES = {int, float, np.float64, np.float32, np.int64, np.int32}
+
+
+def _as_float(value: Any) -> float | None:
+    try:
+        x = float(value)
+    except OverflowError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _float_array(value: Any, name: str, fail: Callable) -> np.ndarray:
+    """A finite 1-D float64 array from a list of int/float or a numeric array; else `fail`."""
+    if isinstance(value, np.ndarray):
+        if value.ndim != 1 or value.dtype.kind not in "fiu":
+            fail(name, problem=f"is not a list of numbers (array of {value.dtype}, shape {value.shape})")
+        arr = value.astype(np.float64)
+    else:
+        if not set(map(type, value)) <= _NUMBER_TYPES:
+            i = next(i for i, v in enumerate(value) if type(v) not in _NUMBER_TYPES)
+            fail(name, i, value[i], "is not a number")
+        try:
+            arr = np.array(value, dtype=np.float64)
+        except OverflowError:
+            i = next(i for i, v in enumerate(value) if _as_float(v) is None)
+            fail(name, i, value[i], "is not a finite number")
+    bad = np.flatnonzero(~np.isfinite(arr))
+    if bad.size:
+        fail(name, int(bad[0]), arr[bad[0]], "is not a finite number")
+    return arr
+
+
+def _strings(f: Field, value: Any, fail: Callable, index: int | None = None) -> list[str]:
+    where = f.name if index is None else f"{f.name}[{index}]"
+    if not isinstance(value, (list, tuple, np.ndarray)):
+        fail(where, None, value, "is not a list of strings")
+    if len(value) > (f.max_size if isinstance(f.max_size, int) else MAX_KNOTS):
+        fail(where, problem=f"has {len(value)} entries, more than this map may hold")
+    if not set(map(type, value)) <= {str, np.str_}:
+        i = next(i for i, v in enumerate(value) if not isinstance(v, str))
+        fail(where, i, value[i], "is not a string")
+    items = [str(v) for v in value]
+    if f.sorted_unique and len(items) > 1:
+        arr = np.array(items, dtype=str)
+        bad = np.flatnonzero(~(arr[1:] > arr[:-1]))
+        if bad.size:
+            i = int(bad[0]) + 1
+            fail(where, i, items[i], f"does not come after {_short(items[i - 1])} (entries must be "
+                                     "sorted and distinct)")
+    elif len(set(items)) != len(items):
+        fail(where, problem="has duplicate entries")
+    return items
+
+
+def _check_size(f: Field, n: int, params: Mapping[str, Any], fail: Callable) -> None:
+    if f.size is not None and n != f.size(params):
+        fail(f.name, problem=f"has {n} values, expected {f.size(params)} for these parameters")
+    cap = f.max_size(params) if callable(f.max_size) else f.max_size
+    if n > min(cap, MAX_KNOTS):
+        fail(f.name, problem=f"has {n} values, at most {min(cap, MAX_KNOTS)} allowed for these parameters")
+    if n < f.min_size:
+        fail(f.name, problem=f"has {n} values, at least {f.min_size} needed")
+
+
+def _check_bounds(name: str, f: Field, arr: np.ndarray, fail: Callable, scalar: bool = False) -> None:
+    low, high = (0.0, 1.0) if f.unit else (f.low, f.high)
+    bad = np.zeros(arr.size, dtype=bool)
+    if low is not None:
+        bad |= arr < low
+    if high is not None:
+        bad |= arr > high
+    if bad.any():
+        i = int(np.argmax(bad))
+        what = "is not a probability in [0, 1]" if f.unit else f"is outside {_bounds_text(low, high)}"
+        fail(name, None if scalar else i, arr[i], what)
+
+
+def _bounds_text(low: float | None, high: float | None) -> str:
+    def show(v: float | None) -> str:
+        return "..." if v is None else str(v) if isinstance(v, int) else f"{v:g}"
+
+    return f"[{show(low)}, {show(high)}]"
+
+
+def _check_order(f: Field, arr: np.ndarray, monotone: bool, fail: Callable) -> None:
+    order = "nondecreasing" if f.order == "monotone" and monotone else f.order
+    if order not in ("increasing", "nondecreasing") or arr.size < 2:
+        return
+    d = np.diff(arr)
+    bad = np.flatnonzero(d <= 0 if order == "increasing" else d < 0)
+    if bad.size:
+        i = int(bad[0]) + 1
+        rule = "strictly increasing" if order == "increasing" else "non-decreasing (the method is monotone)"
+        fail(f.name, i, arr[i], f"is not above {f.name!r}[{i - 1}] = {_short(arr[i - 1])}: values must be {rule}")
+
+
+# Scores every loaded map is probed on: predictions must be finite, in [0, 1] and, for
+# monotone methods, non-decreasing (the invariants a fitted map satisfies).
+PROBE_SCORES = np.array([-1e300, -1e10, -1e3, -30.0, -5.0, -1.0, -1e-300, 0.0, 5e-324, 1e-300, 1e-12,
+                         1e-6, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1 - 1e-12, 1.0, 1.0 + 1e-9,
+                         2.0, 5.0, 30.0, 1e3, 1e10, 1e300])
+
+
 class Calibrator:
     """Base class: parameter handling, input checks, Platt correction, clipping, state."""
 
@@ -153,18 +425,14 @@ class Calibrator:
     description: ClassVar[str] = ""
     params: ClassVar[tuple[Param, ...]] = ()
     monotone: ClassVar[bool] = True  # predictions non-decreasing in the score
+    state_spec: ClassVar[StateSpec | None] = None  # what a loaded state must satisfy
     needs_probabilities: ClassVar[bool] = False  # scores must lie in [0, 1]
     uses_features: ClassVar[bool] = False  # reads --field-col/--feature-col columns
+    resamples_rows: ClassVar[bool] = False  # the fit draws rows: frequency weights are expanded
+    extremes: ClassVar[str] = ""  # default behaviour at 0 and 1, for `calib methods` and the README
 
     def __init__(self, **params: Any):
-        known = {p.name: p for p in self.params}
-        unknown = sorted(set(params) - set(known))
-        if unknown:
-            allowed = ", ".join(known) or "none"
-            raise ParamError(
-                f"method {self.name!r} has no parameter {unknown[0]!r}",
-                hint=f"its parameters: {allowed} (see `calib methods`)",
-            )
+        known = self._known_params(sorted(params))
         self.params: dict[str, Any] = {
             name: p.check(params.get(name, p.default)) for name, p in known.items()
         }
@@ -175,19 +443,30 @@ class Calibrator:
         return f"{type(self).__name__}({args})"
 
     @classmethod
+    def default_extremes(cls) -> str:
+        """What the method's defaults do at the extremes: `extremes`, or the Platt-default text."""
+        if cls.extremes or SAFE_PLATT_CORRECTION not in cls.params:
+            return cls.extremes
+        return ("never exactly 0 or 1 by default (Platt's targets); platt_correction=false "
+                "gives 0 or 1 where the calibration data had one class")
+
+    @classmethod
     def from_cli(cls, pairs: Mapping[str, str]) -> "Calibrator":
         """Build from `--param key=value` strings, parsed by each Param's type."""
+        known = cls._known_params(pairs)
+        return cls(**{key: known[key].parse(text) for key, text in pairs.items()})
+
+    @classmethod
+    def _known_params(cls, names: Any) -> dict[str, Param]:
+        """The method's Params by name; a ParamError naming the first of `names` it lacks."""
         known = {p.name: p for p in cls.params}
-        parsed: dict[str, Any] = {}
-        for key, text in pairs.items():
+        for key in names:
             if key not in known:
-                allowed = ", ".join(known) or "none"
                 raise ParamError(
                     f"method {cls.name!r} has no parameter {key!r}",
-                    hint=f"its parameters: {allowed} (see `calib methods`)",
+                    hint=f"its parameters: {', '.join(known) or 'none'} (see `calib methods`)",
                 )
-            parsed[key] = known[key].parse(text)
-        return cls(**parsed)
+        return known
 
     def fit(
         self,
@@ -195,8 +474,15 @@ class Calibrator:
         labels: Any,
         weights: Any = None,
         features: Mapping[str, np.ndarray] | None = None,
+        weight_kind: str = "frequency",
     ) -> "Calibrator":
-        """Fit on scores and 0/1 labels (optionally weighted); returns self."""
+        """Fit on scores and 0/1 labels (optionally weighted); returns self.
+
+        `weight_kind="frequency"` (the default): a row of weight k counts as k rows (a whole
+        number k is exactly k duplicated rows). `"importance"`: only the weights' ratios
+        matter; they are rescaled to sum to the number of rows with positive weight, so
+        scaling every weight by c > 0 gives the same map.
+        """
         s = as_float_array(scores, "scores")
         y = as_float_array(labels, "labels")
         if s.shape != y.shape:
@@ -207,6 +493,8 @@ class Calibrator:
             raise FitError("scores must be finite (no NaN or inf)")
         if not np.all((y == 0) | (y == 1)):
             raise FitError("labels must be 0 or 1")
+        if weight_kind not in WEIGHT_KINDS:
+            raise ParamError(f"weight kind must be one of {', '.join(WEIGHT_KINDS)}, got {weight_kind!r}")
         if weights is None:
             w = np.ones_like(s)
         else:
@@ -227,10 +515,36 @@ class Calibrator:
             raise FitError(
                 f"method {self.name!r} needs scores in [0, 1], got range [{s.min():g}, {s.max():g}]"
             )
+        if weights is not None and weight_kind == "importance":
+            positive = w > 0
+            if np.all(w[positive] == w[positive][0]):
+                w = positive.astype(np.float64)  # equal weights: exactly the unweighted rows
+            else:
+                w = w * (np.count_nonzero(w) / float(np.sum(w)))
+        elif weights is not None and self.resamples_rows:
+            s, y, w, features = self._expand_counts(s, y, w, features)
         targets = platt_targets(y, w) if self.params.get("platt_correction") else y
         self._fit(s, targets, w, features)
         self._fitted = True
         return self
+
+    def _expand_counts(self, s, y, w, features):
+        """Whole-number frequency weights as duplicated rows, so a resampling fit sees k rows."""
+        if not np.all(w == np.floor(w)) or np.all(w == 1):
+            return s, y, w, features
+        total = float(np.sum(w))
+        if total > max(EXPAND_LIMIT, s.size):
+            warnings.warn(
+                f"{self.name}: the weights sum to {total:g} rows, more than {EXPAND_LIMIT} to expand; "
+                "rows are resampled in proportion to their weights instead",
+                CalibWarning,
+                stacklevel=3,
+            )
+            return s, y, w, features
+        k = w.astype(np.int64)
+        if features is not None:
+            features = {name: np.repeat(np.asarray(col), k) for name, col in features.items()}
+        return np.repeat(s, k), np.repeat(y, k), np.ones(int(k.sum())), features
 
     def predict(self, scores: Any, features: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
         """Calibrated probabilities in [0, 1] for new scores."""
@@ -246,11 +560,33 @@ class Calibrator:
 
     @classmethod
     def from_state(cls, params: Mapping[str, Any], state: Mapping[str, Any]) -> "Calibrator":
-        """Rebuild a fitted calibrator from saved params and state."""
+        """Rebuild a fitted calibrator from saved params and state, refusing a state that breaks
+        the class's `state_spec` or gives predictions a fitted map cannot (MapError)."""
         obj = cls(**dict(params))
-        obj._set_state(dict(state))
+        if cls.state_spec is None:
+            raise MapError(f"{cls.name} declares no state_spec: its maps cannot be loaded")
+        obj._set_state(cls.state_spec.validate(cls, obj.params, state))
         obj._fitted = True
+        obj._check_probe()
         return obj
+
+    def _check_probe(self) -> None:
+        """Predictions on PROBE_SCORES must be finite, in [0, 1], monotone where promised."""
+        cat, num = self.input_features()
+        n = PROBE_SCORES.size
+        features = {**{c: np.full(n, "", dtype=object) for c in cat}, **{c: np.zeros(n) for c in num}}
+        with np.errstate(all="ignore"):
+            p = self.predict(PROBE_SCORES, features or None)
+        bad = np.flatnonzero(~((p >= 0) & (p <= 1)))
+        if bad.size:
+            raise MapError(f"{self.name} map predicts {p[bad[0]]!r} at score {PROBE_SCORES[bad[0]]:g}, "
+                           "not a probability", hint="the map file is damaged or edited: fit it again")
+        drop = np.flatnonzero(np.diff(p) < -1e-12)
+        if self.monotone and drop.size:
+            i = int(drop[0])
+            raise MapError(f"{self.name} map is not monotone: it predicts {p[i]:.6g} at score "
+                           f"{PROBE_SCORES[i]:g} but {p[i + 1]:.6g} at {PROBE_SCORES[i + 1]:g}",
+                           hint="the map file is damaged or edited: fit it again")
 
     def summary(self) -> dict[str, Any]:
         """Key fitted values for the fit report and the map's training block."""
@@ -277,73 +613,3 @@ class Calibrator:
     def _set_state(self, state: dict[str, Any]) -> None:
         raise NotImplementedError
 
-
-def unique_with_sums(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pool tied scores: sorted unique scores, summed weights, summed weighted targets.
-
-    Results are bit-identical to `np.unique(s, return_inverse=True)` plus two bincounts in
-    row order, but faster, so every later step costs per distinct score:
-
-    - unit weights and 0/1 targets (the common case): the scores of positives and of
-      negatives are value-sorted separately (`np.sort`, several times faster than an
-      argsort) and counted; counts are whole numbers, so exact in any order;
-    - other whole-number weights and targets: one default-kind argsort (the one
-      `np.unique` uses), tie detection on the sorted scores and sums over sorted rows;
-    - anything else: the same argsort, then bincounts in row order, as `np.unique` does.
-    """
-    if s.size == 0:
-        return s[:0].copy(), w[:0].copy(), w[:0].copy()
-    if np.isnan(s).any():  # np.unique pools NaNs; keep its exact behaviour for them
-        xs, inv = np.unique(s, return_inverse=True)
-        return xs, np.bincount(inv, weights=w, minlength=xs.size), np.bincount(inv, weights=w * y, minlength=xs.size)
-    positive = y == 1
-    if bool(np.all(w == 1)) and bool(np.all(positive | (y == 0))) and not _has_negative_zero(s):
-        return _unit_counts(s, positive)
-    order = np.argsort(s)
-    ss = s[order]
-    starts = np.flatnonzero(np.concatenate([[True], ss[1:] != ss[:-1]]))
-    xs = ss[starts]
-    wy = w * y
-    if _exact_sums(w, wy):
-        return xs, np.add.reduceat(w[order], starts), np.add.reduceat(wy[order], starts)
-    group = np.cumsum(np.concatenate([[False], ss[1:] != ss[:-1]]))
-    inv = np.empty(s.size, dtype=np.intp)
-    inv[order] = group
-    sw = np.bincount(inv, weights=w, minlength=xs.size)
-    swy = np.bincount(inv, weights=wy, minlength=xs.size)
-    return xs, sw, swy
-
-
-def _has_negative_zero(s: np.ndarray) -> bool:
-    """-0.0 ties with 0.0; which one np.unique keeps depends on its sort, so such data takes that path."""
-    zero = s == 0
-    return bool(zero.any()) and bool(np.signbit(s[zero]).any())
-
-
-def _sorted_counts(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    a = np.sort(a)
-    if a.size == 0:
-        return a, np.zeros(0)
-    starts = np.flatnonzero(np.concatenate([[True], a[1:] != a[:-1]]))
-    return a[starts], np.diff(np.append(starts, a.size)).astype(np.float64)
-
-
-def _unit_counts(s: np.ndarray, positive: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Distinct scores, row counts and positive counts for unit weights and 0/1 labels."""
-    x1, c1 = _sorted_counts(s[positive])
-    x0, c0 = _sorted_counts(s[~positive])
-    # Merge the two sorted runs: a stable sort finds the runs and merges them in O(n).
-    values = np.concatenate([x1, x0])
-    order = np.argsort(values, kind="stable")
-    merged = values[order]
-    starts = np.flatnonzero(np.concatenate([[True], merged[1:] != merged[:-1]]))
-    pos = np.concatenate([c1, np.zeros(c0.size)])[order]
-    rows = np.concatenate([c1, c0])[order]
-    return merged[starts], np.add.reduceat(rows, starts), np.add.reduceat(pos, starts)
-
-
-def _exact_sums(w: np.ndarray, wy: np.ndarray) -> bool:
-    """True when summing `w` and `wy` in any order gives the same float (whole numbers < 2**53)."""
-    total = float(np.sum(w))
-    return (total < 2.0 ** 53 and bool(np.all(w >= 0)) and bool(np.all(w == np.floor(w)))
-            and bool(np.all(wy == np.floor(wy))) and bool(np.all(wy >= 0)))

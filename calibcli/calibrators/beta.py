@@ -56,22 +56,23 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import PLATT_CORRECTION, Calibrator, Param, as_float_array, unique_with_sums
+from calibcli.calibrators.base import (
+    PLATT_CORRECTION,
+    PROB_CLIP,
+    SCORE_KIND,
+    Calibrator,
+    Field,
+    StateSpec,
+    as_float_array,
+)
+from calibcli.pooling import unique_with_sums
 from calibcli.calibrators.logistic import fit_logistic, sigmoid
 from calibcli.calibrators.registry import register
 from calibcli.errors import CalibWarning, FitError
 
-EPS = 1e-12  # probability clip, float64 whatever the input dtype
+EPS = PROB_CLIP  # probability clip, float64 whatever the input dtype
 LN2 = math.log(2.0)
 GRAD_TOL = 1e-8  # mean-log-loss gradient below which a fit counts as converged
-
-SCORE_KIND = Param(
-    "score_kind",
-    str,
-    "probability",
-    "probability: scores in [0, 1]; logit: log-odds ln(s/(1-s)), converted first",
-    choices=("probability", "logit"),
-)
 
 
 def clip_scores(s: np.ndarray, kind: str, eps: float = EPS) -> tuple[np.ndarray, int]:
@@ -186,12 +187,15 @@ class _BetaFamily(Calibrator):
     monotone = True  # a, b >= 0 and both features increase with s
     needs_probabilities = True  # the default score_kind; each instance follows its own
     _has_intercept = True  # False for beta-ab, whose c is tied to a and b
+    extremes = ("inside (0, 1) for scores inside (0, 1) when the classes overlap; the scores 0 and 1 "
+                "(clipped to 1e-12 from the ends) map to 0 and 1 when a, b > 0, as the identity does; "
+                "on separated classes the coefficients grow (the fit warns)")
 
     def __init__(self, **params: Any):
         super().__init__(**params)
         self.needs_probabilities = self.params["score_kind"] == "probability"  # type: ignore[misc]
 
-    def fit(self, scores, labels, weights=None, features=None):
+    def fit(self, scores, labels, weights=None, features=None, weight_kind="frequency"):
         """As Calibrator.fit, with an error that names `score_kind=logit` for out-of-range scores."""
         s = as_float_array(scores, "scores")
         if self.needs_probabilities and s.size and np.all(np.isfinite(s)) and (s.min() < 0 or s.max() > 1):
@@ -200,7 +204,7 @@ class _BetaFamily(Calibrator):
                 f"[{s.min():g}, {s.max():g}]; if the scores are log-odds, use "
                 "`--param score_kind=logit`"
             )
-        return super().fit(s, labels, weights, features)
+        return super().fit(s, labels, weights, features, weight_kind)
 
     def _fit(self, s, y, w, features):
         kind = self.params["score_kind"]
@@ -255,6 +259,15 @@ class _BetaFamily(Calibrator):
 
     def _get_state(self) -> dict[str, Any]:
         return {"a": self.a_, "b": self.b_, "c": self.c_, "m": self.m_, "eps": self.eps_}
+
+    # a, b >= 0 keep the map monotone; the caps keep a ln s - b ln(1-s) + c finite.
+    state_spec = StateSpec(
+        Field("a", "number", low=0.0, high=1e100),
+        Field("b", "number", low=0.0, high=1e100),
+        Field("c", "number", low=-1e300, high=1e300),
+        Field("m", "number", unit=True),
+        Field("eps", "number", low=1e-300, high=0.25),
+    )
 
     def _set_state(self, state: dict[str, Any]) -> None:
         self.a_, self.b_, self.c_ = float(state["a"]), float(state["b"]), float(state["c"])

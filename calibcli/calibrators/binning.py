@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import PLATT_CORRECTION, Calibrator, Param, as_float_array
+from calibcli.calibrators.base import SAFE_PLATT_CORRECTION, Calibrator, Field, Param, StateSpec, as_float_array
 from calibcli.calibrators.registry import register
 from calibcli.errors import FitError
 
@@ -73,6 +73,14 @@ class StepMap(Calibrator):
     def _get_state(self) -> dict[str, Any]:
         return {"edges": self.edges_, "values": self.values_}
 
+    state_spec = StateSpec(
+        Field("edges", order="increasing"),
+        # at most n_bins bins (boot-binning: the union of r rounds' bins)
+        Field("values", unit=True, min_size=1, max_size=lambda p: p["n_bins"] * p.get("r", 1)),
+        check=lambda params, v, fail: len(v["values"]) == len(v["edges"]) + 1 or fail(
+            "values", problem=f"has {len(v['values'])} values for {len(v['edges'])} inner edges (needs one more)"),
+    )
+
     def _set_state(self, state: dict[str, Any]) -> None:
         self.edges_ = as_float_array(state["edges"], "state edges")
         self.values_ = as_float_array(state["values"], "state values")
@@ -93,7 +101,7 @@ class BinningCalibrator(StepMap):
         Param("n_bins", int, 10, "number of bins", low=1, high=1_000_000),
         Param("strategy", str, "quantile", "bin edges: quantile (equal-frequency) or width",
               choices=("quantile", "width")),
-        PLATT_CORRECTION,
+        SAFE_PLATT_CORRECTION,
     )
     monotone = False
 

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from calibcli import _lookup
-from calibcli.calibrators.base import PLATT_CORRECTION, Calibrator, as_float_array, unique_with_sums
+from calibcli.calibrators.base import SAFE_PLATT_CORRECTION, Calibrator, Field, StateSpec, as_float_array
+from calibcli.pooling import unique_with_sums
 from calibcli.calibrators.registry import register
 from calibcli.errors import FitError
 
@@ -78,6 +79,11 @@ class KnotMap(Calibrator):
     def _get_state(self) -> dict[str, Any]:
         return {"x": self.x_, "y": self.y_}
 
+    state_spec = StateSpec(
+        Field("x", order="increasing", min_size=1),
+        Field("y", unit=True, order="monotone", same_size="x"),
+    )
+
     def _set_state(self, state: dict[str, Any]) -> None:
         self.x_ = as_float_array(state["x"], "state x")
         self.y_ = as_float_array(state["y"], "state y")
@@ -94,7 +100,7 @@ class IsotonicCalibrator(KnotMap):
 
     name = "isotonic"
     description = "isotonic regression (weighted PAV), linear between knots, constant outside"
-    params = (PLATT_CORRECTION,)
+    params = (SAFE_PLATT_CORRECTION,)
 
     def _fit(self, s, y, w, features):
         self.x_, self.y_ = isotonic_knots(s, y, w)

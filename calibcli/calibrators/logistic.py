@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import PLATT_CORRECTION, Calibrator
+from calibcli.calibrators.base import SAFE_PLATT_CORRECTION, Calibrator, Field, StateSpec
 from calibcli.calibrators.registry import register
 from calibcli.errors import CalibWarning
 
@@ -64,7 +64,8 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarra
     )
     beta = np.asarray(res.x, dtype=np.float64)
     # trust-exact stops when rounding noise spoils its model ("bad approximation"); a few
-    # plain Newton steps, kept only while the loss does not rise, finish at machine precision.
+    # plain Newton steps, kept only while the loss does not rise or the gradient shrinks
+    # (near the optimum the loss is flat to rounding), finish at machine precision.
     loss, grad = objective(beta)
     for _ in range(3):
         try:
@@ -72,7 +73,7 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarra
         except np.linalg.LinAlgError:
             break
         new_loss, new_grad = objective(beta - step)
-        if not new_loss <= loss:
+        if not (new_loss <= loss or np.max(np.abs(new_grad)) < np.max(np.abs(grad))):
             break
         beta, loss, grad = beta - step, new_loss, new_grad
     converged = bool(np.max(np.abs(grad)) < 1e-7)
@@ -84,8 +85,11 @@ class LogisticCalibrator(Calibrator):
     """Platt scaling on the raw score."""
 
     name = "logistic"
+    extremes = ("inside (0, 1) up to float64 rounding (|a*score + b| > 37 rounds to 0 or 1); Platt's "
+                "targets (the default) keep a and b finite on separated classes, where "
+                "platt_correction=false diverges (warns) and gives 0 and 1")
     description = "Platt scaling: sigmoid(a*score + b) fitted by maximum likelihood"
-    params = (PLATT_CORRECTION,)
+    params = (SAFE_PLATT_CORRECTION,)
     monotone = False  # a is unconstrained: a < 0 (higher scores, fewer positives) decreases
 
     def _fit(self, s, y, w, features):
@@ -112,6 +116,8 @@ class LogisticCalibrator(Calibrator):
 
     def _get_state(self) -> dict[str, Any]:
         return {"a": self.a_, "b": self.b_}
+
+    state_spec = StateSpec(Field("a", "number"), Field("b", "number"))
 
     def _set_state(self, state: dict[str, Any]) -> None:
         self.a_ = float(state["a"])

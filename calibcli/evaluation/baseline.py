@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-from calibcli import io
+from calibcli import io, output, strictjson
 from calibcli.errors import InputError, UsageError
 from calibcli.evaluation.bootstrap import BootstrapPlan
 from calibcli.evaluation.gates import GateReport
@@ -29,6 +29,7 @@ class EvalRow:
     by_field: dict[str, Any] | None = None  # with --by-field
     reliability: list[dict[str, Any]] | None = None  # with --plot
     step_bounds: dict[str, float] | None = None  # with --step: how far AUC and CalBin may be off
+    histogram: list[int] | None = None  # with --plot: rows per p in [k/20, (k+1)/20)
 
 
 @dataclass
@@ -56,6 +57,7 @@ class Evaluation:
           n/a), `intervals` ({metric: [low, high]} with --bootstrap, else null), `by_field`
           (with --by-field: `fields`, `top`, `by_bias` and `by_relative_bias` lists of
           {field, rows, positives, mean_p, positive_rate, bias, relative_bias}, else null),
+          `histogram` (with --plot: rows with p in each of 20 equal-width bins, else null),
           `reliability` (with --plot: equal-mass bins {rows, mean_p, positive_rate, p_min,
           p_max}, else null), `step_bounds` (with --step: {auc, calbin}, the largest
           possible distance of those two from their exact values, else null)
@@ -83,6 +85,7 @@ class Evaluation:
                 "by_field": r.by_field,
                 "reliability": r.reliability,
                 "step_bounds": r.step_bounds,
+                "histogram": r.histogram,
             }
 
         gate = self.gate or GateReport("point", None, [])
@@ -108,7 +111,7 @@ class Evaluation:
 
 def save_evaluation(evaluation: Evaluation, path: str) -> None:
     """Write the JSON report where a later `--baseline` can read it (atomically)."""
-    io.write_bytes_atomic(path, evaluation.to_json_bytes())
+    output.write_bytes_atomic(path, evaluation.to_json_bytes())
 
 
 @dataclass
@@ -121,34 +124,67 @@ class Baseline:
     metrics: dict[str, dict[str, float | None]]  # result name -> metric -> value
 
 
+BASELINE_LIMITS = strictjson.Limits(max_bytes=256 << 20)
+MAX_RESULTS = 100_000  # results (columns and maps) a baseline may hold
+
+
 def load_baseline(path: str) -> Baseline:
-    """Read a baseline file; missing, corrupt or newer files raise InputError (exit 2)."""
+    """Read a baseline file strictly; a missing, corrupt, crafted or newer file is an InputError.
+
+    The text goes through `strictjson` (no NaN/Infinity, overflowing numbers or duplicate
+    keys), and the documented types are required (see `Evaluation.to_json`): result names
+    are distinct strings, every metric is a finite number or null, `field_col` a string or
+    null, `calbin_window` a positive integer or null. A NaN or infinite baseline metric would
+    otherwise make every --max-regression check pass.
+    """
     raw = io.read_bytes(path, "baseline")
+
+    def bad(problem: str) -> InputError:
+        return InputError(f"{path}: {problem}",
+                          hint="write it with `calib evaluate ... --json` or --save-baseline")
+
     try:
-        doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: baseline is not JSON ({exc})",
-                         hint="write it with `calib evaluate ... --json` or --save-baseline") from None
+        doc = strictjson.loads(raw, BASELINE_LIMITS)
+    except strictjson.StrictJSONError as exc:
+        raise bad(f"baseline is not JSON ({exc})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
-        raise InputError(f"{path}: not a `calib evaluate --json` report (no 'results' list)")
+        raise bad("not a `calib evaluate --json` report (no 'results' list)")
+    if doc.get("format", EVALUATION_FORMAT) != EVALUATION_FORMAT:
+        raise bad(f"baseline 'format' is {doc['format']!r:.40}, not {EVALUATION_FORMAT!r}")
     version = doc.get("schema_version")
-    if not isinstance(version, int) or version < 1:
-        raise InputError(f"{path}: baseline has no valid schema_version")
+    if not _is_int(version) or version < 1:
+        raise bad(f"baseline has no valid schema_version (got {version!r:.40})")
     if version > SCHEMA_VERSION:
         raise InputError(f"{path}: baseline schema version {version} is newer than this calibcli "
                          f"reads (up to {SCHEMA_VERSION})", hint="upgrade calibcli")
+    field_col, window = doc.get("field_col"), doc.get("calbin_window")
+    if field_col is not None and not isinstance(field_col, str):
+        raise bad(f"baseline 'field_col' is {field_col!r:.40}, not a column name or null")
+    if window is not None and (not _is_int(window) or window < 1):
+        raise bad(f"baseline 'calbin_window' is {window!r:.40}, not a positive integer or null")
+    if len(doc["results"]) > MAX_RESULTS:
+        raise bad(f"baseline has {len(doc['results'])} results, more than {MAX_RESULTS}")
     results: dict[str, dict[str, float | None]] = {}
     for i, entry in enumerate(doc["results"]):
         if (not isinstance(entry, dict) or not isinstance(entry.get("name"), str)
                 or not isinstance(entry.get("metrics"), dict)):
-            raise InputError(f"{path}: results[{i}] has no name or metrics")
+            raise bad(f"results[{i}] has no name or metrics")
+        name = entry["name"]
+        if name in results:
+            raise bad(f"results[{i}]: the name {name!r:.60} appears twice")
+        if entry.get("kind", "column") not in ("column", "map"):
+            raise bad(f"results[{i}] kind is {entry['kind']!r:.40}, not 'column' or 'map'")
         values = {}
         for key, value in entry["metrics"].items():
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-                raise InputError(f"{path}: results[{i}] metric {key!r} is {value!r}, not a number")
-            values[key] = None if value is None else float(value)
-        results[entry["name"]] = values
-    return Baseline(path, doc.get("field_col"), doc.get("calbin_window"), results)
+                raise bad(f"results[{i}] metric {key!r:.40} is {value!r:.40}, not a number")
+            values[key] = None if value is None else float(value)  # strictjson: always finite
+        results[name] = values
+    return Baseline(path, field_col, window, results)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def check_baseline(baseline: Baseline, names: Sequence[str], field_col: str | None,

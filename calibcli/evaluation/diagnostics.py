@@ -56,20 +56,9 @@ def _whole(x: float) -> int | float:
 
 
 def reliability_bins(y: np.ndarray, p: np.ndarray, bins: int = RELIABILITY_BINS) -> list[dict[str, Any]]:
-    """Equal-mass bins of p: each with rows, mean p, positive rate and its p range."""
-    order = np.argsort(p)
-    n = p.size
-    edges = np.linspace(0, n, min(bins, n) + 1).round().astype(np.int64)
-    ps = p[order]
-    cp = np.concatenate([[0.0], np.cumsum(ps)])
-    cy = np.concatenate([[0.0], np.cumsum(y[order], dtype=np.float64)])
-    out = []
-    for a, b in zip(edges[:-1], edges[1:]):
-        if b > a:
-            out.append({"rows": int(b - a), "mean_p": float((cp[b] - cp[a]) / (b - a)),
-                        "positive_rate": float((cy[b] - cy[a]) / (b - a)),
-                        "p_min": float(ps[a]), "p_max": float(ps[b - 1])})
-    return out
+    """Equal-mass bins of p: each with rows, mean p, positive rate (with its 95% Wilson band)
+    and its p range; tied p share their pooled positive rate."""
+    return reliability_from_distribution(*metrics.distribution(y.astype(np.float64), p), bins)
 
 
 def reliability_from_distribution(v: np.ndarray, n0: np.ndarray, n1: np.ndarray,
@@ -92,7 +81,33 @@ def reliability_from_distribution(v: np.ndarray, n0: np.ndarray, n1: np.ndarray,
     for i in range(k):
         mass = edges[i + 1] - edges[i]
         if mass > 0:
+            rate = float((cy[i + 1] - cy[i]) / mass)
+            low, high = wilson_interval(rate, mass)
             out.append({"rows": _whole(mass), "mean_p": float((cp[i + 1] - cp[i]) / mass),
-                        "positive_rate": float((cy[i + 1] - cy[i]) / mass),
-                        "p_min": float(v[first[i]]), "p_max": float(v[last[i]])})
+                        "positive_rate": rate, "p_min": float(v[first[i]]), "p_max": float(v[last[i]]),
+                        "rate_low": low, "rate_high": high})
     return out
+
+
+HISTOGRAM_BINS = 20
+
+
+def histogram(p: np.ndarray, bins: int = HISTOGRAM_BINS) -> list[int]:
+    """Rows with p in each of `bins` equal-width bins of [0, 1] (1.0 in the last)."""
+    return histogram_of_distribution(p, np.zeros(p.size), np.ones(p.size), bins)
+
+
+def histogram_of_distribution(v: np.ndarray, n0: np.ndarray, n1: np.ndarray,
+                              bins: int = HISTOGRAM_BINS) -> list[int | float]:
+    """`histogram` of the rows behind a distribution (distinct p with n0 and n1 each);
+    weights sum per bin (whole numbers stay ints)."""
+    index = np.minimum((v * bins).astype(np.int64), bins - 1)
+    return [_whole(c) for c in np.bincount(index, weights=n0 + n1, minlength=bins)]
+
+
+def wilson_interval(rate: float, n: float, z: float = 1.959963984540054) -> tuple[float, float]:
+    """95% Wilson score interval of a binomial proportion: the band around a bin's positive
+    rate (exact coverage is close to 95% even for small bins and rates near 0 or 1)."""
+    centre = (rate + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(rate * (1 - rate) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return float(max(0.0, centre - half)), float(min(1.0, centre + half))

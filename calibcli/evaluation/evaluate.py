@@ -88,6 +88,7 @@ def evaluate_file(
                                                             state.field_names, opts.by_field_top)
         if opts.reliability_bins is not None:
             row.reliability = diagnostics.reliability_from_distribution(*state.pooled(), opts.reliability_bins)
+            row.histogram = diagnostics.histogram_of_distribution(*state.pooled())
         row.step_bounds = state.step_bounds(calbin_window)
         return row
 

@@ -239,7 +239,7 @@ def decide(spec: GateSpec, results: Sequence[tuple[str, Mapping[str, float], Map
 
 def _check(name: str, metric: str, kind: str, value: float, compared: float, limit: float,
            excess: float, **extra: Any) -> Check:
-    if value != value or compared != compared:
+    if value != value or compared != compared or limit != limit:  # n/a never passes a gate
         return Check(name, metric, kind, value, compared, limit, False, math.nan, **extra)
     failed = excess > 0
     return Check(name, metric, kind, value, compared, limit, not failed, excess if failed else 0.0, **extra)

@@ -317,3 +317,113 @@ def log_loss_counts(p: np.ndarray, n0: np.ndarray, n1: np.ndarray, eps: float = 
 def brier_counts(p: np.ndarray, n0: np.ndarray, n1: np.ndarray) -> float:
     """Brier score of `p` for rows aggregated as n0 negatives and n1 positives each."""
     return float((np.sum(n1 * (p - 1.0) ** 2) + np.sum(n0 * p ** 2)) / (np.sum(n0) + np.sum(n1)))
+
+
+# ---------------------------------------------------------------------------- binned and test-based
+# These read the distribution of probabilities: distinct p (sorted) with the weight of its
+# negatives n0 and positives n1, so they are exact from a merged summary as from rows.
+
+ECE_STRATEGIES = ("uniform", "quantile")
+
+
+def _weighted_percentiles(xs: np.ndarray, weight: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """`np.percentile(np.repeat(xs, weight), q)` (linear interpolation) without repeating rows."""
+    cum = np.cumsum(weight)
+    pos = q / 100.0 * (cum[-1] - 1)  # fractional 0-based rank among the repeated rows
+    lo = np.floor(pos)
+    i = np.minimum(np.searchsorted(cum, lo, side="right"), xs.size - 1)
+    j = np.minimum(np.searchsorted(cum, lo + 1, side="right"), xs.size - 1)
+    return xs[i] + (pos - lo) * (xs[j] - xs[i])
+
+
+def calibration_bins(xs: np.ndarray, n0: np.ndarray, n1: np.ndarray, bins: int = ECE_BINS,
+                     strategy: str = "uniform") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(weight, mean p, positive rate) of each non-empty bin of p.
+
+    uniform: bin k = min(floor(bins p), bins - 1), as `prob_ece`; quantile: edges at the
+    0, 100/bins, ..., 100 percentiles of p, a p assigned as scikit-learn's
+    `calibration_curve(strategy="quantile")` does (`searchsorted` on the inner edges).
+    """
+    if strategy not in ECE_STRATEGIES:
+        raise ValueError(f"ECE strategy {strategy!r}: expected one of {', '.join(ECE_STRATEGIES)}")
+    count = n0 + n1
+    if strategy == "uniform":
+        k = np.minimum((xs * bins).astype(np.int64), bins - 1)
+    else:
+        edges = _weighted_percentiles(xs, count, np.linspace(0, 100, bins + 1))
+        k = np.searchsorted(edges[1:-1], xs)
+    weight = np.bincount(k, weights=count, minlength=bins)
+    psum = np.bincount(k, weights=count * xs, minlength=bins)
+    pos = np.bincount(k, weights=n1, minlength=bins)
+    keep = weight > 0
+    return weight[keep], psum[keep] / weight[keep], pos[keep] / weight[keep]
+
+
+def ece_from_distribution(xs, n0, n1, bins: int = ECE_BINS, strategy: str = "uniform") -> float:
+    """Expected calibration error: sum over bins of (weight_b / total) |mean p_b - rate_b|."""
+    weight, mean_p, rate = calibration_bins(xs, n0, n1, bins, strategy)
+    return float(np.sum(weight * np.abs(mean_p - rate)) / np.sum(weight))
+
+
+def mce_from_distribution(xs, n0, n1, bins: int = ECE_BINS, strategy: str = "uniform") -> float:
+    """Maximum calibration error: the largest |mean p_b - rate_b| over non-empty bins."""
+    _, mean_p, rate = calibration_bins(xs, n0, n1, bins, strategy)
+    return float(np.max(np.abs(mean_p - rate)))
+
+
+def spiegelhalter(xs, n0, n1) -> tuple[float, float]:
+    """Spiegelhalter's (1986) z test of calibration and its two-sided p-value.
+
+    z = sum (y - p)(1 - 2p) / sqrt(sum (1 - 2p)^2 p (1 - p)); under perfect calibration z is
+    approximately standard normal. NaN when every p is 0, 1/2 or 1 (no information).
+    """
+    from math import erfc, sqrt
+
+    count = n0 + n1
+    num = float(np.sum((n1 - count * xs) * (1 - 2 * xs)))
+    var = float(np.sum(count * (1 - 2 * xs) ** 2 * xs * (1 - xs)))
+    if var <= 0:
+        return float("nan"), float("nan")
+    z = num / sqrt(var)
+    return z, erfc(abs(z) / sqrt(2))
+
+
+def calibration_slope_intercept(xs, n0, n1, eps: float = LOG_LOSS_EPS, iterations: int = 200
+                                ) -> tuple[float, float]:
+    """(slope, intercept) of the logistic recalibration logit P(y=1) = a + b logit(p), by
+    maximum likelihood (Cox 1958): slope 1 and intercept 0 for a calibrated model. Damped
+    Newton on the 2x2 problem over distinct p; NaN when it has no finite optimum (one class,
+    one distinct p, or perfectly separated)."""
+    count = n0 + n1
+    q = np.clip(xs, eps, 1 - eps)
+    x = np.log(q) - np.log1p(-q)
+    if n0.sum() <= 0 or n1.sum() <= 0 or np.unique(x).size < 2:
+        return float("nan"), float("nan")
+
+    def loglik(a: float, b: float) -> float:
+        eta = a + b * x
+        return float(np.sum(n1 * eta - count * np.logaddexp(0.0, eta)))
+
+    a, b = 0.0, 1.0
+    current = loglik(a, b)
+    for _ in range(iterations):
+        eta = a + b * x
+        m = np.exp(-np.logaddexp(0.0, -eta))
+        r = n1 - count * m
+        v = count * m * (1 - m)
+        g = np.array([r.sum(), (r * x).sum()])
+        h = np.array([[v.sum(), (v * x).sum()], [(v * x).sum(), (v * x * x).sum()]])
+        try:
+            step = np.linalg.solve(h, g)
+        except np.linalg.LinAlgError:
+            return float("nan"), float("nan")
+        t = 1.0
+        while t > 1e-10 and not loglik(a + t * step[0], b + t * step[1]) >= current:
+            t /= 2
+        a, b = a + t * step[0], b + t * step[1]
+        current = loglik(a, b)
+        if not (np.isfinite(a) and np.isfinite(b)) or abs(b) > 1e6:
+            return float("nan"), float("nan")
+        if np.max(np.abs(t * step)) < 1e-12 * (1 + abs(a) + abs(b)):
+            break
+    return float(b), float(a)
