@@ -175,3 +175,19 @@ def test_reliability_from_the_distribution_matches_the_rows():
 def test_empty_state_reports_nan():
     out = EvalState.from_arrays([], []).metrics()
     assert all(math.isnan(v) for v in out.values()) and "field_rce" not in out
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 20])
+def test_calbin_window_chunks_do_not_change_the_result(monkeypatch, chunk):
+    y, p, _, _ = _data(9, 700, True, False)
+    w = np.random.default_rng(1).integers(1, 4, y.size).astype(np.float64)
+    k = w.astype(int)
+    sizes = (1, 30, 5000)
+    plain = {s: metrics.calbin(y, p, s) for s in sizes}
+    whole = {s: metrics.calbin(np.repeat(y, k), np.repeat(p, k), s) for s in sizes}
+    half = {s: metrics.calbin_counts(*metrics.distribution(y, p, w / 2), s) for s in sizes}  # fractional path
+    monkeypatch.setattr(metrics, "_CALBIN_CHUNK", chunk)
+    for s in sizes:
+        assert metrics.calbin(y, p, s) == pytest.approx(plain[s], abs=1e-13)
+        assert metrics.calbin_counts(*metrics.distribution(y, p, w), s) == pytest.approx(whole[s], abs=1e-13)
+        assert metrics.calbin_counts(*metrics.distribution(y, p, w / 2), s) == pytest.approx(half[s], abs=1e-13)

@@ -176,17 +176,21 @@ def calbin_sorted(ps: np.ndarray, ys: np.ndarray, window: int = CALBIN_WINDOW) -
     total = 0.0
     for lo in range(0, n_windows, _CALBIN_CHUNK):
         hi = min(lo + _CALBIN_CHUNK, n_windows)
-        rows = ps[lo:hi - 1 + s]
-        cy = _prefix_sum(ys[lo:hi - 1 + s])
-        cp = _prefix_sum(rows)
-        starts = np.arange(hi - lo)
-        ybar = (cy[starts + s] - cy[starts]) / s
-        # the split lies inside the window, so searching this chunk's rows is enough
-        split = np.clip(np.searchsorted(rows, ybar, side="left"), starts, starts + s)
-        below = split - starts
-        dev = (ybar * below - (cp[split] - cp[starts])) + ((cp[starts + s] - cp[split]) - ybar * (s - below))
-        total += float(np.sum(dev))
+        total += _window_deviations(ps[lo:hi - 1 + s], ys[lo:hi - 1 + s], hi - lo, s)
     return total / s / n_windows
+
+
+def _window_deviations(rows: np.ndarray, ys: np.ndarray, n_starts: int, s: int) -> float:
+    """Sum over the windows starting at rows 0 .. n_starts-1 of sum_i |p_i - ybar| (rows sorted)."""
+    cy = _prefix_sum(ys)
+    cp = _prefix_sum(rows)
+    starts = np.arange(n_starts)
+    ybar = (cy[starts + s] - cy[starts]) / s
+    # the split lies inside the window, so searching this chunk's rows is enough
+    split = np.clip(np.searchsorted(rows, ybar, side="left"), starts, starts + s)
+    below = split - starts
+    dev = (ybar * below - (cp[split] - cp[starts])) + ((cp[starts + s] - cp[split]) - ybar * (s - below))
+    return float(np.sum(dev))
 
 
 class SortedRuns:
@@ -223,6 +227,8 @@ def calbin_counts(v: np.ndarray, n0: np.ndarray, n1: np.ndarray, window: int = C
         return float("nan")
     if np.all(c == 1):
         return calbin_sorted(v, n1, window)
+    if np.all(c == np.floor(c)):
+        return _calbin_whole_counts(v, c, n1 / c, window)
     runs = SortedRuns(v, n0, n1)
     n = runs.total
     s = min(float(window), n)
@@ -239,6 +245,26 @@ def calbin_counts(v: np.ndarray, n0: np.ndarray, n1: np.ndarray, window: int = C
         below = split - starts
         dev = (ybar * below - (p_split - p_lo)) + ((p_hi - p_split) - ybar * (s - below))
         total += float(np.sum(dev))
+    return total / s / n_windows
+
+
+def _calbin_whole_counts(v: np.ndarray, c: np.ndarray, rate: np.ndarray, window: int) -> float:
+    """`calbin_sorted` of the rows behind whole-number counts, expanding one chunk of
+    windows at a time (`np.repeat` of the groups the chunk's rows fall in)."""
+    at = _prefix_sum(c)
+    n = int(at[-1])
+    s = min(window, n)
+    n_windows = max(n - s, 1)
+    total = 0.0
+    for lo in range(0, n_windows, _CALBIN_CHUNK):
+        hi = min(lo + _CALBIN_CHUNK, n_windows)
+        end = hi - 1 + s  # rows lo .. end-1 hold every window starting in lo .. hi-1
+        first = int(np.searchsorted(at, lo, side="right")) - 1
+        last = int(np.searchsorted(at, end, side="left"))  # groups first .. last-1 meet the rows
+        take = np.minimum(at[first + 1:last + 1], end) - np.maximum(at[first:last], lo)
+        reps = take.astype(np.int64)
+        total += _window_deviations(np.repeat(v[first:last], reps), np.repeat(rate[first:last], reps),
+                                    hi - lo, s)
     return total / s / n_windows
 
 

@@ -353,11 +353,16 @@ def _drain(chunks: list[np.ndarray]) -> np.ndarray:
 class StateBuilder:
     """Streams batches into one state.
 
-    Unweighted exact p (the default): the sums are merged batch by batch and p is kept (8
-    bytes a row, and 8 more a positive row), then sorted in place once (`_distribution_of_rows`).
-    With weights, `step` or field cells: a state per batch, merged whenever the pending ones
-    grow, so memory follows the size of the distribution (at most 1/step + 1 entries).
+    - Unweighted exact p (the default): the sums are merged batch by batch and p is kept (8
+      bytes a row, and 8 more a positive row), then sorted in place once
+      (`_distribution_of_rows`).
+    - With `step`: the sums likewise, and the bucketed distribution is added up on a dense
+      grid of bucket indices (three float arrays of 1/step + 1 entries for p in [0, 1]).
+    - Otherwise (field cells, or a grid wider than 2^24 buckets): a state per batch,
+      merged whenever the pending ones grow, so memory follows the distribution's size.
     """
+
+    _GRID_MAX = 1 << 24
 
     def __init__(self, step: float | None = None, field_cells: bool = False):
         self.step = step
@@ -367,16 +372,19 @@ class StateBuilder:
         self._merged_size = 0
         self._sums: EvalState | None = None
         self._classes: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])
+        self._grid: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None  # (lowest index, rows, n0, n1)
 
     def add(self, y: Any, p: Any, fields: Any = None, weights: Any = None) -> None:
-        if weights is None and self.step is None and not self.field_cells:
-            y = np.asarray(y, dtype=np.float64).ravel()
-            p = np.asarray(p, dtype=np.float64).ravel()
-            part = EvalState.from_arrays(y, p, fields, distribution=False)
-            self._sums = part if self._sums is None else merge_states([self._sums, part])
-            self._classes[0].append(p)
-            self._classes[1].append(p[y == 1])
-            return
+        y = np.asarray(y, dtype=np.float64).ravel()
+        p = np.asarray(p, dtype=np.float64).ravel()
+        if not self.field_cells and (self.step is None and weights is None or self.step is not None):
+            if self.step is None or self._to_grid(y, p, weights):
+                part = EvalState.from_arrays(y, p, fields, weights, self.step, distribution=False)
+                self._sums = part if self._sums is None else merge_states([self._sums, part])
+                if self.step is None:
+                    self._classes[0].append(p)
+                    self._classes[1].append(p[y == 1])
+                return
         part = EvalState.from_arrays(y, p, fields, weights, self.step, self.field_cells)
         self._pending.append(part)
         self._pending_size += part.p.size
@@ -384,12 +392,45 @@ class StateBuilder:
             self._pending = [merge_states(self._pending)]
             self._pending_size = self._merged_size = self._pending[0].p.size
 
+    def _to_grid(self, y: np.ndarray, p: np.ndarray, weights: Any) -> bool:
+        """Add a batch's bucketed distribution to the grid; False when the grid would be too wide."""
+        if p.size == 0:
+            return True
+        k = np.rint(p / self.step)
+        lo, hi = float(k.min()), float(k.max())
+        if self._grid is not None:
+            lo, hi = min(lo, self._grid[0]), max(hi, self._grid[0] + self._grid[1].size - 1)
+        if self._pending or hi - lo >= self._GRID_MAX:
+            return False
+        size, base = int(hi - lo) + 1, int(lo)
+        if self._grid is None or self._grid[0] != base or self._grid[1].size != size:
+            grown = [np.zeros(size) for _ in range(3)]
+            if self._grid is not None:
+                at = self._grid[0] - base
+                for new, old in zip(grown, self._grid[1:]):
+                    new[at:at + old.size] = old
+            self._grid = (base, *grown)
+        idx = (k - base).astype(np.int64)
+        w = None if weights is None else np.asarray(weights, dtype=np.float64).ravel()
+        w1 = y if w is None else w * y
+        _, rows, n0, n1 = self._grid
+        rows += np.bincount(idx, minlength=size)
+        n1 += np.bincount(idx, weights=w1, minlength=size)
+        n0 += np.bincount(idx, weights=(1.0 - y) if w is None else w - w1, minlength=size)
+        return True
+
     def result(self) -> EvalState:
         parts = list(self._pending)
         if self._sums is not None:
-            p_all, p_pos = _drain(self._classes[0]), _drain(self._classes[1])
-            self._sums.p, self._sums.n0, self._sums.n1 = _distribution_of_rows(p_all, p_pos)
-            del p_all, p_pos
+            if self._grid is not None:
+                base, rows, n0, n1 = self._grid
+                used = np.flatnonzero(rows > 0)
+                self._sums.p, self._sums.n0, self._sums.n1 = (used + base) * self.step, n0[used], n1[used]
+                self._grid = None
+            elif self.step is None:
+                p_all, p_pos = _drain(self._classes[0]), _drain(self._classes[1])
+                self._sums.p, self._sums.n0, self._sums.n1 = _distribution_of_rows(p_all, p_pos)
+                del p_all, p_pos
             parts.append(self._sums)
             self._sums = None
         if not parts:
