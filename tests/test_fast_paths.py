@@ -151,8 +151,10 @@ def logistic_case(n, seed, ties, weights, platt):
     return s, y, w, {"platt_correction": platt}
 
 
-@pytest.mark.parametrize("n", [500, 300_000])
-@pytest.mark.parametrize("ties,weights,platt", [(False, False, False), (True, True, False), (False, True, True)])
+@pytest.mark.parametrize("n,ties,weights,platt", [
+    (500, False, False, False), (500, True, True, False), (500, False, True, True),
+    (800_000, False, False, False), (800_000, False, True, True),  # subsample warm start
+])
 def test_logistic_reaches_reference_optimum(n, ties, weights, platt):
     s, y, w, params = logistic_case(n, 4, ties, weights, platt)
     cal = create("logistic", params).fit(s, y, w)
@@ -170,7 +172,7 @@ def cal_targets(y, w, platt):
 
 
 @pytest.mark.parametrize("method", ["beta", "beta-am", "beta-ab"])
-@pytest.mark.parametrize("n,ties,weights", [(800, True, True), (300_000, False, False), (300_000, False, True)])
+@pytest.mark.parametrize("n,ties,weights", [(800, True, True), (800_000, False, False), (300_000, False, True)])
 def test_beta_reaches_reference_optimum(method, n, ties, weights):
     s, y, w, _ = logistic_case(n, 9, ties, weights, False)
     s = np.clip(s, 1e-12, 1 - 1e-12)

@@ -151,8 +151,9 @@ def _fit_subset(x: np.ndarray, y: np.ndarray, w: np.ndarray, intercept: bool) ->
 
 def separated(xs: np.ndarray, ybar: np.ndarray) -> bool:
     """True when every score holding negative mass lies below every score holding positive mass."""
-    neg, pos = xs[ybar < 1], xs[ybar > 0]
-    return bool(neg.size and pos.size and neg.max() < pos.min())
+    top_neg = np.max(xs, where=ybar < 1, initial=-np.inf)
+    low_pos = np.min(xs, where=ybar > 0, initial=np.inf)
+    return bool(top_neg < low_pos and np.isfinite(top_neg) and np.isfinite(low_pos))
 
 
 def midpoint(a: float, b: float, c: float) -> float:

@@ -55,7 +55,7 @@ def fit_logistic_columns(
         w = np.broadcast_to(1.0, y.shape)
     beta = np.zeros(k)
     n = y.size
-    if n > 4 * _WARM_ROWS:
+    if n > 3 * _WARM_ROWS:
         step = n // _WARM_ROWS
         sub = [np.ascontiguousarray(c[::step]) for c in columns]
         beta, _ = _newton(sub, y[::step], w[::step], intercept, beta)
@@ -64,9 +64,9 @@ def fit_logistic_columns(
     return _newton(columns, y, w, intercept, beta)
 
 
-_WARM_ROWS = 100_000
+_WARM_ROWS = 250_000
 _MAX_NEWTON = 60
-_LAST_STEP = 1e-9  # decrement below which the Newton step is taken without another pass
+_LAST_STEP = 1e-8  # decrement below which the Newton step is taken without another pass
 GRAD_TOL_CONVERGED = 1e-7
 
 
