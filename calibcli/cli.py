@@ -349,9 +349,9 @@ def export(
 @reports_errors
 def methods() -> None:
     """List the calibration methods and their options."""
-    from calibcli import pipeline
+    from calibcli.calibrators import registry  # not pipeline: no pyarrow for a listing
 
-    for name, description, params in pipeline.method_catalogue():
+    for name, description, params in registry.catalogue():
         typer.echo(f"{name}: {description}")
         for line in params:
             typer.echo(f"    --param {line}")

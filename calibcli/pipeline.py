@@ -542,10 +542,7 @@ def _check_map_scores(cal: Calibrator, s: np.ndarray, col: str, source: str, map
 
 def method_catalogue() -> list[tuple[str, str, list[str]]]:
     """(name, description, parameter lines) for every registered method."""
-    return [
-        (name, registry.get(name).description, [p.describe() for p in registry.get(name).params])
-        for name in registry.available()
-    ]
+    return registry.catalogue()
 
 
 __all__ = ["CalibError", "Columns", "EvaluateOptions", "Evaluation", "FitResult", "apply_file",

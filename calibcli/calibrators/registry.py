@@ -42,3 +42,8 @@ def get(name: str) -> type[Calibrator]:
 def create(name: str, params: Mapping[str, Any] | None = None) -> Calibrator:
     """An unfitted calibrator of method `name` with typed parameters."""
     return get(name)(**dict(params or {}))
+
+
+def catalogue() -> list[tuple[str, str, list[str]]]:
+    """(name, description, parameter lines) for every registered method, for `calib methods`."""
+    return [(name, get(name).description, [p.describe() for p in get(name).params]) for name in available()]
