@@ -444,12 +444,12 @@ def methods(
     as_json: Annotated[bool, typer.Option("--json", help="Print the catalogue as JSON (name, description, properties, params with type, default and bounds).")] = False,
 ) -> None:
     """List the calibration methods and their options."""
-    from calibcli import pipeline
+    from calibcli.calibrators import registry  # not pipeline: no pyarrow for a listing
 
     if as_json:
-        typer.echo(json.dumps(pipeline.method_catalogue_json(), indent=2))
+        typer.echo(json.dumps(registry.catalogue_json(), indent=2))
         return
-    for name, description, params in pipeline.method_catalogue():
+    for name, description, params in registry.catalogue():
         typer.echo(f"{name}: {description}")
         for line in params:
             typer.echo(f"    --param {line}")
