@@ -12,7 +12,7 @@ through `fit_logistic_columns`) in the feature space of the paper's section 3.3:
 Every variant predicts through the same formula sigmoid(a ln s - b ln(1-s) + c) from the
 stored (a, b, c); m (the midpoint, LR(m) = 1 in section 3.2) is stored and reported only.
 
-Choices, where the paper and the released `betacal` code differ (ALGORITHMS.md 1c):
+Choices, where the paper and the released `betacal` code differ:
 
 - Clipping: s is clipped to [EPS, 1 - EPS] with EPS = 1e-12 whatever the input dtype
   (betacal uses the dtype's machine epsilon, so float32 and float64 inputs give different
