@@ -11,9 +11,8 @@ Choices where the paper and the released code (`mlkruup/bayesiso`, distr=8) diff
 
 - Bounds (section 4.3): bins of B instances give p +/- margin, but the defaults follow the
   released code, not the paper's text: B = N/20 and margin 1/sqrt(N) instead of B = N/10 and
-  1/sqrt(B). On the synthetic study of section 5.1 (benchmarks/bayes_iso_table1.py) the code's
-  constants reproduce Table 1 (the paper's numbers came from that code) and the text's wider
-  bounds do worse at both 100 and 3000 rows. Past 8000 instances B = N^(2/3) (= N/20 at 8000),
+  1/sqrt(B), since the paper's numbers came from that code (`benchmarks/bayes_iso_table1.py
+  --ablations` compares both on the section 5.1 data). Past 8000 instances B = N^(2/3) (= N/20 at 8000),
   so bins keep shrinking relative to N and the bounds stay tight enough for large data.
   `bin_size` and `margin` override them (bin_size=N/10 with margin=1/sqrt(N/10) is the
   paper's text). The bin for the upper bound of a score
