@@ -359,6 +359,10 @@ def evaluate(
     with progress.working("evaluate"):
         result = evaluation.evaluate_file(input, prob_col, map, label_col, score_col, field_col,
                                           calbin_window, format, options)
+    if save_baseline is not None:
+        evaluation_json.save_evaluation(result, save_baseline)
+    if plot is not None and plot != "-":
+        plotting.save_reliability(result, plot)
     with console.data_output():
         if output_kind == "json":
             typer.echo(json.dumps(result.to_json(), indent=2, allow_nan=False))
@@ -368,10 +372,6 @@ def evaluate(
             typer.echo(render.markdown_text(result), nl=False)
         else:
             render.print_report(result, reliability=plot == "-")
-    if save_baseline is not None:
-        evaluation_json.save_evaluation(result, save_baseline)
-    if plot is not None and plot != "-":
-        plotting.save_reliability(result, plot)
     _report_gates(result.gate)
 
 
