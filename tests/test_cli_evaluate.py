@@ -69,7 +69,9 @@ def test_json_report_carries_the_gate_result(scores):
     assert result.exit_code == 1
     doc = json.loads(result.stdout)
     assert doc["format"] == "calibcli.evaluation" and doc["schema_version"] == 2
-    assert set(doc["results"][0]["metrics"]) == {"log_loss", "brier", "auc", "ece", "calbin", "field_ece", "field_rce"}
+    assert set(doc["results"][0]["metrics"]) == {"log_loss", "brier", "auc", "ece", "mce", "calbin", "cal_slope",
+                                                 "cal_intercept", "spiegelhalter_z", "spiegelhalter_p",
+                                                 "field_ece", "field_rce"}
     gate = doc["gate"]
     assert gate["passed"] is False and gate["checked"] == 1
     (failed,) = gate["failed"]
@@ -149,7 +151,8 @@ def test_bootstrap_intervals_and_gating_on_the_interval(scores):
     args = [scores, "--prob-col", "bad", "--field-col", "field", "--json", "--bootstrap", 60, "--seed", 4]
     first = json.loads(run(*args).stdout)
     assert first == json.loads(run(*args).stdout)  # seeded
-    assert first["bootstrap"] == {"replicates": 60, "seed": 4, "level": 0.95, "method": "percentile"}
+    assert first["bootstrap"] == {"replicates": 60, "seed": 4, "level": 0.95, "method": "percentile",
+                                  "resampling": "poisson"}
     point = first["results"][0]["metrics"]["field_rce"]
     lo, hi = first["results"][0]["intervals"]["field_rce"]
     assert lo < point < hi
@@ -220,6 +223,47 @@ def test_subprocess_gate_failure_keeps_json_on_stdout(scores):
     failed = [ln for ln in proc.stderr.splitlines() if ln.startswith("gate failed")]
     assert [ln.split(" of ")[0] for ln in failed] == ["gate failed: Field-RCE", "gate failed: AUC"]
     assert "below the threshold 0.99" in failed[1]
+
+
+def test_weight_col_weights_every_metric_like_repeated_rows(tmp_path):
+    rng = np.random.default_rng(8)
+    n = 300
+    p = np.round(rng.random(n), 2)
+    y = (rng.random(n) < p).astype(int)
+    w = rng.integers(0, 4, n)
+    f = rng.choice(["a", "b", "c"], n)
+    weighted = tmp_path / "w.csv"
+    weighted.write_text("p,label,w,f\n" + "".join(f"{a},{b},{c},{d}\n" for a, b, c, d in zip(p, y, w, f)))
+    idx = np.repeat(np.arange(n), w)
+    repeated = tmp_path / "r.csv"
+    repeated.write_text("p,label,f\n" + "".join(f"{p[i]},{y[i]},{f[i]}\n" for i in idx))
+    a = json.loads(run(weighted, "--prob-col", "p", "--weight-col", "w", "--field-col", "f", "--json").stdout)
+    b = json.loads(run(repeated, "--prob-col", "p", "--field-col", "f", "--json").stdout)
+    assert a["weight_col"] == "w" and a["rows"] == n and b["rows"] == idx.size
+    for key, value in b["results"][0]["metrics"].items():
+        assert a["results"][0]["metrics"][key] == pytest.approx(value, rel=1e-12, abs=1e-12), key
+
+
+def test_step_reports_bounds_and_stays_within_them(scores):
+    exact = json.loads(run(scores, "--prob-col", "good", "--field-col", "field", "--json").stdout)
+    out = json.loads(run(scores, "--prob-col", "good", "--field-col", "field", "--step", "0.01", "--json").stdout)
+    assert out["step"] == 0.01 and exact["results"][0]["step_bounds"] is None
+    got, ref = out["results"][0], exact["results"][0]
+    for key in ("auc", "calbin"):
+        assert abs(got["metrics"][key] - ref["metrics"][key]) <= got["step_bounds"][key]
+    for key in ("log_loss", "brier", "ece", "field_ece", "field_rce"):
+        assert got["metrics"][key] == pytest.approx(ref["metrics"][key], rel=1e-12)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--bootstrap", "5", "--weight-col", "good"], "cannot resample weighted rows"),
+    (["--bootstrap", "5", "--step", "0.01"], "cannot be combined with --step"),
+    (["--step", "0"], "--step must be a positive number"),
+    (["--weight-col", "nope"], "nope"),
+])
+def test_step_weight_and_bootstrap_usage_errors(scores, args, message):
+    result = run(scores, "--prob-col", "good", *args)
+    assert result.exit_code == 2 and message in result.stderr
 
 
 def test_reliability_bands_are_wilson_intervals_and_histogram_counts_rows(scores):
