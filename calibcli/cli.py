@@ -290,7 +290,10 @@ def evaluate(
     score_col: ScoreCol = "score",
     field_col: Annotated[Optional[str], typer.Option("--field-col", help="Categorical column for Field-ECE and Field-RCE.")] = None,
     calbin_window: Annotated[int, typer.Option("--calbin-window", help="CalBin window size s." + _range("--calbin-window"))] = 100,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (versioned schema) instead of tables.")] = False,
+    weight_col: Annotated[Optional[str], typer.Option("--weight-col", help="Column of non-negative row weights (every metric is weighted).")] = None,
+    step: Annotated[Optional[float], typer.Option("--step", help="Bucket p to multiples of STEP for AUC and CalBin (bounded memory; error bounds in docs/algorithms.md); default exact.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (versioned schema): the same as --output json.")] = False,
+    output_kind: Annotated[str, typer.Option("--output", help="What stdout gets: table (stacked blocks when the terminal is narrow), json, csv or markdown.")] = "table",
     fail_above: Annotated[List[str], typer.Option("--fail-above", metavar="METRIC=X", help="Gate: exit 1 if METRIC is above X (e.g. field-rce=0.12); repeatable.")] = [],
     fail_below: Annotated[List[str], typer.Option("--fail-below", metavar="METRIC=X", help="Gate: exit 1 if METRIC is below X (e.g. auc=0.7); repeatable.")] = [],
     baseline: Annotated[Optional[str], typer.Option("--baseline", metavar="FILE", help="JSON from an earlier `evaluate --json`/--save-baseline to compare with.")] = None,
@@ -316,11 +319,16 @@ def evaluate(
     calib evaluate test.csv --field-col field --fail-above field-rce=0.12 --fail-below auc=0.7
     calib evaluate test.csv --field-col field --baseline base.json --max-regression field-rce=5%
     """
-    from calibcli import gates, pipeline, progress, report as render
-
+    from calibcli import progress
+    from calibcli.evaluation import baseline as evaluation_json, evaluate as evaluation, gates, report as render
+    from calibcli.evaluation.bootstrap import BootstrapPlan
     from calibcli.output import check_output
 
     bounds.check(calbin_window=calbin_window, bootstrap=bootstrap, seed=seed, top=top)
+    if output_kind not in ("table", "json", "csv", "markdown"):
+        raise UsageError(f"--output {output_kind!r}: expected table, json, csv or markdown")
+    if as_json:
+        output_kind = "json"
     spec = gates.GateSpec.from_options(fail_above, fail_below, max_regression, baseline, gate_on, bootstrap)
     if save_baseline == "-":
         raise UsageError("--save-baseline needs a file name", hint="use --json for the report on stdout")
@@ -331,25 +339,31 @@ def evaluate(
     if save_baseline is not None and plot is not None and save_baseline == plot:
         raise UsageError(f"{plot}: --plot and --save-baseline name the same file")
     if plot is not None and plot != "-":
-        from calibcli import plot as plotting
+        from calibcli.evaluation import plot as plotting
 
         plotting.check_target(plot)
-    options = pipeline.EvaluateOptions(
+    options = evaluation.EvaluateOptions(
         gates=spec,
-        bootstrap=gates.BootstrapPlan(bootstrap, seed) if bootstrap else None,
+        bootstrap=BootstrapPlan(bootstrap, seed) if bootstrap else None,
         by_field_top=top if by_field else None,
         reliability_bins=10 if plot is not None else None,
+        weight_col=weight_col,
+        step=step,
     )
     with progress.working("evaluate"):
-        result = pipeline.evaluate_file(input, prob_col, map, label_col, score_col, field_col,
-                                        calbin_window, format, options)
+        result = evaluation.evaluate_file(input, prob_col, map, label_col, score_col, field_col,
+                                          calbin_window, format, options)
     with console.data_output():
-        if as_json:
+        if output_kind == "json":
             typer.echo(json.dumps(result.to_json(), indent=2, allow_nan=False))
+        elif output_kind == "csv":
+            typer.echo(render.csv_text(result), nl=False)
+        elif output_kind == "markdown":
+            typer.echo(render.markdown_text(result), nl=False)
         else:
             render.print_report(result, reliability=plot == "-")
     if save_baseline is not None:
-        pipeline.save_evaluation(result, save_baseline)
+        evaluation_json.save_evaluation(result, save_baseline)
     if plot is not None and plot != "-":
         plotting.save_reliability(result, plot)
     _report_gates(result.gate)
@@ -391,16 +405,51 @@ def export(
 
 @app.command()
 @reports_errors
+def compare(
+    input: InputArg,
+    method: Annotated[List[str], typer.Option("--method", "-m", help="Method to compare; repeatable (default: every score-only method).")] = [],
+    folds: Annotated[int, typer.Option("--folds", help="Number of cross-validation folds." + _range("--folds"))] = 5,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the fold split and of the methods that sample." + _range("--seed"))] = 0,
+    metric: Annotated[str, typer.Option("--metric", help="Metric that picks the best: log_loss, brier, ece or calbin.")] = "log_loss",
+    output: Annotated[Optional[str], typer.Option("--output", "-o", help="Save the best method's map, refitted on all rows (.json or .parquet).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    score_col: ScoreCol = "score",
+    label_col: LabelCol = "label",
+    format: FormatOpt = None,
+) -> None:
+    """Which method calibrates these scores best? Out-of-fold metrics per method, mean ± sd.
+
+    \b
+    calib compare cal.csv
+    calib compare cal.csv -m isotonic -m bayes-iso -m beta --folds 10 -o best.json
+    """
+    from calibcli import compare as comparing
+
+    bounds.check(folds=folds, seed=seed)
+    result = comparing.compare_file(input, method, folds, seed, metric.replace("-", "_"), score_col, label_col,
+                                    format, output)
+    with console.data_output():
+        if as_json:
+            typer.echo(json.dumps(result.to_json(), indent=2))
+        else:
+            console.DataConsole(highlight=False, width=None if sys.stdout.isatty() else 200).print(
+                comparing.table(result))
+    if output is not None:
+        console.info(f"saved the {result.best.method} map, refitted on all {result.rows} rows, to {output}")
+
+
+@app.command()
+@reports_errors
 def methods(
     as_json: Annotated[bool, typer.Option("--json", help="Print the catalogue as JSON (name, description, properties, params with type, default and bounds).")] = False,
 ) -> None:
     """List the calibration methods and their options."""
-    from calibcli import pipeline
+    from calibcli.calibrators import registry  # not pipeline: no pyarrow for a listing
 
     if as_json:
-        typer.echo(json.dumps(pipeline.method_catalogue_json(), indent=2))
+        typer.echo(json.dumps(registry.catalogue_json(), indent=2))
         return
-    for name, description, params in pipeline.method_catalogue():
+    for name, description, params in registry.catalogue():
         typer.echo(f"{name}: {description}")
         for line in params:
             typer.echo(f"    --param {line}")

@@ -202,7 +202,7 @@ def _parse_parquet(data: bytes, source: str) -> dict[str, Any]:
         bound = _decoded_bound(meta)
         raw = (pf.schema_arrow.metadata or {}).get(PARQUET_KEY)
     except (pa.ArrowException, OSError, ValueError, TypeError) as exc:
-        raise MapError(f"{source}: not a readable Parquet map ({exc})") from None
+        raise MapError(f"{source}: not a readable Parquet map ({_first_line(exc)})") from None
     if raw is None:
         raise MapError(f"{source}: Parquet file without calibcli map metadata: not a calibcli map")
     if rows != 1:
@@ -224,12 +224,18 @@ def _parse_parquet(data: bytes, source: str) -> dict[str, Any]:
     try:
         table = pf.read(columns=keys, use_threads=False)
     except (pa.ArrowException, OSError, ValueError, KeyError) as exc:
-        raise MapError(f"{source}: not a readable Parquet map ({exc})") from None
+        raise MapError(f"{source}: not a readable Parquet map ({_first_line(exc)})") from None
     for key in keys:
         if key in envelope["state"]:
             raise MapError(f"{source}: map state field {key!r} is both a column and in the metadata")
         envelope["state"][key] = _column_value(table.column(key))
     return _check_envelope(envelope, source)
+
+
+def _first_line(exc: BaseException) -> str:
+    """An Arrow error's first line, at most 200 characters (messages stay one line)."""
+    lines = str(exc).strip().splitlines() or [type(exc).__name__]
+    return lines[0][:200]
 
 
 def _column_value(column: Any) -> Any:
@@ -272,7 +278,7 @@ def envelope_to_calibrator(envelope: Mapping[str, Any], source: str) -> Calibrat
         cls = registry.get(method)
     except CalibError:
         raise MapError(
-            f"{source}: map is for method {method!r}, which this calibcli does not have",
+            f"{source}: map is for method {method!r:.60}, which this calibcli does not have",
             hint="available methods: " + ", ".join(registry.available()),
         ) from None
     try:

@@ -6,17 +6,17 @@ what to show. Warnings from calibrators are collected and returned for the CLI t
 
 from __future__ import annotations
 
-import json
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
 
-from calibcli import diagnostics, gates, io, maps, metrics, output, summary
+from calibcli import io, maps, output, summary
 from calibcli.calibrators import Calibrator, registry
 from calibcli.calibrators.base import WEIGHT_KINDS
+from calibcli.evaluation import metrics
 from calibcli.errors import CalibError, CalibWarning, FitError, InputError, UsageError
 
 
@@ -327,222 +327,6 @@ def fit_summary(summ: summary.ScoreSummary, calibrator: Calibrator, source: str,
     return result
 
 
-@dataclass
-class EvalRow:
-    name: str
-    kind: str  # "column" or "map"
-    metrics: dict[str, float]
-    intervals: dict[str, tuple[float, float]] | None = None  # with --bootstrap
-    by_field: dict[str, Any] | None = None  # with --by-field
-    reliability: list[dict[str, Any]] | None = None  # with --plot
-
-
-@dataclass
-class EvaluateOptions:
-    """The optional parts of `calib evaluate`: gates, bootstrap, per-field view, reliability bins."""
-
-    gates: gates.GateSpec = field(default_factory=gates.GateSpec)
-    bootstrap: gates.BootstrapPlan | None = None
-    by_field_top: int | None = None
-    reliability_bins: int | None = None
-
-
-@dataclass
-class Evaluation:
-    input: str
-    rows: int
-    positives: int
-    field_col: str | None
-    calbin_window: int
-    results: list[EvalRow]
-    bootstrap: gates.BootstrapPlan | None = None
-    gate: gates.GateReport | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The machine-readable report (`calib evaluate --json`, `--save-baseline`); NaN becomes null.
-
-        Schema (version 2; version 1 had only the keys marked *):
-
-        - `format`: "calibcli.evaluation"; `schema_version`: 2; `calibcli_version`
-        - `input`*, `rows`*, `positives`*, `field_col`*, `calbin_window`*
-        - `results`*: one object per --prob-col and --map, in order: `name`*, `kind`*
-          ("column" or "map"), `metrics`* (snake_case keys of `metrics.METRICS`, null when
-          n/a), `intervals` ({metric: [low, high]} with --bootstrap, else null), `by_field`
-          (with --by-field: `fields`, `top`, `by_bias` and `by_relative_bias` lists of
-          {field, rows, positives, mean_p, positive_rate, bias, relative_bias}, else null),
-          `reliability` (with --plot: equal-mass bins {rows, mean_p, positive_rate, p_min,
-          p_max}, else null)
-        - `bootstrap`: {replicates, seed, level, method: "percentile"} or null
-        - `gate`: {passed, gate_on, baseline (path or null), checked, failed, checks}; each
-          check is {result, metric, kind ("above", "below", "regression"), value, compared,
-          limit, passed, excess, threshold, baseline, allowed, relative}. With no gate
-          options `passed` is true and `checks` is empty.
-
-        Keys are only ever added within a schema version; a removal or change of meaning
-        bumps it. `--baseline` reads versions 1 and 2.
-        """
-        from calibcli import __version__
-
-        def clean(v: float) -> float | None:
-            return None if v != v else v
-
-        def result(r: EvalRow) -> dict[str, Any]:
-            return {
-                "name": r.name, "kind": r.kind,
-                "metrics": {k: clean(v) for k, v in r.metrics.items()},
-                "intervals": None if r.intervals is None else
-                {k: [clean(lo), clean(hi)] for k, (lo, hi) in r.intervals.items()},
-                "by_field": r.by_field,
-                "reliability": r.reliability,
-            }
-
-        gate = self.gate or gates.GateReport("point", None, [])
-        return {
-            "format": gates.EVALUATION_FORMAT,
-            "schema_version": gates.SCHEMA_VERSION,
-            "calibcli_version": __version__,
-            "input": self.input,
-            "rows": self.rows,
-            "positives": self.positives,
-            "field_col": self.field_col,
-            "calbin_window": self.calbin_window,
-            "results": [result(r) for r in self.results],
-            "bootstrap": self.bootstrap.to_json() if self.bootstrap else None,
-            "gate": gate.to_json(),
-        }
-
-    def to_json_bytes(self) -> bytes:
-        return (json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n").encode()
-
-
-def save_evaluation(evaluation: Evaluation, path: str) -> None:
-    """Write the JSON report where a later `--baseline` can read it (atomically)."""
-    output.write_bytes_atomic(path, evaluation.to_json_bytes())
-
-
-def evaluate_file(
-    path: str,
-    prob_cols: Sequence[str],
-    map_paths: Sequence[str],
-    label_col: str = "label",
-    score_col: str = "score",
-    field_col: str | None = None,
-    calbin_window: int = metrics.CALBIN_WINDOW,
-    fmt: str | None = None,
-    options: EvaluateOptions | None = None,
-) -> Evaluation:
-    """Metrics for each probability column and each map applied to the score column.
-
-    With `options`: bootstrap intervals, the per-field view, reliability bins and the gate
-    decisions (a baseline is checked against the evaluated names before the input is read).
-    """
-    opts = options or EvaluateOptions()
-    if calbin_window < 1:
-        raise UsageError("--calbin-window must be at least 1")
-    if path == "-" and "-" in map_paths:
-        raise UsageError("the input and a map cannot both come from stdin")
-    if path == "-" and opts.gates.baseline == "-":
-        raise UsageError("the input and the baseline cannot both come from stdin")
-    if opts.by_field_top is not None and field_col is None:
-        raise UsageError("--by-field needs --field-col")
-    if opts.by_field_top is not None and opts.by_field_top < 1:
-        raise UsageError("--top must be at least 1")
-    if opts.bootstrap is not None and opts.bootstrap.replicates < 1:
-        raise UsageError("--bootstrap must be at least 1")
-    gates.require_field_col(opts.gates, field_col)
-    loaded = [(m, maps.load_map(m)[0]) for m in map_paths]
-    if not prob_cols and not loaded:
-        prob_cols = [score_col]
-    baseline = None
-    if opts.gates.baseline is not None:
-        baseline = gates.load_baseline(opts.gates.baseline)
-        gates.check_baseline(baseline, [*prob_cols, *(io.display_name(m) for m, _ in loaded)],
-                             field_col, calbin_window, opts.gates)
-    source, y, columns, groups, field_names = _evaluation_arrays(
-        path, fmt, label_col, score_col, prob_cols, loaded, field_col)
-
-    def evaluate_one(name: str, kind: str, p: np.ndarray) -> EvalRow:
-        row = EvalRow(name, kind, metrics.compute_all(y, p, groups, calbin_window))
-        if opts.bootstrap is not None:
-            row.intervals = gates.bootstrap_intervals(y, p, groups, calbin_window, opts.bootstrap)
-        if opts.by_field_top is not None and groups is not None:
-            row.by_field = diagnostics.field_breakdown(y, p, groups, field_names, opts.by_field_top)
-        if opts.reliability_bins is not None:
-            row.reliability = diagnostics.reliability_bins(y, p, opts.reliability_bins)
-        return row
-
-    results = [evaluate_one(name, kind, p) for name, kind, p in columns]
-    report = Evaluation(source, int(y.size), int(np.sum(y == 1)), field_col, calbin_window, results,
-                        opts.bootstrap)
-    report.gate = gates.decide(opts.gates, [(r.name, r.metrics, r.intervals) for r in results],
-                               baseline, field_col)
-    return report
-
-
-def _evaluation_arrays(path, fmt, label_col, score_col, prob_cols, loaded, field_col):
-    """Stream the input in record batches, keeping only what the metrics need.
-
-    Per row that is the label, one float64 per probability column or map, and the field
-    code: about 8 * (1 + columns) + 8 bytes, whatever else the file holds. Maps predict
-    batch by batch. Field codes are made global across batches (a batch's dictionary is
-    mapped through one category -> code table). Returns (source name, labels, [(name,
-    kind, probabilities)], field codes or None, field names).
-    """
-    strings = ((field_col,) if field_col else ()) + tuple(
-        c for _, cal in loaded for c in cal.input_features()[0])
-    source, schema, batches = io.iter_batches(path, fmt, string_columns=strings)
-    name = source.name
-    needed = [(label_col, "--label-col"), *((c, "--prob-col") for c in prob_cols)]
-    if loaded:
-        needed.append((score_col, "--score-col"))
-    if field_col:
-        needed.append((field_col, "--field-col"))
-    for col, flag in needed:
-        if col not in schema.names:
-            raise io.missing_column(col, schema.names, name, flag)
-    ys: list[np.ndarray] = []
-    parts: list[list[np.ndarray]] = [[] for _ in (*prob_cols, *loaded)]
-    group_parts: list[np.ndarray] = []
-    coder: dict[str, int] = {}
-    offset = 0
-    for batch in batches:
-        ys.append(io.labels_from(batch, label_col, name, offset))
-        for k, col in enumerate(prob_cols):
-            p = io.scores_from(batch, col, name, offset, flag="--prob-col")
-            _check_probabilities(p, col, name, offset)
-            parts[k].append(p)
-        if loaded:
-            s = io.scores_from(batch, score_col, name, offset)
-            for k, (map_path, cal) in enumerate(loaded, start=len(prob_cols)):
-                _check_map_scores(cal, s, score_col, name, map_path, offset)
-                categorical, numeric = cal.input_features()
-                feats = {c: io.field_values(batch, c, name) for c in categorical}
-                feats.update({c: io.scores_from(batch, c, name, offset, flag="--feature-col")
-                              for c in numeric})
-                parts[k].append(predict_quietly(cal, s, feats or None))
-        if field_col:
-            codes, cats = io.field_codes(batch, field_col, name)
-            lut = np.array([coder.setdefault(c, len(coder)) for c in cats], dtype=np.int64)
-            group_parts.append(lut[codes] if codes.size else codes)
-        offset += batch.num_rows
-    if offset == 0:
-        raise InputError(f"{name}: no data rows")
-    names = [(c, "column") for c in prob_cols] + [(io.display_name(m), "map") for m, _ in loaded]
-    columns = [(n, kind, np.concatenate(ps)) for (n, kind), ps in zip(names, parts)]
-    groups = np.concatenate(group_parts) if field_col else None
-    return name, np.concatenate(ys), columns, groups, list(coder)
-
-
-def _check_probabilities(p: np.ndarray, col: str, source: str, offset: int = 0) -> None:
-    bad = (p < 0) | (p > 1)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise InputError(
-            f"{source}: column {col!r}, row {i + 1 + offset}: {float(p[i])!r} is not a probability in [0, 1]",
-            hint="evaluate raw scores through a map with --map, or pick the probability column with --prob-col",
-        )
-
-
 def predict_quietly(cal: Calibrator, s: np.ndarray, features=None) -> np.ndarray:
     """`cal.predict` without numpy's overflow/underflow warnings: a huge score times a slope is
     inf and its sigmoid exactly 0 or 1, which is right, but the warning would print a
@@ -568,31 +352,4 @@ def _check_map_scores(cal: Calibrator, s: np.ndarray, col: str, source: str, map
         )
 
 
-def method_catalogue() -> list[tuple[str, str, list[str]]]:
-    """(name, description and behaviour at 0/1, parameter lines) for every registered method."""
-    out = []
-    for name in registry.available():
-        cls = registry.get(name)
-        extremes = cls.default_extremes()
-        description = f"{cls.description}; at 0/1: {extremes}" if extremes else cls.description
-        out.append((name, description, [p.describe() for p in cls.params]))
-    return out
-
-
-def method_catalogue_json() -> list[dict[str, Any]]:
-    """Every registered method as data, for `calib methods --json` and tools built on it."""
-    out = []
-    for name in registry.available():
-        cls = registry.get(name)
-        out.append({
-            "name": name, "description": cls.description, "monotone": cls.monotone,
-            "needs_probabilities": cls.needs_probabilities, "uses_features": cls.uses_features,
-            "params": [{"name": p.name, "type": p.type.__name__, "default": p.default, "low": p.low,
-                        "high": p.high, "choices": list(p.choices) if p.choices else None,
-                        "optional": p.optional, "help": p.help} for p in cls.params],
-        })
-    return out
-
-
-__all__ = ["CalibError", "Columns", "EvaluateOptions", "Evaluation", "FitResult", "apply_file",
-           "evaluate_file", "fit_file", "fit_summary", "method_catalogue", "save_evaluation"]
+__all__ = ["CalibError", "Columns", "FitResult", "apply_file", "fit_file", "fit_summary"]

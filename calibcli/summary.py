@@ -64,11 +64,13 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pyarrow as pa
 
+from calibcli import strictjson
 from calibcli.errors import UPGRADE_HINT, InputError, UsageError
 
 FORMAT = "calibcli.summary"
 SCHEMA_VERSION = 1
 PARQUET_KEY = b"calibcli.summary"
+SUMMARY_LIMITS = strictjson.Limits(max_bytes=2 << 30)
 _BINCOUNT_SPAN = 1 << 24  # bucketed keys spanning at most this many steps use bincount (no sort)
 
 
@@ -158,7 +160,7 @@ def summarize(scores: Any, labels: Any, weights: Any = None, step: float | None 
         w0 = np.where(positive, 0.0, w)
     rng = (float(s.min()), float(s.max())) if s.size else (float("inf"), float("-inf"))
     if step is None and weights is None:
-        from calibcli.calibrators.base import unique_with_sums  # the fit's own pooling: no argsort
+        from calibcli.pooling import unique_with_sums  # the fit's own pooling: no argsort
 
         xs, count, n1 = unique_with_sums(s, y, np.ones_like(s))
         n0 = count - n1  # whole numbers: exact
@@ -290,9 +292,9 @@ def load(path: str) -> ScoreSummary:
     if data[:4] == b"PAR1":
         return _load_parquet([pa.BufferReader(data)], source)
     try:
-        doc = json.loads(data.decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise InputError(f"{source}: not a calibcli summary (neither Parquet nor JSON)") from None
+        doc = strictjson.loads(data, SUMMARY_LIMITS)
+    except strictjson.StrictJSONError as exc:
+        raise InputError(f"{source}: not a calibcli summary (neither Parquet nor JSON: {exc})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise InputError(f"{source}: not a calibcli summary (no \"format\": \"{FORMAT}\" field)")
     header = _check_header({k: v for k, v in doc.items() if k not in ("score", "n0", "n1")}, source)
@@ -318,9 +320,9 @@ def _load_parquet(parts: Sequence[Any], source: str) -> ScoreSummary:
         raw = (table.schema.metadata or {}).get(PARQUET_KEY)
         if raw is not None:
             try:
-                headers.append(_check_header(json.loads(raw), source))
-            except json.JSONDecodeError:
-                raise InputError(f"{source}: corrupt calibcli summary header") from None
+                headers.append(_check_header(strictjson.loads(raw), source))
+            except strictjson.StrictJSONError as exc:
+                raise InputError(f"{source}: corrupt calibcli summary header ({exc})") from None
         tables.append(table.select(["score", "n0", "n1"]).cast(
             pa.schema([("score", pa.float64()), ("n0", pa.float64()), ("n1", pa.float64())])))
     table = pa.concat_tables(tables)

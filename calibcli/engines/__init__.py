@@ -149,7 +149,7 @@ class EvalParts:
 
     def metrics(self, calbin_window: int) -> dict[str, float]:
         """The metrics of `metrics.compute_all`, computed from the merged state."""
-        from calibcli import metrics
+        from calibcli.evaluation import metrics
 
         p, n0, n1 = self.dist.score, self.dist.n0, self.dist.n1
         count = n0 + n1
@@ -183,14 +183,14 @@ def field_table(names: np.ndarray, rows: np.ndarray, resid: np.ndarray, positive
 
 def evaluation(source: str, parts: list[tuple[str, str, EvalParts]], field_col: str | None,
                calbin_window: int):
-    """A `pipeline.Evaluation` (the `calib evaluate --json` report) from merged states."""
-    from calibcli import pipeline
+    """An `Evaluation` (the `calib evaluate --json` report) from merged states."""
+    from calibcli.evaluation.baseline import EvalRow, Evaluation
 
     if calbin_window < 1:
         raise UsageError("calbin_window must be at least 1")
     first = parts[0][2].dist
-    results = [pipeline.EvalRow(name, kind, state.metrics(calbin_window)) for name, kind, state in parts]
-    report = pipeline.Evaluation(source, int(first.rows), int(first.positives), field_col, calbin_window, results)
+    results = [EvalRow(name, kind, state.metrics(calbin_window)) for name, kind, state in parts]
+    report = Evaluation(source, int(first.rows), int(first.positives), field_col, calbin_window, results)
     return report
 
 

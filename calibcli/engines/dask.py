@@ -172,7 +172,7 @@ def _merge_evaluations(a, b):
 
 def evaluate(df, prob_cols=(), maps=(), *, label_col: str = "label", score_col: str = "score",
              field_col: str | None = None, calbin_window: int = 100):
-    """The report of `calib evaluate` (a `pipeline.Evaluation`; `.to_json()` is its --json).
+    """The report of `calib evaluate` (an `Evaluation`; `.to_json()` is its --json).
 
     Each partition becomes, per probability column (and per map applied to `score_col`),
     the distribution of distinct p and the per-field sums; those merge pairwise in a tree.

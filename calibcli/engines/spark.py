@@ -146,7 +146,7 @@ def _map_name(map: Any, cal) -> str:
 def evaluate(df: DataFrame, prob_cols: Sequence[str] = (), maps: Sequence[Any] = (), *,
              label_col: str = "label", score_col: str = "score", field_col: str | None = None,
              calbin_window: int = 100):
-    """The report of `calib evaluate` (a `pipeline.Evaluation`; `.to_json()` is its --json).
+    """The report of `calib evaluate` (an `Evaluation`; `.to_json()` is its --json).
 
     Per probability column (and per map, applied to `score_col`) one `groupBy` on p gives
     the negatives and positives per distinct p, and one on the field the per-field sums;

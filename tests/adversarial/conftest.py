@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from calibcli import maps, pipeline, summary
+from calibcli.evaluation import baseline, evaluate
 from calibcli.calibrators import registry
 
 METHODS = registry.available()
@@ -50,9 +51,9 @@ def assets(tmp_path_factory) -> Path:
         result = pipeline.fit_file(str(d / "train.csv"), method, FIT_PARAMS.get(method, {}), cols,
                                    out=str(d / f"{method}.json"))
         (d / f"{method}.parquet").write_bytes(maps.envelope_to_parquet_bytes(result.envelope))
-    evaluation = pipeline.evaluate_file(str(d / "small.csv"), [], [], "label", "score", "field", 100,
-                                        None, pipeline.EvaluateOptions())
-    pipeline.save_evaluation(evaluation, str(d / "baseline.json"))
+    evaluation = evaluate.evaluate_file(str(d / "small.csv"), [], [], "label", "score", "field", 100,
+                                        None, evaluate.EvaluateOptions())
+    baseline.save_evaluation(evaluation, str(d / "baseline.json"))
     json.loads((d / "baseline.json").read_text())
     summarized = pipeline.summarize_file(str(d / "train.csv"), pipeline.Columns("score", "label"))
     summary.save(summarized, str(d / "summary.json"))
