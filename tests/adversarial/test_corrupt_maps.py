@@ -184,6 +184,19 @@ def test_parquet_map_corruption(assets, mapdir, method, build, must_refuse):
         run.ok()
 
 
+@pytest.mark.parametrize("method", sorted(registry.available()))
+def test_parquet_map_of_every_method_with_a_nan(assets, mapdir, method):
+    """NaN in the knots (a state column) or in a number of the metadata's state."""
+    envelope = load_envelope(assets, method)
+    if method in ARRAYS:
+        key = ARRAYS[method][0]
+        doc = mutate_state(envelope, key, "nan")
+        data = parquet_map(envelope, columns={key: pa.array([doc["state"][key]], pa.list_(pa.float64()))})
+    else:
+        data = parquet_map(mutate_state(envelope, SCALARS[method][0], "nan"))
+    apply_mutant(mapdir, method, data, name="m.parquet").refused("m.parquet")
+
+
 def test_parquet_decompression_bomb_is_refused_fast_and_small(assets, mapdir):
     """A few KB that decompress to 400 MB of zeros: refused from the metadata, not read."""
     env = load_envelope(assets, "isotonic")
