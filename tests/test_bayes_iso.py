@@ -211,7 +211,7 @@ def test_blocked_estimator_close_to_single_block():
 
 
 def test_dominance_warns_with_advice():
-    # Paper's wide bounds, few samples, one block of 2000 ranks: one map carries the mass.
+    # Paper's wide bounds, few samples, blocks of 1000 ranks: one tree carries the mass.
     s, y = contract.synthetic(2000, seed=8, ties=False)
     with pytest.warns(CalibWarning, match="more samples"):
         cal = BayesIso(samples=100, bin_size=200, margin=0.5).fit(s, y)
