@@ -27,7 +27,7 @@ import warnings
 
 import numpy as np
 
-from calibcli.metrics import log_loss
+from calibcli.evaluation.metrics import log_loss
 
 from _common import best, section51, true_map
 

@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from calibcli.metrics import log_loss
+from calibcli.evaluation.metrics import log_loss
 
 from _common import best, sizes_parser
 

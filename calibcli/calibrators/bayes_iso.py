@@ -72,9 +72,9 @@ from calibcli.calibrators.base import (
     Param,
     StateSpec,
     as_float_array,
-    unique_with_sums,
 )
 from calibcli.calibrators.isotonic import interpolate, pav
+from calibcli.pooling import unique_with_sums
 from calibcli.calibrators.registry import register
 from calibcli.errors import CalibWarning
 
@@ -391,6 +391,7 @@ class BayesIsoCalibrator(Calibrator):
     """Posterior mean of isotonic maps under the bounded random-pivot prior (Bayes-Iso)."""
 
     name = "bayes-iso"
+    extremes = "inside (0, 1): a posterior mean of sampled maps (no Platt correction needed)"
     description = "Bayes-Iso: posterior mean isotonic map by likelihood-weighted prior sampling"
     params = (
         Param("samples", int, 10000, "maps drawn from the prior (per block); time grows as samples x grid", low=1,
