@@ -269,7 +269,8 @@ def _spread(share, samples, monkeypatch, seeds=40):
     y = y[np.argsort(s)]
     lower, upper = sample_bounds(np.ones(60), y, pav(y, np.ones(60)), 3.0, 1 / np.sqrt(60))
     monkeypatch.setattr(bayes_iso, "SHARE", share)
-    runs = [posterior_mean(y, 1 - y, lower, upper, np.array([0]), np.array([60]), samples, seed) for seed in range(seeds)]
+    one = (np.array([0]), np.array([60]))
+    runs = [posterior_mean(y, 1 - y, lower, upper, *one, samples, seed) for seed in range(seeds)]
     var = np.var([r.mean for r in runs], axis=0, ddof=1).sum()
     return var, np.mean([r.ess[0] for r in runs]), np.mean([r.map_ess[0] for r in runs])
 
