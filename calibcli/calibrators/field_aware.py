@@ -59,7 +59,7 @@ from calibcli.errors import FitError, InputError
 _CHUNK = 65536  # rows per forward pass at predict / validation time (bounds memory)
 _MAX_SWEEPS = 30  # stage 1: block-coordinate sweeps over (shifts, beta, knots)
 _SWEEP_TOL = 1e-4  # stage 1 stops when the rows' logits moved less than this (RMS) in a sweep
-_SELECT_ROWS = 250_000  # stage 1 chooses linear or ILPS eta on at most this many training rows
+_SELECT_ROWS = 50_000  # stage 1 chooses linear or ILPS eta on at most this many training rows
 _TAU2_RANGE = (1e-8, 100.0)  # prior variance of the shifts is kept in this range
 _MAX_STEP = 2.0  # largest Newton step of one shift (logit units) per iteration
 _LINEAR_RIDGE = 1e-3  # ridge on beta (sum scale): only makes beta unique for constant columns
@@ -267,15 +267,16 @@ def shift_step(
 def linear_step(off: np.ndarray, y: np.ndarray, w: np.ndarray, x: np.ndarray, beta: np.ndarray) -> np.ndarray:
     """One damped Newton step on beta for sum_i w_i logloss(off_i + x_i . beta) + ridge/2 |beta|^2."""
 
-    def value(bt):
-        z = off + x @ bt
+    def value(bt, z=None):
+        z = off + x @ bt if z is None else z
         return float(np.sum(w * (np.logaddexp(0.0, z) - y * z))) + 0.5 * _LINEAR_RIDGE * float(bt @ bt)
 
-    p = sigmoid(off + x @ beta)
+    z0 = off + x @ beta
+    p = sigmoid(z0)
     grad = x.T @ (w * (p - y)) + _LINEAR_RIDGE * beta
     hess = (x * (w * p * (1.0 - p))[:, None]).T @ x + _LINEAR_RIDGE * np.eye(beta.size)
     step = np.linalg.solve(hess, grad)
-    f0, alpha = value(beta), 1.0
+    f0, alpha = value(beta, z0), 1.0
     while alpha > 1e-10:
         cand = beta - alpha * step
         if value(cand) <= f0 - 1e-4 * alpha * float(grad @ step):
@@ -300,7 +301,7 @@ def fit_additive(
 
     Starts from `start` (a stage-1 Network and its prior variances) or from the exact
     score-only ILPS fit; each sweep takes one Newton step per column of shifts (and one
-    variance update), one on beta and up to 3 on the knots with the rest of the logit as an
+    variance update), one on beta and one on the knots with the rest of the logit as an
     offset, until the rows' logits move less than _SWEEP_TOL (RMS) in a sweep.
     Returns a Network with an empty g and the diagnostics (prior variances under "tau2").
     """
@@ -332,7 +333,7 @@ def fit_additive(
         if beta.size:
             beta = linear_step(eta + sum(parts), y, w, xnum, beta)
             lin = xnum @ beta
-        b, _ = fit_ilps(l, y, w, a, lam, ridge, offset=lin + sum(parts), b0=b, max_iter=3, segs=(k, t))
+        b, _ = fit_ilps(l, y, w, a, lam, ridge, offset=lin + sum(parts), b0=b, max_iter=1, segs=(k, t))
         eta = b[k] + t * (b[k + 1] - b[k])
         moved = float(np.sqrt(np.mean((eta + lin + sum(parts) - before) ** 2)))
         if moved < _SWEEP_TOL:
@@ -509,13 +510,13 @@ class FieldAwareCalibrator(Calibrator):
         PLATT_CORRECTION,
         SEED,
         Param("epochs", int, 20, "maximum passes of the network over the training rows", low=1, high=1000),
-        Param("batch_size", int, 4096, "rows per Adam step", low=1, high=65536),
+        Param("batch_size", int, 8192, "rows per Adam step", low=1, high=65536),
         Param("lr", float, 1e-2, "Adam learning rate", low=0.0, high=10.0),
         Param("hidden", int, 32, "units per hidden ReLU layer", low=1, high=256),
         Param("layers", int, 2, "hidden layers (0 = linear in the embeddings and features)", low=0, high=8),
         Param("embed_dim", int, 8, "embedding size per categorical column", low=1, high=256),
         Param("valid_fraction", float, 0.1, "share of rows held out for early stopping (0 = none)", low=0.0, high=0.5),
-        Param("patience", int, 3, "epochs without held-out improvement before stopping", low=1, high=1000),
+        Param("patience", int, 2, "epochs without held-out improvement before stopping", low=1, high=1000),
         Param("min_count", int, 5, "levels seen fewer times share the 'unknown' embedding", low=1, high=10**9),
         Param("unknown_rate", float, 0.01, "chance a training value uses the 'unknown' embedding", low=0.0, high=0.5),
     )
