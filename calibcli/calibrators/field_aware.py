@@ -16,8 +16,8 @@ columns (`--feature-col`):
 block-coordinate Newton steps; it contains the one-hot-field logistic regression (logit plus one
 coefficient per level) as a special case, which the paper's network alone did not reliably
 reach. Stage 2 fits g with the stage-1 logit as a fixed offset (Adam, mini-batches, numpy only);
-g starts at exactly 0 and early stopping on held-out rows keeps the best epoch, epoch 0 (no
-network) included. Derivations, constants and the deviations from the paper are in
+g starts at exactly 0 and early stopping on held-out rows keeps the best state seen, the start
+(no network) included. Derivations, constants and the deviations from the paper are in
 docs/algorithms.md, "Field-aware calibration".
 
 Further rules: without features the fit is exactly `ilps`; rows are put in a canonical order
@@ -60,6 +60,7 @@ _CHUNK = 65536  # rows per forward pass at predict / validation time (bounds mem
 _MAX_SWEEPS = 30  # stage 1: block-coordinate sweeps over (shifts, beta, knots)
 _SWEEP_TOL = 1e-4  # stage 1 stops when the rows' logits moved less than this (RMS) in a sweep
 _SELECT_ROWS = 50_000  # stage 1 chooses linear or ILPS eta on at most this many training rows
+_CHECK_ROWS = 1 << 18  # stage 2 checks the held-out loss after this many training rows (or an epoch)
 _TAU2_RANGE = (1e-8, 100.0)  # prior variance of the shifts is kept in this range
 _MAX_STEP = 2.0  # largest Newton step of one shift (logit units) per iteration
 _LINEAR_RIDGE = 1e-3  # ridge on beta (sum scale): only makes beta unique for constant columns
@@ -441,9 +442,9 @@ def train(
     bs = p["batch_size"]
     steps_per_epoch = -(-tr.size // bs)
     total = p["epochs"] * steps_per_epoch
-    step, epoch = 0, 0
+    step, epoch, since_check, stop = 0, 0, 0, False
     best_loss = val_loss() if n_val else np.inf
-    best, best_epoch, bad, history = [q.copy() for q in params], 0, 0, [best_loss] if n_val else []
+    best, best_check, bad, history = [q.copy() for q in params], 0, 0, [best_loss] if n_val else []
     for epoch in range(1, p["epochs"] + 1):
         shuffled = tr[rng.permutation(tr.size)]
         for start in range(0, tr.size, bs):
@@ -462,17 +463,22 @@ def train(
                 q -= lr * (m / c1) / (np.sqrt(v / c2) + eps)
             if progress is not None:
                 progress(step, total)
-        if not n_val:
-            best, best_epoch = [q.copy() for q in params], epoch
-            continue
-        history.append(val_loss())
-        if history[-1] < best_loss:
-            best_loss, best_epoch, bad = history[-1], epoch, 0
-            best = [q.copy() for q in params]
-        else:
-            bad += 1
-            if bad >= p["patience"]:
-                break
+            since_check += idx.size
+            if n_val and (since_check >= _CHECK_ROWS or start + bs >= tr.size):
+                since_check = 0
+                history.append(val_loss())
+                if history[-1] < best_loss:
+                    best_loss, best_check, bad = history[-1], len(history) - 1, 0
+                    best = [q.copy() for q in params]
+                else:
+                    bad += 1
+                    stop = bad >= p["patience"]
+                    if stop:
+                        break
+        if stop:
+            break
+    if not n_val:
+        best, best_check = params, None
     if progress is not None:
         progress(total, total)
     for q, kept in zip(params, best):
@@ -485,7 +491,7 @@ def train(
         "train_rows": int(tr.size),
         "valid_rows": int(n_val),
         "epochs_run": epoch,
-        "best_epoch": best_epoch,
+        "best_check": best_check,
         "valid_logloss": [float(v) for v in history],
     }
     return a, net, info
@@ -551,10 +557,12 @@ class FieldAwareCalibrator(Calibrator):
             counts.append(cnt)
         xnum = np.column_stack([num[c][keep] for c in num_names]) if num_names else np.zeros((l.size, 0))
         codes = np.column_stack(code_cols) if code_cols else np.zeros((l.size, 0), dtype=np.int64)
-        # Canonical row order (lexsort: last key is primary) so the fit ignores input order;
-        # every sum below (scaling, Newton sums, the seeded split) then runs in this order.
-        keys = [xnum[:, j] for j in range(xnum.shape[1])[::-1]] + [codes[:, j] for j in range(codes.shape[1])[::-1]]
-        order = np.lexsort(keys + [w, y, l])
+        # Canonical row order (sorted by logit; ties broken by label, weight, codes, values) so the
+        # fit ignores input order; every sum below (scaling, Newton sums, the split) runs in it.
+        order = np.argsort(l, kind="stable")
+        if np.any(l[order][1:] == l[order][:-1]):  # tied logits: break ties by the other columns
+            keys = [xnum[:, j] for j in range(xnum.shape[1])[::-1]] + [codes[:, j] for j in range(codes.shape[1])[::-1]]
+            order = np.lexsort(keys + [w, y, l])
         l, y, w, codes, xnum = l[order], y[order], w[order], codes[order], xnum[order]
         mean = xnum.mean(axis=0)
         std = xnum.std(axis=0)
