@@ -413,7 +413,7 @@ def train(
 
     `codes[:, f]` are 1..V_f level codes, `counts[f]` the rows per level (index 0 unused),
     `xnum` the standardised numeric columns. Stage 1 uses every row; stage 2 trains g on the
-    rows outside the seeded validation share and keeps its best epoch on that share.
+    rows outside the seeded validation share and keeps its best state on that share.
     Returns (the splits of eta, the Network, diagnostics).
     """
     sizes = [c.size for c in counts]
