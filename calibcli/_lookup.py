@@ -57,7 +57,8 @@ def _grid(xp: np.ndarray) -> tuple[np.ndarray, float, int] | None:
 def _table(xp: np.ndarray, fp: np.ndarray):
     if _cache and _cache[0][0] is xp and _cache[0][1] is fp:
         return _cache[0][2]
-    slope = np.append((fp[1:] - fp[:-1]) / (xp[1:] - xp[:-1]), 0.0)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # non-finite slopes fall back
+        slope = np.append((fp[1:] - fp[:-1]) / (xp[1:] - xp[:-1]), 0.0)
     grid = _grid(xp) if np.isfinite(slope).all() and not np.signbit(fp).any() else None
     table = None if grid is None else (*grid, slope, np.append(xp[1:], np.inf))
     _cache[:] = [(xp, fp, table)]
@@ -77,13 +78,16 @@ def interp(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
     if table is None:
         return np.interp(x, xp, fp)
     start, scale, passes, slope, xp_next = table
+    # np.take rather than fancy indexing: the same gather, several times faster on numpy 2.
     xc = np.clip(x, xp[0], xp[-1])
     t = xc - xp[0]
     t *= scale
-    j = start[t.astype(np.intp)]
+    j = np.take(start, t.astype(np.intp))
+    del t
     for _ in range(passes):
-        j += xc >= xp_next[j]  # xp_next[j] = xp[j+1]; inf past the last knot
-    out = xc - xp[j]
-    out *= slope[j]
-    out += fp[j]
+        j += xc >= np.take(xp_next, j)  # xp_next[j] = xp[j+1]; inf past the last knot
+    out = np.take(xp, j)
+    np.subtract(xc, out, out=out)
+    out *= np.take(slope, j)
+    out += np.take(fp, j)
     return out

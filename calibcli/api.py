@@ -34,12 +34,15 @@ def fit(
     *,
     weights: Sequence[float] | np.ndarray | None = None,
     features: Mapping[str, Sequence[Any]] | None = None,
+    weight_kind: str = "frequency",
     **params: Any,
 ) -> Calibrator:
     """Fit `method` on scores and 0/1 labels; `params` are the method's options (`calib methods`).
 
     `features` maps column names to arrays for field-aware methods (categorical values may be
-    any strings). Returns the fitted calibrator (`.predict(scores, features=...)`).
+    any strings). `weight_kind`: "frequency" (weight k = k rows) or "importance" (only the
+    weights' ratios matter), as `calib fit --weight-kind`. Returns the fitted calibrator
+    (`.predict(scores, features=...)`).
     """
     cal = registry.create(method, params)
     feats = None
@@ -48,7 +51,7 @@ def fit(
                      else np.asarray([str(x) for x in v], dtype=object)) for k, v in features.items()}
     return cal.fit(np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=np.float64),
                    weights=None if weights is None else np.asarray(weights, dtype=np.float64),
-                   features=feats)
+                   features=feats, weight_kind=weight_kind)
 
 
 def save_map(calibrator: Calibrator, path: str, training: Mapping[str, Any] | None = None) -> None:

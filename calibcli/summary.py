@@ -160,7 +160,7 @@ def summarize(scores: Any, labels: Any, weights: Any = None, step: float | None 
         w0 = np.where(positive, 0.0, w)
     rng = (float(s.min()), float(s.max())) if s.size else (float("inf"), float("-inf"))
     if step is None and weights is None:
-        from calibcli.calibrators.base import unique_with_sums  # the fit's own pooling: no argsort
+        from calibcli.pooling import unique_with_sums  # the fit's own pooling: no argsort
 
         xs, count, n1 = unique_with_sums(s, y, np.ones_like(s))
         n0 = count - n1  # whole numbers: exact

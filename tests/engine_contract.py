@@ -129,8 +129,10 @@ def _cli_apply(map_path: str, data_path: str, tmp: Path) -> np.ndarray:
 
 
 def _fit_cli_map(data, tmp: Path, method: str, *extra: str) -> str:
-    path = tmp / f"{method}.json"
-    cli("fit", data["single"], "--method", method, "-o", str(path), *extra)
+    """`calib fit` on the rows; maps are kept for the module (the same arguments fit once)."""
+    path = data["root"] / ("-".join([method, *extra]).replace("=", "_").replace("--", "") + ".json")
+    if not path.exists():
+        cli("fit", data["single"], "--method", method, "-o", str(path), *extra)
     return str(path)
 
 

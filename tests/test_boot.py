@@ -233,13 +233,19 @@ def test_zero_weight_rows_are_dropped(method):
     np.testing.assert_array_equal(a, b)
 
 
-def test_weights_act_like_duplicates_on_average():
-    """Weight 3 on the positives shifts the map as tripling them does (in distribution)."""
+def test_weights_are_duplicates_exactly_and_importance_weights_shift_alike():
+    """Weight 3 on the positives (frequency, the default) is tripling them, bit for bit (the
+    rows are expanded before drawing); as importance weights (rescaled, drawn in proportion)
+    they shift the map the same way on average."""
     s, y = contract.synthetic(400, seed=6, ties=False)
     w = np.where(y == 1, 3.0, 1.0)
     dup = np.concatenate([np.arange(s.size), np.repeat(np.flatnonzero(y == 1), 2)])
     g = np.linspace(0.1, 0.9, 50)
-    pw = np.mean([create("boot-isotonic", {"seed": k}).fit(s, y, weights=w).predict(g) for k in range(8)], 0)
+    for k in range(3):
+        a = create("boot-isotonic", {"seed": k}).fit(s, y, weights=w).predict(g)
+        np.testing.assert_array_equal(a, create("boot-isotonic", {"seed": k}).fit(s[dup], y[dup]).predict(g))
+    pw = np.mean([create("boot-isotonic", {"seed": k}).fit(s, y, weights=w, weight_kind="importance").predict(g)
+                  for k in range(8)], 0)
     pd = np.mean([create("boot-isotonic", {"seed": k}).fit(s[dup], y[dup]).predict(g) for k in range(8)], 0)
     plain = np.mean([create("boot-isotonic", {"seed": k}).fit(s, y).predict(g) for k in range(8)], 0)
     assert np.mean(np.abs(pw - pd)) < 0.03

@@ -53,3 +53,21 @@ def test_import_calibcli_does_not_import_the_engines():
             "print(sorted(m for m in ('pyspark', 'dask') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_example_job_runs_end_to_end(tmp_path, capsys):
+    """examples/dask_job.py: calibration improves log-loss, ECE and Field-RCE on the test split."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "dask_job.py"
+    spec = importlib.util.spec_from_file_location("dask_job", path)
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+    report = job.main(["--rows", "20000", "--partitions", "4", "--out", str(tmp_path)])
+    raw, calibrated = (r["metrics"] for r in report["results"])
+    assert 3000 < report["rows"] < 5000 and (tmp_path / "map.json").exists()
+    for metric in ("log_loss", "ece", "field_rce"):
+        assert calibrated[metric] < raw[metric], metric
+    assert json.loads(capsys.readouterr().out)["calibrated"] == calibrated

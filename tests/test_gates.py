@@ -8,6 +8,7 @@ import pytest
 
 from calibcli.evaluation import baseline, bootstrap, diagnostics, gates, metrics
 from calibcli.errors import InputError, UsageError
+from calibcli.evaluation.state import EvalState
 
 
 def test_metric_names_accept_hyphens_underscores_and_case():
@@ -177,16 +178,38 @@ def data():
 
 @pytest.mark.parametrize("ties", [True, False])
 def test_bootstrap_replicates_equal_the_metrics_of_materialised_resamples(data, ties):
+    """Each replicate is the metrics of the rows its Poisson cell counts materialise
+    (the bootstrap was multinomial over rows; it is now a Poisson bootstrap drawn per
+    (p, field) cell of the evaluation state, which is what this checks)."""
     y, p, g = data
     if not ties:
         p = p * 0.999 + np.linspace(0, 1e-3, p.size)  # distinct values in [0, 1]: the no-tie path
-    reps = bootstrap.bootstrap_replicates(y, p, g, 40, bootstrap.BootstrapPlan(4, seed=11))
-    rng = np.random.default_rng(11)
-    for b in range(4):
-        idx = rng.integers(0, y.size, y.size)
-        expected = metrics.compute_all(y[idx], p[idx], g[idx], 40)
+    plan = bootstrap.BootstrapPlan(4, seed=11)
+    reps = bootstrap.bootstrap_replicates(y, p, g, 40, plan)
+    st = EvalState.from_arrays(y, p, fields=(g, [str(i) for i in range(g.max() + 1)]), field_cells=True)
+    m = st.p.size
+    for b, counts in enumerate(bootstrap.poisson_counts(st, plan)):
+        k = counts.astype(np.int64)
+        rows_p = np.repeat(np.concatenate([st.p, st.p]), k)
+        rows_y = np.repeat(np.concatenate([np.zeros(m), np.ones(m)]), k)
+        rows_g = np.repeat(np.concatenate([st.cell_field, st.cell_field]), k)
+        expected = metrics.compute_all(rows_y, rows_p, rows_g, 40)
         for key, value in expected.items():
             assert reps[key][b] == pytest.approx(value, rel=1e-9, abs=1e-12), key
+
+
+def test_poisson_cell_counts_sum_to_the_row_count_on_average(data):
+    y, p, g = data
+    st = EvalState.from_arrays(y, p)
+    totals = [c.sum() for c in bootstrap.poisson_counts(st, bootstrap.BootstrapPlan(400, seed=3))]
+    assert abs(np.mean(totals) - y.size) < 4 * np.sqrt(y.size / 400)
+
+
+def test_bootstrap_refuses_weights_and_buckets(data):
+    y, p, _ = data
+    for st in (EvalState.from_arrays(y, p, weights=np.ones(p.size)), EvalState.from_arrays(y, p, step=0.01)):
+        with pytest.raises(UsageError):
+            next(bootstrap.poisson_counts(st, bootstrap.BootstrapPlan(2, 0)))
 
 
 def test_bootstrap_intervals_are_seeded_and_cover_the_estimate(data):

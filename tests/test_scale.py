@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from calibcli import _lookup, io, progress, summary
 from calibcli.calibrators import create
-from calibcli.calibrators.base import unique_with_sums
+from calibcli.pooling import unique_with_sums
 from calibcli.cli import app
 
 runner = CliRunner()

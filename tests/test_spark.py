@@ -93,3 +93,19 @@ def test_apply_keeps_null_and_nan_apart(engine, spark, tmp_path, data):
         got = engine.apply(df, _fit_cli_map(data, tmp_path, method), "score", "p").toArrow()
         p = got.sort_by("id").column("p").to_pylist()
         assert p[0] is None and np.isnan(p[1]), method
+
+
+def test_example_job_runs_end_to_end(spark, tmp_path):
+    """examples/spark_job.py on the test session: calibration improves log-loss, ECE and Field-RCE."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "spark_job.py"
+    spec = importlib.util.spec_from_file_location("spark_job", path)
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+    report = job.run(spark, 20_000, "isotonic", tmp_path)
+    raw, calibrated = (r["metrics"] for r in report["results"])
+    assert report["rows"] == 4000 and (tmp_path / "map.json").exists()
+    for metric in ("log_loss", "ece", "field_rce"):
+        assert calibrated[metric] < raw[metric], metric

@@ -161,6 +161,14 @@ WEIGHT_KINDS = ("frequency", "importance")
 # many rows; above it they resample rows in proportion to their weights (with a warning).
 EXPAND_LIMIT = 2_000_000
 SEED = Param("seed", int, 0, "random seed; the same seed gives the same map", low=0, high=SEED_MAX)
+PROB_CLIP = 1e-12  # probability clip before logs and logits, float64 whatever the input dtype
+SCORE_KIND = Param(
+    "score_kind",
+    str,
+    "probability",
+    "probability: scores in [0, 1] (clipped to [1e-12, 1-1e-12]); logit: log-odds ln(s/(1-s))",
+    choices=("probability", "logit"),
+)
 
 
 def platt_targets(labels: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -424,14 +432,7 @@ class Calibrator:
     extremes: ClassVar[str] = ""  # default behaviour at 0 and 1, for `calib methods` and the README
 
     def __init__(self, **params: Any):
-        known = {p.name: p for p in self.params}
-        unknown = sorted(set(params) - set(known))
-        if unknown:
-            allowed = ", ".join(known) or "none"
-            raise ParamError(
-                f"method {self.name!r} has no parameter {unknown[0]!r}",
-                hint=f"its parameters: {allowed} (see `calib methods`)",
-            )
+        known = self._known_params(sorted(params))
         self.params: dict[str, Any] = {
             name: p.check(params.get(name, p.default)) for name, p in known.items()
         }
@@ -452,17 +453,20 @@ class Calibrator:
     @classmethod
     def from_cli(cls, pairs: Mapping[str, str]) -> "Calibrator":
         """Build from `--param key=value` strings, parsed by each Param's type."""
+        known = cls._known_params(pairs)
+        return cls(**{key: known[key].parse(text) for key, text in pairs.items()})
+
+    @classmethod
+    def _known_params(cls, names: Any) -> dict[str, Param]:
+        """The method's Params by name; a ParamError naming the first of `names` it lacks."""
         known = {p.name: p for p in cls.params}
-        parsed: dict[str, Any] = {}
-        for key, text in pairs.items():
+        for key in names:
             if key not in known:
-                allowed = ", ".join(known) or "none"
                 raise ParamError(
                     f"method {cls.name!r} has no parameter {key!r}",
-                    hint=f"its parameters: {allowed} (see `calib methods`)",
+                    hint=f"its parameters: {', '.join(known) or 'none'} (see `calib methods`)",
                 )
-            parsed[key] = known[key].parse(text)
-        return cls(**parsed)
+        return known
 
     def fit(
         self,
@@ -512,7 +516,11 @@ class Calibrator:
                 f"method {self.name!r} needs scores in [0, 1], got range [{s.min():g}, {s.max():g}]"
             )
         if weights is not None and weight_kind == "importance":
-            w = w * (np.count_nonzero(w) / float(np.sum(w)))
+            positive = w > 0
+            if np.all(w[positive] == w[positive][0]):
+                w = positive.astype(np.float64)  # equal weights: exactly the unweighted rows
+            else:
+                w = w * (np.count_nonzero(w) / float(np.sum(w)))
         elif weights is not None and self.resamples_rows:
             s, y, w, features = self._expand_counts(s, y, w, features)
         targets = platt_targets(y, w) if self.params.get("platt_correction") else y
@@ -605,73 +613,3 @@ class Calibrator:
     def _set_state(self, state: dict[str, Any]) -> None:
         raise NotImplementedError
 
-
-def unique_with_sums(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pool tied scores: sorted unique scores, summed weights, summed weighted targets.
-
-    Results are bit-identical to `np.unique(s, return_inverse=True)` plus two bincounts in
-    row order, but faster, so every later step costs per distinct score:
-
-    - unit weights and 0/1 targets (the common case): the scores of positives and of
-      negatives are value-sorted separately (`np.sort`, several times faster than an
-      argsort) and counted; counts are whole numbers, so exact in any order;
-    - other whole-number weights and targets: one default-kind argsort (the one
-      `np.unique` uses), tie detection on the sorted scores and sums over sorted rows;
-    - anything else: the same argsort, then bincounts in row order, as `np.unique` does.
-    """
-    if s.size == 0:
-        return s[:0].copy(), w[:0].copy(), w[:0].copy()
-    if np.isnan(s).any():  # np.unique pools NaNs; keep its exact behaviour for them
-        xs, inv = np.unique(s, return_inverse=True)
-        return xs, np.bincount(inv, weights=w, minlength=xs.size), np.bincount(inv, weights=w * y, minlength=xs.size)
-    positive = y == 1
-    if bool(np.all(w == 1)) and bool(np.all(positive | (y == 0))) and not _has_negative_zero(s):
-        return _unit_counts(s, positive)
-    order = np.argsort(s)
-    ss = s[order]
-    starts = np.flatnonzero(np.concatenate([[True], ss[1:] != ss[:-1]]))
-    xs = ss[starts]
-    wy = w * y
-    if _exact_sums(w, wy):
-        return xs, np.add.reduceat(w[order], starts), np.add.reduceat(wy[order], starts)
-    group = np.cumsum(np.concatenate([[False], ss[1:] != ss[:-1]]))
-    inv = np.empty(s.size, dtype=np.intp)
-    inv[order] = group
-    sw = np.bincount(inv, weights=w, minlength=xs.size)
-    swy = np.bincount(inv, weights=wy, minlength=xs.size)
-    return xs, sw, swy
-
-
-def _has_negative_zero(s: np.ndarray) -> bool:
-    """-0.0 ties with 0.0; which one np.unique keeps depends on its sort, so such data takes that path."""
-    zero = s == 0
-    return bool(zero.any()) and bool(np.signbit(s[zero]).any())
-
-
-def _sorted_counts(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    a = np.sort(a)
-    if a.size == 0:
-        return a, np.zeros(0)
-    starts = np.flatnonzero(np.concatenate([[True], a[1:] != a[:-1]]))
-    return a[starts], np.diff(np.append(starts, a.size)).astype(np.float64)
-
-
-def _unit_counts(s: np.ndarray, positive: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Distinct scores, row counts and positive counts for unit weights and 0/1 labels."""
-    x1, c1 = _sorted_counts(s[positive])
-    x0, c0 = _sorted_counts(s[~positive])
-    # Merge the two sorted runs: a stable sort finds the runs and merges them in O(n).
-    values = np.concatenate([x1, x0])
-    order = np.argsort(values, kind="stable")
-    merged = values[order]
-    starts = np.flatnonzero(np.concatenate([[True], merged[1:] != merged[:-1]]))
-    pos = np.concatenate([c1, np.zeros(c0.size)])[order]
-    rows = np.concatenate([c1, c0])[order]
-    return merged[starts], np.add.reduceat(rows, starts), np.add.reduceat(pos, starts)
-
-
-def _exact_sums(w: np.ndarray, wy: np.ndarray) -> bool:
-    """True when summing `w` and `wy` in any order gives the same float (whole numbers < 2**53)."""
-    total = float(np.sum(w))
-    return (total < 2.0 ** 53 and bool(np.all(w >= 0)) and bool(np.all(w == np.floor(w)))
-            and bool(np.all(wy == np.floor(wy))) and bool(np.all(wy >= 0)))

@@ -11,9 +11,8 @@ Choices where the paper and the released code (`mlkruup/bayesiso`, distr=8) diff
 
 - Bounds (section 4.3): bins of B instances give p +/- margin, but the defaults follow the
   released code, not the paper's text: B = N/20 and margin 1/sqrt(N) instead of B = N/10 and
-  1/sqrt(B). On the synthetic study of section 5.1 (benchmarks/bayes_iso_table1.py) the code's
-  constants reproduce Table 1 (the paper's numbers came from that code) and the text's wider
-  bounds do worse at both 100 and 3000 rows. Past 8000 instances B = N^(2/3) (= N/20 at 8000),
+  1/sqrt(B), since the paper's numbers came from that code (`benchmarks/bayes_iso_table1.py
+  --ablations` compares both on the section 5.1 data). Past 8000 instances B = N^(2/3) (= N/20 at 8000),
   so bins keep shrinking relative to N and the bounds stay tight enough for large data.
   `bin_size` and `margin` override them (bin_size=N/10 with margin=1/sqrt(N/10) is the
   paper's text). The bin for the upper bound of a score
@@ -34,17 +33,26 @@ Choices where the paper and the released code (`mlkruup/bayesiso`, distr=8) diff
   the inner loop dense row operations. Sampled values are kept in [1e-7, 1 - 1e-7] so every
   log-likelihood term is finite (the code substitutes log(1e-323)).
 - Log-likelihoods are combined by a running log-sum-exp over chunks of maps; no map is stored.
+- Effective sample size: maps of one tree are not independent draws, so the ESS counts
+  trees: (sum W)^2 / sum W^2 with W a tree's summed map weights (the plain formula over
+  single maps overstates the precision). It is conservative (a tree of 64 maps counts once)
+  and equals the plain ESS with one map per tree. The dominance flag is the paper's at the
+  same level: one tree outweighs all other trees together.
+- Adaptive sampling (not in the paper): every block gets `samples` maps; blocks whose ESS is
+  below `target_ess` then get more, sized from their ESS, until they reach it or the extra
+  work passes `budget` times the first round's.
 - Large data: the paper notes instability beyond ~3000 instances and suggests blocks of ~1000
-  consecutive ranks. The ranking is cut into blocks of about `block_size` = max(1000, B)
-  instances that are sampled and weighted independently (bounds still come from all data);
-  up to 1500 instances this is the paper's single block. At 3000 rows of the section 5.1 data,
-  blocks of 1000 gave the same test losses as one block (10 replicates: BS .16289 vs .16293,
-  LL .47665 vs .47663) while the smallest effective sample size rose from 1.5 to 11.8 and no
-  fit was dominated by one map (2/10 with one block). More than `grid` distinct scores are
-  pooled into `grid` rank cells of equal weight (one value per cell, knot at the cell's mean
-  score). The joined block means are made monotone by weighted PAV (a no-op inside blocks).
-- Diagnostics: the effective sample size (sum w)^2 / sum w^2 of each block and the paper's
-  dominance flag (one map's weight exceeds all others together); a CalibWarning says what to do.
+  consecutive ranks. The ranking is cut into blocks of about `block_size` = 1000 instances
+  that are sampled and weighted independently (bounds still come from all data); up to
+  1500 instances this is the paper's single block. A block's edge values are held
+  only by the bounds, not by the neighbouring block's values, which biases them; so each
+  block also samples `overlap` instances of context on each side (likelihood included) and
+  keeps only its own ranks. Blocks approximate the single-block estimator (see
+  docs/algorithms.md). More than `grid` distinct scores are pooled into `grid` rank cells of
+  equal weight (one value per cell, knot at the cell's mean score). The joined block means
+  are made monotone by weighted PAV (a no-op inside blocks).
+- Diagnostics: the smallest ESS over blocks and the number of dominated blocks; a
+  CalibWarning says what to do.
 """
 
 from __future__ import annotations
@@ -64,9 +72,9 @@ from calibcli.calibrators.base import (
     Param,
     StateSpec,
     as_float_array,
-    unique_with_sums,
 )
 from calibcli.calibrators.isotonic import interpolate, pav
+from calibcli.pooling import unique_with_sums
 from calibcli.calibrators.registry import register
 from calibcli.errors import CalibWarning
 
@@ -428,8 +436,8 @@ class BayesIsoCalibrator(Calibrator):
             "block_size",
             float,
             None,
-            "instances per independently sampled block of consecutive ranks; auto: "
-            "max(1000, bin_size), so up to 1500 instances are one block",
+            "instances per independently sampled block of consecutive ranks; auto: 1000 (the "
+            "paper's suggestion), so up to 1500 instances are one block",
             low=1.0,
             high=1e12,
             optional=True,
@@ -439,7 +447,7 @@ class BayesIsoCalibrator(Calibrator):
             float,
             None,
             "instances of context each block also samples on each side (only its own ranks are "
-            "kept); auto: min(bin_size, block_size / 4)",
+            "kept); auto: min(bin_size, block_size / 2)",
             low=0.0,
             high=1e12,
             optional=True,
@@ -456,9 +464,7 @@ class BayesIsoCalibrator(Calibrator):
         xs, sw, swy = pool_cells(xs[keep], sw[keep], swy[keep], self.params["grid"])
         total = float(sw.sum())
         bin_size = self.params["bin_size"] or max(1.0, min(total / 20.0, total ** (2.0 / 3.0)))
-        block_size = self.params["block_size"]
-        if block_size is None:
-            block_size = max(1000.0, bin_size)
+        block_size = self.params["block_size"] or 1000.0
         iso = pav(swy / sw, sw)
         margin = self.params["margin"]
         if margin is None:
@@ -469,7 +475,7 @@ class BayesIsoCalibrator(Calibrator):
         n0 = np.maximum(sw - swy, 0.0)
         overlap = self.params["overlap"]
         if overlap is None:
-            overlap = min(bin_size, block_size / 4.0)
+            overlap = min(bin_size, block_size / 2.0)
         ranks, wstart, wend, own = widen_blocks(sw, bstart, bend, overlap if bstart.size > 1 else 0.0)
         post = posterior_mean(
             n1[ranks], n0[ranks], lower[ranks], upper[ranks], wstart, wend, self.params["samples"],
@@ -487,10 +493,10 @@ class BayesIsoCalibrator(Calibrator):
         if self.dominated_:
             where = "the sample" if self.blocks_ == 1 else f"{self.dominated_} of {self.blocks_} blocks"
             warnings.warn(
-                f"bayes-iso: one sampled map outweighs all others in {where} (effective sample "
-                f"size {self.ess_:.1f}), so the map is close to a single random draw; use more "
-                "samples (--param samples=...), smaller blocks (--param block_size=..., e.g. 500) "
-                "or tighter bounds (a smaller --param margin=...)",
+                f"bayes-iso: one sampled pivot tree outweighs all others in {where} (effective "
+                f"number of trees {self.ess_:.1f}), so the map is close to a single random draw; "
+                "use more samples (--param samples=... or a larger --param budget=...), smaller "
+                "blocks (--param block_size=..., e.g. 500) or tighter bounds (a smaller --param margin=...)",
                 CalibWarning,
                 stacklevel=3,
             )

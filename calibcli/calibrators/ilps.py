@@ -50,22 +50,24 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import PLATT_CORRECTION, Calibrator, Field, Param, StateSpec, as_float_array, unique_with_sums
+from calibcli.calibrators.base import (
+    PLATT_CORRECTION,
+    PROB_CLIP,
+    SCORE_KIND,
+    Calibrator,
+    Field,
+    Param,
+    StateSpec,
+    as_float_array,
+)
+from calibcli.pooling import unique_with_sums
 from calibcli.calibrators.isotonic import pav
 from calibcli.calibrators.logistic import sigmoid
 from calibcli.calibrators.registry import register
 from calibcli.errors import CalibWarning, FitError
 
-PROB_CLIP = 1e-12
 LOGIT_CLIP = 1e300
 
-SCORE_KIND = Param(
-    "score_kind",
-    str,
-    "probability",
-    "scores are probabilities (turned into logits after clipping to [1e-12, 1-1e-12]) or logits",
-    choices=("probability", "logit"),
-)
 K_PARAM = Param("K", int, 100, "number of linear pieces; K+1 knots at sigmoid(a_k) = k/(K+2)", low=2, high=1000)
 LAM_PARAM = Param("lam", float, 1.0, "weight of the non-decreasing penalty sum (b_k - b_k+1)_+ (eq. 11)", low=0.0, high=1e6)
 RIDGE_PARAM = Param(

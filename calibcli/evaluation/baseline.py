@@ -28,6 +28,8 @@ class EvalRow:
     intervals: dict[str, tuple[float, float]] | None = None  # with --bootstrap
     by_field: dict[str, Any] | None = None  # with --by-field
     reliability: list[dict[str, Any]] | None = None  # with --plot
+    step_bounds: dict[str, float] | None = None  # with --step: how far AUC and CalBin may be off
+    histogram: list[int] | None = None  # with --plot: rows per p in [k/20, (k+1)/20)
 
 
 @dataclass
@@ -40,6 +42,10 @@ class Evaluation:
     results: list[EvalRow]
     bootstrap: BootstrapPlan | None = None
     gate: GateReport | None = None
+    weight_col: str | None = None
+    step: float | None = None
+    ece_bins: int = 10
+    ece_strategy: str = "uniform"
 
     def to_json(self) -> dict[str, Any]:
         """The machine-readable report (`calib evaluate --json`, `--save-baseline`); NaN becomes null.
@@ -53,9 +59,13 @@ class Evaluation:
           n/a), `intervals` ({metric: [low, high]} with --bootstrap, else null), `by_field`
           (with --by-field: `fields`, `top`, `by_bias` and `by_relative_bias` lists of
           {field, rows, positives, mean_p, positive_rate, bias, relative_bias}, else null),
+          `histogram` (with --plot: rows with p in each of 20 equal-width bins, else null),
           `reliability` (with --plot: equal-mass bins {rows, mean_p, positive_rate, p_min,
-          p_max}, else null)
-        - `bootstrap`: {replicates, seed, level, method: "percentile"} or null
+          p_max}, else null), `step_bounds` (with --step: {auc, calbin}, the largest
+          possible distance of those two from their exact values, else null)
+        - `weight_col`, `step`: the --weight-col and --step options (null when not given)
+        - `ece_bins`, `ece_strategy`: the bins of ECE and MCE (--ece-bins, --ece-strategy)
+        - `bootstrap`: {replicates, seed, level, method: "percentile", resampling: "poisson"} or null
         - `gate`: {passed, gate_on, baseline (path or null), checked, failed, checks}; each
           check is {result, metric, kind ("above", "below", "regression"), value, compared,
           limit, passed, excess, threshold, baseline, allowed, relative}. With no gate
@@ -77,6 +87,8 @@ class Evaluation:
                 {k: [clean(lo), clean(hi)] for k, (lo, hi) in r.intervals.items()},
                 "by_field": r.by_field,
                 "reliability": r.reliability,
+                "step_bounds": r.step_bounds,
+                "histogram": r.histogram,
             }
 
         gate = self.gate or GateReport("point", None, [])
@@ -89,6 +101,10 @@ class Evaluation:
             "positives": self.positives,
             "field_col": self.field_col,
             "calbin_window": self.calbin_window,
+            "weight_col": self.weight_col,
+            "step": self.step,
+            "ece_bins": self.ece_bins,
+            "ece_strategy": self.ece_strategy,
             "results": [result(r) for r in self.results],
             "bootstrap": self.bootstrap.to_json() if self.bootstrap else None,
             "gate": gate.to_json(),

@@ -1,28 +1,34 @@
 """Bootstrap confidence intervals of the evaluation metrics (`calib evaluate --bootstrap N`).
 
-`bootstrap_intervals` resamples rows with replacement (seeded, the same resamples for every
-column and map, so they are compared on the same draws) and reports percentile intervals.
-A resample is represented by per-row counts w (a multinomial draw, `bincount` of n random
-row indices), never by a copy of the data: log-loss and Brier are dot products with w, ECE
-and the field metrics weighted `bincount`s, AUC a weighted Mann-Whitney count over the
-tie groups of the one sort done up front. Only CalBin materialises rows, because its windows
-are s consecutive resampled rows: `np.repeat` of the already sorted arrays, O(n), no sort.
-Cost: O(n) per replicate for every metric but CalBin (one binary search per window, as in
-`metrics.calbin`); memory a few n-length arrays. Measured on a shared, loaded 2-core
-machine: 0.7-1.1 s per replicate at n = 1e6 (1.5x faster than copying the resample and
-evaluating it), 6 ms at 1e4; so `--bootstrap 200` at 1e6 rows takes minutes per column.
-The sort is done once per column (`benchmarks/bench_evaluate.py`).
+A Poisson bootstrap drawn from the evaluation state (`state.py`), never from a copy of the
+rows: every row gets an independent Poisson(1) count, so the rows of one cell (one distinct
+p, or one (p, field value) pair, and one class) together get a Poisson(cell count) count.
+Drawing one Poisson number per cell and class is therefore exactly the row-level Poisson
+bootstrap, and each replicate is evaluated by the metric functions themselves
+(`metrics.compute_all` with the drawn counts as `sample_weight`; CalBin counts a cell of
+count k as k rows). The field metrics need the state kept per (p, field value) cell
+(`field_cells=True`); the other metrics only per distinct p. Intervals are percentile
+intervals of the replicates, seeded (`BootstrapPlan.seed`).
+
+When it is not exact, it is refused: with row weights (a cell's resampled weight depends on
+which of its rows are drawn, not only how many) and with `step` bucketing (the state no
+longer holds each row's p, so log-loss, Brier and ECE of a resample could not be exact).
+
+Cost per replicate: one Poisson draw per cell and the metrics on the cells, O(cells) plus
+CalBin's O(rows) windows; the sort of the cells is done once.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
+from calibcli.errors import UsageError
 from calibcli.evaluation import metrics
+from calibcli.evaluation.state import EvalState
 
 CONFIDENCE = 0.95
 
@@ -37,55 +43,49 @@ class BootstrapPlan:
 
     def to_json(self) -> dict[str, Any]:
         return {"replicates": self.replicates, "seed": self.seed, "level": self.level,
-                "method": "percentile"}
+                "method": "percentile", "resampling": "poisson"}
+
+
+def poisson_counts(state: EvalState, plan: BootstrapPlan) -> Iterator[np.ndarray]:
+    """Per replicate, the Poisson counts of the cells' negatives then positives (2 * cells)."""
+    if state.weighted:
+        raise UsageError("--bootstrap cannot resample weighted rows exactly: a cell's resampled weight "
+                         "depends on which of its rows are drawn", hint="drop --weight-col to get intervals")
+    if state.step is not None:
+        raise UsageError("--bootstrap needs the exact probabilities; it cannot be combined with --step")
+    if state.field_names is not None and state.cell_field is None:
+        raise UsageError("a bootstrap of the field metrics needs a state built with field_cells=True")
+    rng = np.random.default_rng(plan.seed)
+    lam = np.concatenate([state.n0, state.n1])
+    for _ in range(plan.replicates):
+        yield rng.poisson(lam).astype(np.float64)
+
+
+def state_replicates(state: EvalState, calbin_window: int, plan: BootstrapPlan, **ece: Any
+                     ) -> dict[str, np.ndarray]:
+    """Every metric on `plan.replicates` Poisson resamples of the rows behind `state`."""
+    m = state.p.size
+    y = np.concatenate([np.zeros(m), np.ones(m)])
+    p = np.concatenate([state.p, state.p])
+    groups = None if state.cell_field is None else np.concatenate([state.cell_field, state.cell_field])
+    order = np.argsort(p, kind="stable")
+    keys = [k for k in metrics.METRICS if groups is not None or not k.startswith("field_")]
+    out = {k: np.full(plan.replicates, math.nan) for k in keys}
+    for b, w in enumerate(poisson_counts(state, plan)):
+        if w.sum() > 0:
+            for k, v in metrics.compute_all(y, p, groups, calbin_window, sample_weight=w, order=order,
+                                            **ece).items():
+                out[k][b] = v
+    return out
 
 
 def bootstrap_replicates(y: np.ndarray, p: np.ndarray, groups: np.ndarray | None,
                          calbin_window: int, plan: BootstrapPlan) -> dict[str, np.ndarray]:
-    """Every metric on `plan.replicates` row resamples (one array per metric).
+    """Every metric on `plan.replicates` Poisson resamples of the rows (y, p, field codes)."""
+    fields = None if groups is None else (groups, [str(i) for i in range(int(groups.max()) + 1 if groups.size else 0)])
+    state = EvalState.from_arrays(y, p, fields=fields, field_cells=groups is not None)
+    return state_replicates(state, calbin_window, plan)
 
-    The same seed gives the same resamples for every column of the same length.
-    """
-    n = y.size
-    rng = np.random.default_rng(plan.seed)
-    order = np.argsort(p)
-    ps = p[order]
-    ys = y[order].astype(np.float64)
-    tie = metrics.tie_groups(ps)
-    n_ties = int(tie[-1]) + 1
-    q = np.clip(ps, metrics.LOG_LOSS_EPS, 1 - metrics.LOG_LOSS_EPS)
-    row_ll = -np.where(ys == 1, np.log(q), np.log1p(-q))
-    row_sq = (ps - ys) ** 2
-    ece_bin = np.minimum((ps * metrics.ECE_BINS).astype(np.int64), metrics.ECE_BINS - 1)
-    gap = ps - ys
-    gs = groups[order] if groups is not None else None
-    n_groups = int(groups.max()) + 1 if groups is not None else 0
-    keys = [k for k in metrics.METRICS if groups is not None or not k.startswith("field_")]
-    out = {k: np.empty(plan.replicates) for k in keys}
-    for b in range(plan.replicates):
-        w = np.bincount(rng.integers(0, n, n), minlength=n)[order].astype(np.float64)
-        out["log_loss"][b] = w @ row_ll / n
-        out["brier"][b] = w @ row_sq / n
-        out["ece"][b] = np.abs(np.bincount(ece_bin, weights=w * gap, minlength=metrics.ECE_BINS)).sum() / n
-        if n_ties == n:  # no tied p: each row is its own tie group
-            cnt, pos = w, w * ys
-        else:
-            cnt = np.bincount(tie, weights=w, minlength=n_ties)
-            pos = np.bincount(tie, weights=w * ys, minlength=n_ties)
-        neg = cnt - pos
-        out["auc"][b] = metrics.auc_from_ties(pos, neg)
-        wi = w.astype(np.int64)
-        pooled = np.divide(pos, cnt, out=np.zeros_like(pos), where=cnt > 0)
-        out["calbin"][b] = metrics.calbin_sorted(np.repeat(ps, wi), np.repeat(pooled[tie], wi), calbin_window)
-        if gs is not None:
-            fc = np.bincount(gs, weights=w, minlength=n_groups)
-            resid = np.bincount(gs, weights=-w * gap, minlength=n_groups)
-            fpos = np.bincount(gs, weights=w * ys, minlength=n_groups)
-            out["field_ece"][b] = np.abs(resid).sum() / n
-            keep = fc > 0
-            out["field_rce"][b] = (fc[keep] * np.abs(resid[keep])
-                                   / (fpos[keep] + metrics.FIELD_RCE_EPS * fc[keep])).sum() / n
-    return out
 
 
 def percentile_intervals(replicates: Mapping[str, np.ndarray], level: float = CONFIDENCE
@@ -107,3 +107,10 @@ def bootstrap_intervals(y: np.ndarray, p: np.ndarray, groups: np.ndarray | None,
                         calbin_window: int, plan: BootstrapPlan) -> dict[str, tuple[float, float]]:
     """Seeded percentile confidence intervals of every metric of one probability column."""
     return percentile_intervals(bootstrap_replicates(y, p, groups, calbin_window, plan), plan.level)
+
+
+def state_intervals(state: EvalState, calbin_window: int, plan: BootstrapPlan, **ece: Any
+                    ) -> dict[str, tuple[float, float]]:
+    """Seeded percentile confidence intervals of every metric, drawn from an evaluation state
+    (`ece`: the ECE/MCE bin options of `metrics.compute_all`)."""
+    return percentile_intervals(state_replicates(state, calbin_window, plan, **ece), plan.level)

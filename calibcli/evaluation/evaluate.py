@@ -8,12 +8,14 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
+import pyarrow as pa
 
 from calibcli import io, maps
 from calibcli.errors import InputError, UsageError
 from calibcli.evaluation import diagnostics, gates, metrics
 from calibcli.evaluation.baseline import EvalRow, Evaluation, check_baseline, load_baseline
-from calibcli.evaluation.bootstrap import BootstrapPlan, bootstrap_intervals
+from calibcli.evaluation.bootstrap import BootstrapPlan, state_intervals
+from calibcli.evaluation.state import EvalState, StateBuilder
 from calibcli.pipeline import _check_map_scores as check_map_scores, predict_quietly
 
 
@@ -25,6 +27,10 @@ class EvaluateOptions:
     bootstrap: BootstrapPlan | None = None
     by_field_top: int | None = None
     reliability_bins: int | None = None
+    weight_col: str | None = None  # row weights for every metric
+    step: float | None = None  # bucket width of p for AUC and CalBin (bounded memory)
+    ece_bins: int = metrics.ECE_BINS  # bins of ECE and MCE
+    ece_strategy: str = "uniform"  # uniform (equal width) or quantile (equal mass) bins
 
 
 def evaluate_file(
@@ -56,6 +62,13 @@ def evaluate_file(
         raise UsageError("--top must be at least 1")
     if opts.bootstrap is not None and opts.bootstrap.replicates < 1:
         raise UsageError("--bootstrap must be at least 1")
+    if opts.bootstrap is not None and opts.weight_col is not None:
+        raise UsageError("--bootstrap cannot resample weighted rows exactly (a resampled weight depends on "
+                         "which rows are drawn, not only how many)", hint="drop --weight-col or --bootstrap")
+    if opts.bootstrap is not None and opts.step is not None:
+        raise UsageError("--bootstrap needs the exact probabilities; it cannot be combined with --step")
+    if opts.step is not None and not (np.isfinite(opts.step) and opts.step > 0):
+        raise UsageError(f"--step must be a positive number, got {opts.step!r}")
     gates.require_field_col(opts.gates, field_col)
     loaded = [(m, maps.load_map(m)[0]) for m in map_paths]
     if not prob_cols and not loaded:
@@ -65,35 +78,39 @@ def evaluate_file(
         baseline = load_baseline(opts.gates.baseline)
         check_baseline(baseline, [*prob_cols, *(io.display_name(m) for m, _ in loaded)],
                              field_col, calbin_window, opts.gates)
-    source, y, columns, groups, field_names = _evaluation_arrays(
-        path, fmt, label_col, score_col, prob_cols, loaded, field_col)
+    source, rows, positives, columns = _evaluation_states(
+        path, fmt, label_col, score_col, prob_cols, loaded, field_col, opts)
 
-    def evaluate_one(name: str, kind: str, p: np.ndarray) -> EvalRow:
-        row = EvalRow(name, kind, metrics.compute_all(y, p, groups, calbin_window))
+    def evaluate_one(name: str, kind: str, state: EvalState) -> EvalRow:
+        ece = {"ece_bins": opts.ece_bins, "ece_strategy": opts.ece_strategy}
+        row = EvalRow(name, kind, state.metrics(calbin_window, **ece))
         if opts.bootstrap is not None:
-            row.intervals = bootstrap_intervals(y, p, groups, calbin_window, opts.bootstrap)
-        if opts.by_field_top is not None and groups is not None:
-            row.by_field = diagnostics.field_breakdown(y, p, groups, field_names, opts.by_field_top)
+            row.intervals = state_intervals(state, calbin_window, opts.bootstrap, **ece)
+        if opts.by_field_top is not None and state.field_names is not None:
+            row.by_field = diagnostics.field_breakdown_sums(state.field_w, state.field_y, state.field_p,
+                                                            state.field_names, opts.by_field_top)
         if opts.reliability_bins is not None:
-            row.reliability = diagnostics.reliability_bins(y, p, opts.reliability_bins)
+            row.reliability = diagnostics.reliability_from_distribution(*state.pooled(), opts.reliability_bins)
+            row.histogram = diagnostics.histogram_of_distribution(*state.pooled())
+        row.step_bounds = state.step_bounds(calbin_window)
         return row
 
-    results = [evaluate_one(name, kind, p) for name, kind, p in columns]
-    report = Evaluation(source, int(y.size), int(np.sum(y == 1)), field_col, calbin_window, results,
-                        opts.bootstrap)
+    results = [evaluate_one(name, kind, state) for name, kind, state in columns]
+    report = Evaluation(source, rows, positives, field_col, calbin_window, results, opts.bootstrap,
+                        weight_col=opts.weight_col, step=opts.step, ece_bins=opts.ece_bins,
+                        ece_strategy=opts.ece_strategy)
     report.gate = gates.decide(opts.gates, [(r.name, r.metrics, r.intervals) for r in results],
                                baseline, field_col)
     return report
 
 
-def _evaluation_arrays(path, fmt, label_col, score_col, prob_cols, loaded, field_col):
-    """Stream the input in record batches, keeping only what the metrics need.
+def _evaluation_states(path, fmt, label_col, score_col, prob_cols, loaded, field_col, opts):
+    """Stream the input in record batches into one evaluation state per column and map.
 
-    Per row that is the label, one float64 per probability column or map, and the field
-    code: about 8 * (1 + columns) + 8 bytes, whatever else the file holds. Maps predict
-    batch by batch. Field codes are made global across batches (a batch's dictionary is
-    mapped through one category -> code table). Returns (source name, labels, [(name,
-    kind, probabilities)], field codes or None, field names).
+    No row is kept: each batch becomes a partial state (sums, per-field sums, its
+    distribution of p), merged as they accumulate, so memory follows the number of distinct
+    p (or 1/step with --step) and of field values. Maps predict batch by batch. Returns
+    (source name, rows, positives, [(name, kind, state)]).
     """
     strings = ((field_col,) if field_col else ()) + tuple(
         c for _, cal in loaded for c in cal.input_features()[0])
@@ -104,20 +121,23 @@ def _evaluation_arrays(path, fmt, label_col, score_col, prob_cols, loaded, field
         needed.append((score_col, "--score-col"))
     if field_col:
         needed.append((field_col, "--field-col"))
+    if opts.weight_col:
+        needed.append((opts.weight_col, "--weight-col"))
     for col, flag in needed:
         if col not in schema.names:
             raise io.missing_column(col, schema.names, name, flag)
-    ys: list[np.ndarray] = []
-    parts: list[list[np.ndarray]] = [[] for _ in (*prob_cols, *loaded)]
-    group_parts: list[np.ndarray] = []
-    coder: dict[str, int] = {}
-    offset = 0
+    cells = opts.bootstrap is not None and field_col is not None
+    builders = [StateBuilder(opts.step, cells) for _ in (*prob_cols, *loaded)]
+    offset = positives = 0
     for batch in batches:
-        ys.append(io.labels_from(batch, label_col, name, offset))
+        y = io.labels_from(batch, label_col, name, offset)
+        positives += int(np.count_nonzero(y == 1))
+        w = io.weights_from(batch, opts.weight_col, name, offset) if opts.weight_col else None
+        fields = io.field_codes(batch, field_col, name) if field_col else None
         for k, col in enumerate(prob_cols):
             p = io.scores_from(batch, col, name, offset, flag="--prob-col")
             _check_probabilities(p, col, name, offset)
-            parts[k].append(p)
+            builders[k].add(y, p, fields, w)
         if loaded:
             s = io.scores_from(batch, score_col, name, offset)
             for k, (map_path, cal) in enumerate(loaded, start=len(prob_cols)):
@@ -126,18 +146,13 @@ def _evaluation_arrays(path, fmt, label_col, score_col, prob_cols, loaded, field
                 feats = {c: io.field_values(batch, c, name) for c in categorical}
                 feats.update({c: io.scores_from(batch, c, name, offset, flag="--feature-col")
                               for c in numeric})
-                parts[k].append(predict_quietly(cal, s, feats or None))
-        if field_col:
-            codes, cats = io.field_codes(batch, field_col, name)
-            lut = np.array([coder.setdefault(c, len(coder)) for c in cats], dtype=np.int64)
-            group_parts.append(lut[codes] if codes.size else codes)
+                builders[k].add(y, predict_quietly(cal, s, feats or None), fields, w)
         offset += batch.num_rows
     if offset == 0:
         raise InputError(f"{name}: no data rows")
+    pa.default_memory_pool().release_unused()  # the read buffers, before the distributions are built
     names = [(c, "column") for c in prob_cols] + [(io.display_name(m), "map") for m, _ in loaded]
-    columns = [(n, kind, np.concatenate(ps)) for (n, kind), ps in zip(names, parts)]
-    groups = np.concatenate(group_parts) if field_col else None
-    return name, np.concatenate(ys), columns, groups, list(coder)
+    return name, offset, positives, [(n, kind, b.result()) for (n, kind), b in zip(names, builders)]
 
 
 def _check_probabilities(p: np.ndarray, col: str, source: str, offset: int = 0) -> None:

@@ -1,0 +1,116 @@
+"""Tie pooling: sorted distinct scores with their summed weights and summed weighted targets.
+
+Every fit that works per distinct score (isotonic, beta, ENIR, ILPS, Bayes-Iso) and the
+score summaries start here. Results are bit-identical to the plain recipe
+
+    xs, inv = np.unique(s, return_inverse=True)
+    sw, swy = np.bincount(inv, weights=w), np.bincount(inv, weights=w * y)
+
+but faster (see `docs/algorithms.md`, "Tie pooling"):
+
+- unit weights and 0/1 targets (the common case): the label is packed into the lowest bit
+  of an order-preserving integer key of the score, so one value sort (`np.sort` on uint64,
+  SIMD, several times faster than an argsort) orders rows by (score, label); counts per
+  distinct score are whole numbers, exact in any order;
+- other whole-number weights and targets: one default-kind argsort, tie detection on the
+  sorted scores and sums over sorted rows (exact in any order);
+- anything else: the same argsort, then bincounts in row order, as `np.unique` does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def unique_with_sums(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pool tied scores: (sorted distinct scores, summed weights, summed weighted targets)."""
+    if s.size == 0:
+        return s[:0].copy(), w[:0].copy(), w[:0].copy()
+    if np.isnan(s).any():  # np.unique pools NaNs; keep its exact behaviour for them
+        xs, inv = np.unique(s, return_inverse=True)
+        return xs, np.bincount(inv, weights=w, minlength=xs.size), np.bincount(inv, weights=w * y, minlength=xs.size)
+    positive = y == 1
+    if unit_weights(w) and bool(np.all(positive | (y == 0))) and not _has_negative_zero(s):
+        return _unit_counts(s, positive)
+    order = np.argsort(s)
+    ss = s[order]
+    starts = np.flatnonzero(np.concatenate([[True], ss[1:] != ss[:-1]]))
+    xs = ss[starts]
+    wy = w * y
+    if _exact_sums(w, wy):
+        return xs, np.add.reduceat(w[order], starts), np.add.reduceat(wy[order], starts)
+    group = np.cumsum(np.concatenate([[False], ss[1:] != ss[:-1]]))
+    inv = np.empty(s.size, dtype=np.intp)
+    inv[order] = group
+    sw = np.bincount(inv, weights=w, minlength=xs.size)
+    swy = np.bincount(inv, weights=wy, minlength=xs.size)
+    return xs, sw, swy
+
+
+_SAMPLE = 1 << 16
+
+
+def mostly_distinct(s: np.ndarray) -> bool:
+    """True for large inputs whose strided sample of 65 536 scores is 90% distinct.
+
+    Then pooling ties would cost a full sort and shrink the data little; callers whose fit
+    gives the same optimum on rows or pooled rows (logistic-type fits) skip it.
+    """
+    if s.size < 4 * _SAMPLE:
+        return False
+    sample = s[:: s.size // _SAMPLE]
+    return np.unique(sample).size > 0.9 * sample.size
+
+
+def unit_weights(w: np.ndarray) -> bool:
+    """True when every weight is 1 (a broadcast scalar is checked without a pass over rows)."""
+    if w.ndim == 1 and w.size and w.strides[0] == 0:
+        return bool(w[0] == 1)
+    return bool(np.all(w == 1))
+
+
+def _has_negative_zero(s: np.ndarray) -> bool:
+    """-0.0 ties with 0.0; which one np.unique keeps depends on its sort, so such data takes that path."""
+    zero = s == 0
+    return bool(zero.any()) and bool(np.signbit(s[zero]).any())
+
+
+def _unit_counts(s: np.ndarray, positive: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct scores, row counts and positive counts for unit weights and 0/1 labels.
+
+    Negative scores are pooled as their (positive) negation and put back in front reversed.
+    """
+    negative = s < 0
+    if not negative.any():
+        return _nonnegative_counts(s, positive)
+    xn, cn, pn = _nonnegative_counts(-s[negative], positive[negative])
+    rest = ~negative
+    xp, cp, pp = _nonnegative_counts(s[rest], positive[rest])
+    return (np.concatenate([-xn[::-1], xp]), np.concatenate([cn[::-1], cp]),
+            np.concatenate([pn[::-1], pp]))
+
+
+def _nonnegative_counts(v: np.ndarray, positive: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`_unit_counts` for scores >= +0.0: sort keys (bits << 1) | label, then count runs.
+
+    For non-negative doubles the bit pattern, read as an unsigned integer, orders like the
+    value and has its top bit clear, so shifting it left by one loses nothing.
+    """
+    keys = np.left_shift(v.view(np.uint64), np.uint64(1))
+    keys |= positive
+    keys.sort()
+    label = (keys & np.uint64(1)).astype(np.float64)
+    keys >>= np.uint64(1)
+    xs = keys.view(np.float64)
+    if xs.size < 2 or bool(np.all(keys[1:] != keys[:-1])):
+        return xs, np.ones(xs.size), label
+    starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+    rows = np.diff(np.append(starts, xs.size)).astype(np.float64)
+    return xs[starts], rows, np.add.reduceat(label, starts)
+
+
+def _exact_sums(w: np.ndarray, wy: np.ndarray) -> bool:
+    """True when summing `w` and `wy` in any order gives the same float (whole numbers < 2**53)."""
+    total = float(np.sum(w))
+    return (total < 2.0 ** 53 and bool(np.all(w >= 0)) and bool(np.all(w == np.floor(w)))
+            and bool(np.all(wy == np.floor(wy))) and bool(np.all(wy >= 0)))
