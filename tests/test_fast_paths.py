@@ -201,3 +201,15 @@ def test_logistic_tiny_and_huge_scores(seed, scale):
     ref = reference_optimum(np.column_stack([z, np.ones(z.size)]), y, np.ones(z.size))
     ours = mean_log_loss(cal.a_ * s + cal.b_, y, np.ones(z.size))
     assert ours <= ref + 1e-12
+
+
+def test_lookup_with_infinite_and_nan_queries_matches_np_interp():
+    rng = np.random.default_rng(8)
+    xp = np.unique(rng.beta(1, 3, 500))
+    fp = np.sort(rng.random(xp.size))
+    x = rng.random(20_000) * 1.4 - 0.2
+    x[::97] = np.inf
+    x[::89] = -np.inf
+    assert _lookup.interp(x, xp, fp).tobytes() == np.interp(x, xp, fp).tobytes()
+    x[5] = np.nan
+    assert _lookup.interp(x, xp, fp).tobytes() == np.interp(x, xp, fp).tobytes()
