@@ -459,7 +459,7 @@ class Calibrator:
         if not np.all((y == 0) | (y == 1)):
             raise FitError("labels must be 0 or 1")
         if weights is None:
-            w = np.ones_like(s)
+            w = np.broadcast_to(np.float64(1.0), s.shape)  # read-only unit weights, no n-long array
         else:
             w = as_float_array(weights, "weights")
             if w.shape != s.shape:
