@@ -1,76 +1,121 @@
-"""Benchmark `calib evaluate`: every metric on 1e7 rows, against scikit-learn's metrics.
+"""Benchmark `calib evaluate`: the streamed evaluation state against the in-memory metrics.
 
-Data: a Parquet file with a probability column `p`, labels drawn from a slightly
-miscalibrated p, and a `field` column with 1 000 values. Rows:
-  - each calibcli metric on in-memory arrays, and scikit-learn's log_loss,
-    brier_score_loss and roc_auc_score on the same arrays ("ratio" = sklearn / calibcli);
-  - the whole `evaluate_file` (read + every metric incl. Field-ECE/RCE) in a fresh
-    subprocess, with its peak RSS (`resource.getrusage`).
+Data: a Parquet file `score,label,field` written in 1e6-row chunks (seeded): score uniform
+on [0, 1] as float64 (so nearly every row has its own distinct p: the worst case for the
+exact distribution), labels drawn from a slightly miscalibrated score, `field` a string
+column with 1 000 values. For each size:
 
-    python benchmarks/bench_evaluate.py              # 1e7 rows
-    python benchmarks/bench_evaluate.py --rows 1e6
+  - `calib evaluate FILE --field-col field --json` (every metric incl. Field-ECE/RCE), in
+    a fresh process: wall time, rows/s and peak RSS (`os.wait4`), exact and with
+    `--step 1e-6`;
+  - the peer, at sizes up to --in-memory-max: the same file read whole with pyarrow and
+    `metrics.compute_all` on the arrays (what `evaluate` did before the state), in a fresh
+    process, with the largest |difference| of any metric from the streamed exact run.
+
+    python benchmarks/bench_evaluate.py                       # 1e7 rows
+    python benchmarks/bench_evaluate.py --rows 1e7 1e8 --out benchmarks/results_evaluate.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from _common import best
+CHUNK = 1_000_000
+PEER = """
+import json, sys
+import pyarrow.parquet as pq
+from calibcli import io
+from calibcli.evaluation import metrics
+t = pq.read_table(sys.argv[1])
+y = io.labels_from(t, "label", "x"); p = io.scores_from(t, "score", "x")
+g = io.field_codes(t, "field", "x")[0]
+del t
+print(json.dumps(metrics.compute_all(y, p, g, 100)))
+"""
+
+
+def write_data(path: Path, n: int) -> None:
+    rng = np.random.default_rng(0)
+    names = np.array([f"f{i:03d}" for i in range(1000)])
+    schema = pa.schema([("score", pa.float64()), ("label", pa.int8()), ("field", pa.string())])
+    with pq.ParquetWriter(path, schema) as writer:
+        for start in range(0, n, CHUNK):
+            m = min(CHUNK, n - start)
+            p = rng.random(m)
+            y = (rng.random(m) < np.clip(p * 1.1 - 0.03, 0, 1)).astype(np.int8)
+            f = names[rng.integers(0, 1000, m)]
+            writer.write_table(pa.table({"score": p, "label": y, "field": f}, schema=schema))
+
+
+def run(cmd: list[str]) -> tuple[float, float, str]:
+    """Run `cmd` in a fresh process; wall time, its own peak RSS (MB) and its stdout."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out = proc.stdout.read()
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{err.decode()}")
+    return wall, usage.ru_maxrss / 1024, out.decode()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=float, default=1e7)
+    ap.add_argument("--rows", type=float, nargs="+", default=[1e7])
+    ap.add_argument("--steps", type=float, nargs="*", default=[1e-6], help="--step values besides exact")
+    ap.add_argument("--in-memory-max", type=float, default=1e7, help="largest size for the in-memory peer")
+    ap.add_argument("--out", help="write the results as JSON here")
     args = ap.parse_args()
-    n = int(args.rows)
+    results = []
+    print(f"{'rows':>12} {'run':<22} {'seconds':>8} {'rows/s':>12} {'peak RSS MB':>11} {'max |diff|':>10}")
+    for rows in args.rows:
+        n = int(rows)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "eval.parquet"
+            write_data(path, n)
+            base = [sys.executable, "-m", "calibcli", "evaluate", str(path), "--field-col", "field", "--json"]
+            exact = None
+            for step in [None, *args.steps]:
+                wall, rss, out = run(base + ([] if step is None else ["--step", repr(step)]))
+                metrics = json.loads(out)["results"][0]["metrics"]
+                name = "calib evaluate" + ("" if step is None else f" --step {step:g}")
+                diff = None
+                if step is None:
+                    exact = metrics
+                else:
+                    diff = max(abs(metrics[k] - exact[k]) for k in metrics)
+                results.append({"rows": n, "run": name, "seconds": wall, "rows_per_s": n / wall,
+                                "peak_rss_mb": rss, "max_abs_diff_vs_exact": diff})
+                print(f"{n:>12,} {name:<22} {wall:>8.2f} {n / wall:>12,.0f} {rss:>11.0f} "
+                      f"{'' if diff is None else f'{diff:.1e}':>10}")
+            if n <= args.in_memory_max:
+                wall, rss, out = run([sys.executable, "-c", PEER, str(path)])
+                peer = json.loads(out)
+                diff = max(abs(peer[k] - exact[k]) for k in peer)
+                results.append({"rows": n, "run": "in-memory compute_all", "seconds": wall, "rows_per_s": n / wall,
+                                "peak_rss_mb": rss, "max_abs_diff_vs_exact": diff})
+                print(f"{n:>12,} {'in-memory compute_all':<22} {wall:>8.2f} {n / wall:>12,.0f} {rss:>11.0f} "
+                      f"{diff:>10.1e}")
+    if args.out:
+        import platform
 
-    from sklearn import metrics as skm
-
-    from calibcli import io, metrics
-
-    rng = np.random.default_rng(0)
-    p = rng.random(n)
-    y = (rng.random(n) < np.clip(p * 1.1 - 0.03, 0, 1)).astype(np.float64)
-    field = rng.integers(0, 1000, n)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "eval.parquet"
-        pq.write_table(pa.table({"p": p, "label": y, "field": pa.array(field.astype(str))}), path)
-        groups = io.field_codes(pq.read_table(path, columns=["field"]), "field", str(path))[0]
-        sk = {"log_loss": lambda: skm.log_loss(y, p), "brier": lambda: skm.brier_score_loss(y, p),
-              "auc": lambda: skm.roc_auc_score(y, p)}
-        ours = {"log_loss": lambda: metrics.log_loss(y, p), "brier": lambda: metrics.brier(y, p),
-                "auc": lambda: metrics.auc(y, p), "ece": lambda: metrics.prob_ece(y, p),
-                "calbin": lambda: metrics.calbin(y, p), "field_ece": lambda: metrics.field_ece(y, p, groups),
-                "field_rce": lambda: metrics.field_rce(y, p, groups)}
-        print(f"{n:,} rows, 1 000 fields")
-        print(f"{'metric':<10} {'calibcli s':>10} {'sklearn s':>9} {'ratio':>6} {'value':>12} {'|diff|':>9}")
-        total = 0.0
-        for name, fn in ours.items():
-            t, v = best(fn)
-            total += t
-            if name in sk:
-                ts, vs = best(sk[name])
-                print(f"{name:<10} {t:>10.3f} {ts:>9.3f} {ts / t:>6.2f} {v:>12.6f} {abs(v - vs):>9.1e}")
-            else:
-                print(f"{name:<10} {t:>10.3f} {'':>9} {'':>6} {v:>12.6f}")
-        print(f"{'all':<10} {total:>10.3f}")
-        code = ("import resource, time, json\nfrom calibcli import pipeline\nt0 = time.perf_counter()\n"
-                f"pipeline.evaluate_file({str(path)!r}, ['p'], [], field_col='field')\n"
-                "print(json.dumps({'s': time.perf_counter() - t0, "
-                "'rss': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))\n")
-        out = json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                                        text=True).stdout)
-        print(f"evaluate_file (read + all metrics, subprocess): {out['s']:.2f} s, peak RSS {out['rss']:.0f} MB "
-              f"({out['rss'] * 2**20 / n:.0f} bytes/row)")
+        doc = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                           "numpy": np.__version__, "pyarrow": pa.__version__,
+                           "load_average_at_end": os.getloadavg()},
+               "results": results}
+        Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ def _timed(fn, repeat: int) -> tuple[float, object]:
 
 
 def _log_loss(y, p) -> float:
-    from calibcli import metrics
+    from calibcli.evaluation import metrics
 
     return metrics.log_loss(y, p)
 

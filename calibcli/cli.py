@@ -18,15 +18,33 @@ import typer
 # trained 3x slower with them). Set before numpy is first imported; users may override.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from calibcli import __version__, console  # noqa: E402
+from calibcli import __version__, bounds, console  # noqa: E402
 from calibcli.errors import CalibError, ExitCode, UsageError  # noqa: E402
 
+_GLOBAL_FLAGS = ("-q", "--quiet", "--debug", "--strict")
+
+
+class _Group(typer.core.TyperGroup):
+    """Accepts the global flags (-q, --debug, --strict) after the subcommand too:
+    `calib fit x.csv --strict` means `calib --strict fit x.csv`."""
+
+    def parse_args(self, ctx, args):
+        if "--" in args:
+            head, tail = args[:args.index("--")], args[args.index("--"):]
+        else:
+            head, tail = args, []
+        flags = [a for a in head if a in _GLOBAL_FLAGS]
+        rest = [a for a in head if a not in _GLOBAL_FLAGS]
+        return super().parse_args(ctx, flags + rest + tail)
+
+
 app = typer.Typer(
+    cls=_Group,
     name="calib",
     help="Turn a classifier's raw scores into probabilities people can trust.\n\n"
     "Exit codes: 0 success, 1 an evaluate gate failed, 2 usage/input/map/fit error.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
     rich_markup_mode=None,
@@ -99,11 +117,25 @@ def _parse_params(pairs: List[str]) -> dict[str, str]:
     return out
 
 
+def _range(option: str) -> str:
+    return " Range: " + bounds.OPTIONS[option].describe() + "."
+
+
+class _FitCommand(typer.core.TyperCommand):
+    """`calib fit --help` ends with every numeric method option and its bounds."""
+
+    def format_epilog(self, ctx, formatter) -> None:
+        super().format_epilog(ctx, formatter)
+        with formatter.section("Numeric method options (--param key=value) and their bounds"):
+            formatter.write_dl([(f"{method}: {name}", f"{kind} in {rng}")
+                                for method, name, kind, rng in bounds.param_rows()])
+
+
 def _fmt(value: float) -> str:
     return "n/a" if value != value else f"{value:.4f}"
 
 
-@app.command()
+@app.command(cls=_FitCommand)
 @reports_errors
 def fit(
     input: Annotated[Optional[str], typer.Argument(help="Score file (CSV, TSV, JSON lines, Parquet; .gz ok) or - for stdin; omit with --from-summary.")] = None,
@@ -111,10 +143,11 @@ def fit(
     method: Annotated[str, typer.Option("--method", "-m", help="Calibration method (see `calib methods`).")] = "isotonic",
     param: Annotated[List[str], typer.Option("--param", "-p", help="Method option key=value; repeatable.")] = [],
     output: Annotated[str, typer.Option("--output", "-o", help="Where to save the map: .json or .parquet; - (default) prints JSON to stdout.")] = "-",
-    seed: Annotated[Optional[int], typer.Option("--seed", help="Random seed for methods that sample.")] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Random seed for methods that sample." + _range("--seed"))] = None,
     score_col: ScoreCol = "score",
     label_col: LabelCol = "label",
-    weight_col: Annotated[Optional[str], typer.Option("--weight-col", help="Column of non-negative row weights.")] = None,
+    weight_col: Annotated[Optional[str], typer.Option("--weight-col", help="Column of non-negative row weights (see --weight-kind).")] = None,
+    weight_kind: Annotated[str, typer.Option("--weight-kind", help="frequency: weight k counts as k rows (default); importance: only ratios matter, the map ignores the weights' scale.")] = "frequency",
     field_col: Annotated[List[str], typer.Option("--field-col", help="Categorical feature column for field-aware methods; repeatable.")] = [],
     feature_col: Annotated[List[str], typer.Option("--feature-col", help="Numeric feature column for field-aware methods; repeatable.")] = [],
     format: FormatOpt = None,
@@ -129,19 +162,28 @@ def fit(
     """
     from calibcli import pipeline
 
-    if (input is None) == (from_summary is None):
-        raise UsageError("give either a score file or --from-summary FILE (not both)",
+    bounds.check(seed=seed)
+    pipeline.check_weight_kind(weight_kind)
+    if weight_kind != "frequency" and input is not None and weight_col is None:
+        raise UsageError("--weight-kind needs --weight-col (or --from-summary)")
+    if input is None and from_summary is None:
+        raise UsageError("missing the score file to fit on (or --from-summary FILE)",
+                         hint="e.g. `calib fit cal.csv -o map.json`, or `-` to read stdin")
+    if input is not None and from_summary is not None:
+        raise UsageError("give either a score file or --from-summary FILE, not both",
                          hint="e.g. `calib fit cal.csv` or `calib fit --from-summary summary.parquet`")
     if from_summary is not None:
         if weight_col or field_col or feature_col or format:
             raise UsageError("--weight-col, --field-col, --feature-col and --format apply to score files, "
                              "not to --from-summary", hint="give them to `calib summarize` instead")
         result = pipeline.fit_summary_file(from_summary, method, _parse_params(param), seed, output,
-                                           strict=_state["strict"], out_format=output_format)
+                                           strict=_state["strict"], out_format=output_format,
+                                           weight_kind=weight_kind)
     else:
         cols = pipeline.Columns(score_col, label_col, weight_col, tuple(field_col), tuple(feature_col))
         result = pipeline.fit_file(input, method, _parse_params(param), cols, format, seed, output,
-                                   strict=_state["strict"], out_format=output_format)
+                                   strict=_state["strict"], out_format=output_format,
+                                   weight_kind=weight_kind)
     for message in result.warnings:
         console.warn(message)
     _print_fit_summary(method, result)
@@ -180,7 +222,7 @@ def summarize(
     score_col: ScoreCol = "score",
     label_col: LabelCol = "label",
     weight_col: Annotated[Optional[str], typer.Option("--weight-col", help="Column of non-negative row weights.")] = None,
-    step: Annotated[Optional[float], typer.Option("--step", help="Round scores to multiples of STEP (each moves at most STEP/2); default exact.")] = None,
+    step: Annotated[Optional[float], typer.Option("--step", help="Round scores to multiples of STEP (each moves at most STEP/2); default exact." + _range("--step"))] = None,
     format: FormatOpt = None,
 ) -> None:
     """Stream a score file into per-score counts (n0, n1) that `calib fit --from-summary` fits on.
@@ -195,6 +237,7 @@ def summarize(
     from calibcli import io, pipeline, progress, summary
     from calibcli.output import check_output
 
+    bounds.check(step=step)
     check_output(output, [input])
     summary.output_format(output)
     cols = pipeline.Columns(score_col, label_col, weight_col)
@@ -246,18 +289,23 @@ def evaluate(
     label_col: LabelCol = "label",
     score_col: ScoreCol = "score",
     field_col: Annotated[Optional[str], typer.Option("--field-col", help="Categorical column for Field-ECE and Field-RCE.")] = None,
-    calbin_window: Annotated[int, typer.Option("--calbin-window", help="CalBin window size s.")] = 100,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (versioned schema) instead of tables.")] = False,
+    calbin_window: Annotated[int, typer.Option("--calbin-window", help="CalBin window size s." + _range("--calbin-window"))] = 100,
+    ece_bins: Annotated[int, typer.Option("--ece-bins", help="Bins of ECE and MCE (as scikit-learn's calibration_curve n_bins)." + _range("--ece-bins"))] = 10,
+    ece_strategy: Annotated[str, typer.Option("--ece-strategy", help="ECE/MCE bins: uniform (equal width) or quantile (equal mass), as scikit-learn's calibration_curve.")] = "uniform",
+    weight_col: Annotated[Optional[str], typer.Option("--weight-col", help="Column of non-negative row weights (every metric is weighted).")] = None,
+    step: Annotated[Optional[float], typer.Option("--step", help="Bucket p to multiples of STEP for AUC and CalBin (bounded memory; error bounds in docs/algorithms.md); default exact.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (versioned schema): the same as --output json.")] = False,
+    output_kind: Annotated[str, typer.Option("--output", help="What stdout gets: table (stacked blocks when the terminal is narrow), json, csv or markdown.")] = "table",
     fail_above: Annotated[List[str], typer.Option("--fail-above", metavar="METRIC=X", help="Gate: exit 1 if METRIC is above X (e.g. field-rce=0.12); repeatable.")] = [],
     fail_below: Annotated[List[str], typer.Option("--fail-below", metavar="METRIC=X", help="Gate: exit 1 if METRIC is below X (e.g. auc=0.7); repeatable.")] = [],
     baseline: Annotated[Optional[str], typer.Option("--baseline", metavar="FILE", help="JSON from an earlier `evaluate --json`/--save-baseline to compare with.")] = None,
     max_regression: Annotated[List[str], typer.Option("--max-regression", metavar="METRIC=D", help="Gate: exit 1 if METRIC is worse than the baseline by more than D, or D% of it (e.g. field-rce=0.01, log-loss=5%); repeatable.")] = [],
     save_baseline: Annotated[Optional[str], typer.Option("--save-baseline", metavar="FILE", help="Also write the JSON report to FILE, for a later --baseline.")] = None,
-    bootstrap: Annotated[int, typer.Option("--bootstrap", metavar="N", help="Add 95% percentile confidence intervals from N row resamples.")] = 0,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", metavar="N", help="Add 95% percentile confidence intervals from N row resamples." + _range("--bootstrap"))] = 0,
     gate_on: Annotated[str, typer.Option("--gate-on", metavar="point|upper", help="point: gate on the metric; upper: fail only when the whole bootstrap interval is past the limit (ignores noise).")] = "point",
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap resamples.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap resamples." + _range("--seed"))] = 0,
     by_field: Annotated[bool, typer.Option("--by-field", help="Show the fields with the largest absolute and relative bias (needs --field-col).")] = False,
-    top: Annotated[int, typer.Option("--top", metavar="K", help="How many fields --by-field shows.")] = 5,
+    top: Annotated[int, typer.Option("--top", metavar="K", help="How many fields --by-field shows." + _range("--top"))] = 5,
     plot: Annotated[Optional[str], typer.Option("--plot", metavar="FILE", help="Reliability diagram: an image (.png/.svg/.pdf, needs calibcli[plot]) or - for text on stdout.")] = None,
     format: FormatOpt = None,
 ) -> None:
@@ -273,10 +321,18 @@ def evaluate(
     calib evaluate test.csv --field-col field --fail-above field-rce=0.12 --fail-below auc=0.7
     calib evaluate test.csv --field-col field --baseline base.json --max-regression field-rce=5%
     """
-    from calibcli import gates, pipeline, progress, report as render
-
+    from calibcli import progress
+    from calibcli.evaluation import baseline as evaluation_json, evaluate as evaluation, gates, report as render
+    from calibcli.evaluation.bootstrap import BootstrapPlan
     from calibcli.output import check_output
 
+    bounds.check(calbin_window=calbin_window, bootstrap=bootstrap, seed=seed, top=top, ece_bins=ece_bins)
+    if ece_strategy not in ("uniform", "quantile"):
+        raise UsageError(f"--ece-strategy {ece_strategy!r}: expected uniform or quantile")
+    if output_kind not in ("table", "json", "csv", "markdown"):
+        raise UsageError(f"--output {output_kind!r}: expected table, json, csv or markdown")
+    if as_json:
+        output_kind = "json"
     spec = gates.GateSpec.from_options(fail_above, fail_below, max_regression, baseline, gate_on, bootstrap)
     if save_baseline == "-":
         raise UsageError("--save-baseline needs a file name", hint="use --json for the report on stdout")
@@ -287,25 +343,33 @@ def evaluate(
     if save_baseline is not None and plot is not None and save_baseline == plot:
         raise UsageError(f"{plot}: --plot and --save-baseline name the same file")
     if plot is not None and plot != "-":
-        from calibcli import plot as plotting
+        from calibcli.evaluation import plot as plotting
 
         plotting.check_target(plot)
-    options = pipeline.EvaluateOptions(
+    options = evaluation.EvaluateOptions(
         gates=spec,
-        bootstrap=gates.BootstrapPlan(bootstrap, seed) if bootstrap else None,
+        bootstrap=BootstrapPlan(bootstrap, seed) if bootstrap else None,
         by_field_top=top if by_field else None,
         reliability_bins=10 if plot is not None else None,
+        weight_col=weight_col,
+        step=step,
+        ece_bins=ece_bins,
+        ece_strategy=ece_strategy,
     )
     with progress.working("evaluate"):
-        result = pipeline.evaluate_file(input, prob_col, map, label_col, score_col, field_col,
-                                        calbin_window, format, options)
+        result = evaluation.evaluate_file(input, prob_col, map, label_col, score_col, field_col,
+                                          calbin_window, format, options)
     with console.data_output():
-        if as_json:
+        if output_kind == "json":
             typer.echo(json.dumps(result.to_json(), indent=2, allow_nan=False))
+        elif output_kind == "csv":
+            typer.echo(render.csv_text(result), nl=False)
+        elif output_kind == "markdown":
+            typer.echo(render.markdown_text(result), nl=False)
         else:
             render.print_report(result, reliability=plot == "-")
     if save_baseline is not None:
-        pipeline.save_evaluation(result, save_baseline)
+        evaluation_json.save_evaluation(result, save_baseline)
     if plot is not None and plot != "-":
         plotting.save_reliability(result, plot)
     _report_gates(result.gate)
@@ -347,10 +411,50 @@ def export(
 
 @app.command()
 @reports_errors
-def methods() -> None:
+def compare(
+    input: InputArg,
+    method: Annotated[List[str], typer.Option("--method", "-m", help="Method to compare; repeatable (default: every score-only method).")] = [],
+    folds: Annotated[int, typer.Option("--folds", help="Number of cross-validation folds." + _range("--folds"))] = 5,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the fold split and of the methods that sample." + _range("--seed"))] = 0,
+    metric: Annotated[str, typer.Option("--metric", help="Metric that picks the best: log_loss, brier, ece or calbin.")] = "log_loss",
+    output: Annotated[Optional[str], typer.Option("--output", "-o", help="Save the best method's map, refitted on all rows (.json or .parquet).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    score_col: ScoreCol = "score",
+    label_col: LabelCol = "label",
+    format: FormatOpt = None,
+) -> None:
+    """Which method calibrates these scores best? Out-of-fold metrics per method, mean ± sd.
+
+    \b
+    calib compare cal.csv
+    calib compare cal.csv -m isotonic -m bayes-iso -m beta --folds 10 -o best.json
+    """
+    from calibcli import compare as comparing
+
+    bounds.check(folds=folds, seed=seed)
+    result = comparing.compare_file(input, method, folds, seed, metric.replace("-", "_"), score_col, label_col,
+                                    format, output)
+    with console.data_output():
+        if as_json:
+            typer.echo(json.dumps(result.to_json(), indent=2))
+        else:
+            console.DataConsole(highlight=False, width=None if sys.stdout.isatty() else 200).print(
+                comparing.table(result))
+    if output is not None:
+        console.info(f"saved the {result.best.method} map, refitted on all {result.rows} rows, to {output}")
+
+
+@app.command()
+@reports_errors
+def methods(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the catalogue as JSON (name, description, properties, params with type, default and bounds).")] = False,
+) -> None:
     """List the calibration methods and their options."""
     from calibcli.calibrators import registry  # not pipeline: no pyarrow for a listing
 
+    if as_json:
+        typer.echo(json.dumps(registry.catalogue_json(), indent=2))
+        return
     for name, description, params in registry.catalogue():
         typer.echo(f"{name}: {description}")
         for line in params:

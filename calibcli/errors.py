@@ -5,6 +5,15 @@ from __future__ import annotations
 from enum import IntEnum
 
 
+# calibcli is installed from its repository (it is not on a package index yet): hints say so.
+UPGRADE_HINT = "upgrade calibcli: in its repository, `git pull && pip install -e .`"
+
+
+def extra_hint(extra: str) -> str:
+    """How to install an optional extra, as it works today."""
+    return f"install it from the calibcli repository: pip install -e '.[{extra}]'"
+
+
 class ExitCode(IntEnum):
     """What `calib` returns to the shell; the same three codes for every command."""
 

@@ -36,7 +36,7 @@ import numpy as np
 from calibcli import __version__, strictjson
 from calibcli.calibrators import Calibrator, registry
 from calibcli.calibrators.base import MAX_KNOTS
-from calibcli.errors import CalibError, MapError
+from calibcli.errors import UPGRADE_HINT, CalibError, MapError
 
 FORMAT = "calibcli.map"
 SCHEMA_VERSION = 1
@@ -76,8 +76,17 @@ def make_envelope(calibrator: Calibrator, training: Mapping[str, Any] | None = N
         "params": to_plain(calibrator.params),
         "state": to_plain(calibrator.get_state()),
         "training": to_plain(dict(training or {})),
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _created(),
     }
+
+
+def _created() -> str:
+    """Now, or `SOURCE_DATE_EPOCH` when set (reproducible builds): refitting the same data then
+    gives the same bytes."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    moment = (_dt.datetime.fromtimestamp(int(epoch), _dt.timezone.utc) if epoch.isdigit()
+              else _dt.datetime.now(_dt.timezone.utc))
+    return moment.isoformat(timespec="seconds")
 
 
 def envelope_to_json(envelope: Mapping[str, Any]) -> str:
@@ -193,7 +202,7 @@ def _parse_parquet(data: bytes, source: str) -> dict[str, Any]:
         bound = _decoded_bound(meta)
         raw = (pf.schema_arrow.metadata or {}).get(PARQUET_KEY)
     except (pa.ArrowException, OSError, ValueError, TypeError) as exc:
-        raise MapError(f"{source}: not a readable Parquet map ({exc})") from None
+        raise MapError(f"{source}: not a readable Parquet map ({_first_line(exc)})") from None
     if raw is None:
         raise MapError(f"{source}: Parquet file without calibcli map metadata: not a calibcli map")
     if rows != 1:
@@ -209,18 +218,24 @@ def _parse_parquet(data: bytes, source: str) -> dict[str, Any]:
     keys = envelope.pop("state_columns", [])
     if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys) or len(set(keys)) != len(keys):
         raise MapError(f"{source}: corrupt calibcli map metadata ('state_columns' is not a list of names)")
+    missing = [k for k in keys if k not in pf.schema_arrow.names]
+    if missing:
+        raise MapError(f"{source}: map state column {missing[0]!r} is missing")
     try:
         table = pf.read(columns=keys, use_threads=False)
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        missing = [k for k in keys if k not in pf.schema_arrow.names]
-        if missing:
-            raise MapError(f"{source}: map state column {missing[0]!r} is missing") from None
-        raise MapError(f"{source}: not a readable Parquet map ({exc})") from None
+    except (pa.ArrowException, OSError, ValueError, KeyError) as exc:
+        raise MapError(f"{source}: not a readable Parquet map ({_first_line(exc)})") from None
     for key in keys:
         if key in envelope["state"]:
             raise MapError(f"{source}: map state field {key!r} is both a column and in the metadata")
         envelope["state"][key] = _column_value(table.column(key))
     return _check_envelope(envelope, source)
+
+
+def _first_line(exc: BaseException) -> str:
+    """An Arrow error's first line, at most 200 characters (messages stay one line)."""
+    lines = str(exc).strip().splitlines() or [type(exc).__name__]
+    return lines[0][:200]
 
 
 def _column_value(column: Any) -> Any:
@@ -244,7 +259,7 @@ def _check_envelope(envelope: Any, source: str) -> dict[str, Any]:
         raise MapError(
             f"{source}: map schema version {version} is newer than this calibcli "
             f"{__version__} reads (up to {SCHEMA_VERSION})",
-            hint="upgrade calibcli: `pip install -U calibcli`",
+            hint=UPGRADE_HINT,
         )
     missing = [k for k in _REQUIRED if k not in envelope]
     if missing:
@@ -263,7 +278,7 @@ def envelope_to_calibrator(envelope: Mapping[str, Any], source: str) -> Calibrat
         cls = registry.get(method)
     except CalibError:
         raise MapError(
-            f"{source}: map is for method {method!r}, which this calibcli does not have",
+            f"{source}: map is for method {method!r:.60}, which this calibcli does not have",
             hint="available methods: " + ", ".join(registry.available()),
         ) from None
     try:

@@ -6,16 +6,17 @@ what to show. Warnings from calibrators are collected and returned for the CLI t
 
 from __future__ import annotations
 
-import json
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
 
-from calibcli import diagnostics, gates, io, maps, metrics, output, summary
+from calibcli import io, maps, output, summary
 from calibcli.calibrators import Calibrator, registry
+from calibcli.calibrators.base import WEIGHT_KINDS
+from calibcli.evaluation import metrics
 from calibcli.errors import CalibError, CalibWarning, FitError, InputError, UsageError
 
 
@@ -51,6 +52,12 @@ def _quality(y: np.ndarray, p: np.ndarray) -> dict[str, float]:
     return {"log_loss": metrics.log_loss(y, p), "brier": metrics.brier(y, p)}
 
 
+def check_weight_kind(kind: str) -> None:
+    """Refuse an unknown --weight-kind before any input is read."""
+    if kind not in WEIGHT_KINDS:
+        raise UsageError(f"--weight-kind must be one of {', '.join(WEIGHT_KINDS)}, got {kind!r}")
+
+
 def fit_file(
     path: str,
     method: str,
@@ -60,25 +67,23 @@ def fit_file(
     seed: int | None = None,
     out: str | None = None,
     strict: bool = False,
+    weight_kind: str = "frequency",
     out_format: str | None = None,
 ) -> FitResult:
     """Fit `method` on a score/label file and, when `out` is given, save the map there.
 
     Warnings (CalibWarnings from the fit, all-equal scores) are returned for the CLI to show;
-    with `strict` the first one is a FitError instead and no map is written.
+    with `strict` the first one is a FitError instead and no map is written. `weight_kind`
+    says what the --weight-col weights mean (`Calibrator.fit`).
     """
     _claim_map_output(out, out_format, [path])
     cls = registry.get(method)
-    if seed is not None:
-        if "seed" not in {p.name for p in cls.params}:
-            raise UsageError(f"method {method!r} is deterministic and takes no --seed")
-        params = {**params, "seed": str(seed)}
     if (cols.fields or cols.features) and not cls.uses_features:
         raise UsageError(
             f"method {method!r} uses only the score; --field-col/--feature-col are for field-aware methods",
             hint="use `calib evaluate --field-col` to measure field-level calibration",
         )
-    calibrator = cls.from_cli(params)
+    calibrator = _calibrator(cls, params, seed)
     source = io.display_name(path)
     table = io.read_table(path, fmt, string_columns=cols.fields)
     if table.num_rows == 0:
@@ -91,10 +96,13 @@ def fit_file(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CalibWarning)
         try:
-            calibrator.fit(s, y, weights=w, features=feats)
+            calibrator.fit(s, y, weights=w, features=feats, weight_kind=weight_kind)
         except FitError as exc:
             raise FitError(f"{source}: cannot fit {method}: {exc.message}", hint=exc.hint) from None
     messages = [str(c.message) for c in caught if issubclass(c.category, CalibWarning)]
+    if cls.uses_features and not (cols.fields or cols.features):
+        messages.append(f"{method} without --field-col or --feature-col is ilps with extra steps: "
+                        "fit --method ilps, or name the feature columns")
     if s.size > 1 and s.min() == s.max():
         messages.append(f"all {s.size} scores equal {float(s[0]):g}: the map is a constant")
     if strict and messages:
@@ -112,6 +120,7 @@ def fit_file(
     }
     if cols.weight:
         training["weight_col"] = cols.weight
+        training["weight_kind"] = weight_kind
     if s.min() >= 0 and s.max() <= 1:
         training["before"] = _quality(y, s)
     training["after"] = _quality(y, predict_quietly(calibrator, s, feats))
@@ -119,6 +128,18 @@ def fit_file(
     if out is not None:
         result.envelope = maps.save_map(calibrator, out, training, out_format)
     return result
+
+
+def _calibrator(cls: type[Calibrator], params: dict[str, str], seed: int | None) -> Calibrator:
+    """An unfitted calibrator from `--param` strings and `--seed` (which must not contradict)."""
+    if seed is not None:
+        if "seed" not in {p.name for p in cls.params}:
+            raise UsageError(f"method {cls.name!r} is deterministic and takes no --seed")
+        if "seed" in params:
+            raise UsageError(f"--seed {seed} and --param seed={params['seed']} both set the seed",
+                             hint="give only one of them")
+        params = {**params, "seed": str(seed)}
+    return cls.from_cli(params)
 
 
 def _claim_map_output(out: str | None, out_format: str | None, reads: Sequence[str]) -> None:
@@ -251,27 +272,33 @@ def fit_summary_file(
     seed: int | None = None,
     out: str | None = None,
     strict: bool = False,
+    weight_kind: str = "frequency",
     out_format: str | None = None,
 ) -> FitResult:
-    """Fit a score-only method on a summary (`calib summarize`, or Spark/Dask) instead of rows."""
+    """Fit a score-only method on a summary (`calib summarize`, or Spark/Dask) instead of rows.
+
+    The summary's n0/n1 are the weights of each score's rows, of kind `weight_kind`.
+    """
     _claim_map_output(out, out_format, [summary_path])
     cls = registry.get(method)
     if cls.uses_features:
         raise UsageError(f"method {method!r} uses feature columns, which a score summary does not have")
-    if seed is not None:
-        if "seed" not in {p.name for p in cls.params}:
-            raise UsageError(f"method {method!r} is deterministic and takes no --seed")
-        params = {**params, "seed": str(seed)}
-    calibrator = cls.from_cli(params)
-    source = io.display_name(summary_path)
-    summ = summary.load(summary_path)
+    return fit_summary(summary.load(summary_path), _calibrator(cls, params, seed),
+                       io.display_name(summary_path), out, strict, weight_kind, out_format)
+
+
+def fit_summary(summ: summary.ScoreSummary, calibrator: Calibrator, source: str, out: str | None = None,
+                strict: bool = False, weight_kind: str = "frequency", out_format: str | None = None
+                ) -> FitResult:
+    """Fit an unfitted score-only calibrator on a summary (from a file, or built by an engine)."""
+    method = calibrator.name
     if summ.size == 0:
         raise InputError(f"{source}: the summary holds no scores")
     s, y, w = summary.fit_rows(summ)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CalibWarning)
         try:
-            calibrator.fit(s, y, weights=w)
+            calibrator.fit(s, y, weights=w, weight_kind=weight_kind)
         except FitError as exc:
             raise FitError(f"{source}: cannot fit {method}: {exc.message}", hint=exc.hint) from None
     messages = [str(c.message) for c in caught if issubclass(c.category, CalibWarning)]
@@ -281,6 +308,7 @@ def fit_summary_file(
     training: dict[str, Any] = {
         "input": source,
         "from_summary": {"entries": summ.size, "step": summ.step, "weighted": summ.weighted},
+        "weight_kind": weight_kind,
         "rows": summ.rows,
         "positives": summ.positives,
         "negatives": summ.rows - summ.positives,
@@ -297,222 +325,6 @@ def fit_summary_file(
     if out is not None:
         result.envelope = maps.save_map(calibrator, out, training, out_format)
     return result
-
-
-@dataclass
-class EvalRow:
-    name: str
-    kind: str  # "column" or "map"
-    metrics: dict[str, float]
-    intervals: dict[str, tuple[float, float]] | None = None  # with --bootstrap
-    by_field: dict[str, Any] | None = None  # with --by-field
-    reliability: list[dict[str, Any]] | None = None  # with --plot
-
-
-@dataclass
-class EvaluateOptions:
-    """The optional parts of `calib evaluate`: gates, bootstrap, per-field view, reliability bins."""
-
-    gates: gates.GateSpec = field(default_factory=gates.GateSpec)
-    bootstrap: gates.BootstrapPlan | None = None
-    by_field_top: int | None = None
-    reliability_bins: int | None = None
-
-
-@dataclass
-class Evaluation:
-    input: str
-    rows: int
-    positives: int
-    field_col: str | None
-    calbin_window: int
-    results: list[EvalRow]
-    bootstrap: gates.BootstrapPlan | None = None
-    gate: gates.GateReport | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The machine-readable report (`calib evaluate --json`, `--save-baseline`); NaN becomes null.
-
-        Schema (version 2; version 1 had only the keys marked *):
-
-        - `format`: "calibcli.evaluation"; `schema_version`: 2; `calibcli_version`
-        - `input`*, `rows`*, `positives`*, `field_col`*, `calbin_window`*
-        - `results`*: one object per --prob-col and --map, in order: `name`*, `kind`*
-          ("column" or "map"), `metrics`* (snake_case keys of `metrics.METRICS`, null when
-          n/a), `intervals` ({metric: [low, high]} with --bootstrap, else null), `by_field`
-          (with --by-field: `fields`, `top`, `by_bias` and `by_relative_bias` lists of
-          {field, rows, positives, mean_p, positive_rate, bias, relative_bias}, else null),
-          `reliability` (with --plot: equal-mass bins {rows, mean_p, positive_rate, p_min,
-          p_max}, else null)
-        - `bootstrap`: {replicates, seed, level, method: "percentile"} or null
-        - `gate`: {passed, gate_on, baseline (path or null), checked, failed, checks}; each
-          check is {result, metric, kind ("above", "below", "regression"), value, compared,
-          limit, passed, excess, threshold, baseline, allowed, relative}. With no gate
-          options `passed` is true and `checks` is empty.
-
-        Keys are only ever added within a schema version; a removal or change of meaning
-        bumps it. `--baseline` reads versions 1 and 2.
-        """
-        from calibcli import __version__
-
-        def clean(v: float) -> float | None:
-            return None if v != v else v
-
-        def result(r: EvalRow) -> dict[str, Any]:
-            return {
-                "name": r.name, "kind": r.kind,
-                "metrics": {k: clean(v) for k, v in r.metrics.items()},
-                "intervals": None if r.intervals is None else
-                {k: [clean(lo), clean(hi)] for k, (lo, hi) in r.intervals.items()},
-                "by_field": r.by_field,
-                "reliability": r.reliability,
-            }
-
-        gate = self.gate or gates.GateReport("point", None, [])
-        return {
-            "format": gates.EVALUATION_FORMAT,
-            "schema_version": gates.SCHEMA_VERSION,
-            "calibcli_version": __version__,
-            "input": self.input,
-            "rows": self.rows,
-            "positives": self.positives,
-            "field_col": self.field_col,
-            "calbin_window": self.calbin_window,
-            "results": [result(r) for r in self.results],
-            "bootstrap": self.bootstrap.to_json() if self.bootstrap else None,
-            "gate": gate.to_json(),
-        }
-
-    def to_json_bytes(self) -> bytes:
-        return (json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n").encode()
-
-
-def save_evaluation(evaluation: Evaluation, path: str) -> None:
-    """Write the JSON report where a later `--baseline` can read it (atomically)."""
-    output.write_bytes_atomic(path, evaluation.to_json_bytes())
-
-
-def evaluate_file(
-    path: str,
-    prob_cols: Sequence[str],
-    map_paths: Sequence[str],
-    label_col: str = "label",
-    score_col: str = "score",
-    field_col: str | None = None,
-    calbin_window: int = metrics.CALBIN_WINDOW,
-    fmt: str | None = None,
-    options: EvaluateOptions | None = None,
-) -> Evaluation:
-    """Metrics for each probability column and each map applied to the score column.
-
-    With `options`: bootstrap intervals, the per-field view, reliability bins and the gate
-    decisions (a baseline is checked against the evaluated names before the input is read).
-    """
-    opts = options or EvaluateOptions()
-    if calbin_window < 1:
-        raise UsageError("--calbin-window must be at least 1")
-    if path == "-" and "-" in map_paths:
-        raise UsageError("the input and a map cannot both come from stdin")
-    if path == "-" and opts.gates.baseline == "-":
-        raise UsageError("the input and the baseline cannot both come from stdin")
-    if opts.by_field_top is not None and field_col is None:
-        raise UsageError("--by-field needs --field-col")
-    if opts.by_field_top is not None and opts.by_field_top < 1:
-        raise UsageError("--top must be at least 1")
-    if opts.bootstrap is not None and opts.bootstrap.replicates < 1:
-        raise UsageError("--bootstrap must be at least 1")
-    gates.require_field_col(opts.gates, field_col)
-    loaded = [(m, maps.load_map(m)[0]) for m in map_paths]
-    if not prob_cols and not loaded:
-        prob_cols = [score_col]
-    baseline = None
-    if opts.gates.baseline is not None:
-        baseline = gates.load_baseline(opts.gates.baseline)
-        gates.check_baseline(baseline, [*prob_cols, *(io.display_name(m) for m, _ in loaded)],
-                             field_col, calbin_window, opts.gates)
-    source, y, columns, groups, field_names = _evaluation_arrays(
-        path, fmt, label_col, score_col, prob_cols, loaded, field_col)
-
-    def evaluate_one(name: str, kind: str, p: np.ndarray) -> EvalRow:
-        row = EvalRow(name, kind, metrics.compute_all(y, p, groups, calbin_window))
-        if opts.bootstrap is not None:
-            row.intervals = gates.bootstrap_intervals(y, p, groups, calbin_window, opts.bootstrap)
-        if opts.by_field_top is not None and groups is not None:
-            row.by_field = diagnostics.field_breakdown(y, p, groups, field_names, opts.by_field_top)
-        if opts.reliability_bins is not None:
-            row.reliability = diagnostics.reliability_bins(y, p, opts.reliability_bins)
-        return row
-
-    results = [evaluate_one(name, kind, p) for name, kind, p in columns]
-    report = Evaluation(source, int(y.size), int(np.sum(y == 1)), field_col, calbin_window, results,
-                        opts.bootstrap)
-    report.gate = gates.decide(opts.gates, [(r.name, r.metrics, r.intervals) for r in results],
-                               baseline, field_col)
-    return report
-
-
-def _evaluation_arrays(path, fmt, label_col, score_col, prob_cols, loaded, field_col):
-    """Stream the input in record batches, keeping only what the metrics need.
-
-    Per row that is the label, one float64 per probability column or map, and the field
-    code: about 8 * (1 + columns) + 8 bytes, whatever else the file holds. Maps predict
-    batch by batch. Field codes are made global across batches (a batch's dictionary is
-    mapped through one category -> code table). Returns (source name, labels, [(name,
-    kind, probabilities)], field codes or None, field names).
-    """
-    strings = ((field_col,) if field_col else ()) + tuple(
-        c for _, cal in loaded for c in cal.input_features()[0])
-    source, schema, batches = io.iter_batches(path, fmt, string_columns=strings)
-    name = source.name
-    needed = [(label_col, "--label-col"), *((c, "--prob-col") for c in prob_cols)]
-    if loaded:
-        needed.append((score_col, "--score-col"))
-    if field_col:
-        needed.append((field_col, "--field-col"))
-    for col, flag in needed:
-        if col not in schema.names:
-            raise io.missing_column(col, schema.names, name, flag)
-    ys: list[np.ndarray] = []
-    parts: list[list[np.ndarray]] = [[] for _ in (*prob_cols, *loaded)]
-    group_parts: list[np.ndarray] = []
-    coder: dict[str, int] = {}
-    offset = 0
-    for batch in batches:
-        ys.append(io.labels_from(batch, label_col, name, offset))
-        for k, col in enumerate(prob_cols):
-            p = io.scores_from(batch, col, name, offset, flag="--prob-col")
-            _check_probabilities(p, col, name, offset)
-            parts[k].append(p)
-        if loaded:
-            s = io.scores_from(batch, score_col, name, offset)
-            for k, (map_path, cal) in enumerate(loaded, start=len(prob_cols)):
-                _check_map_scores(cal, s, score_col, name, map_path, offset)
-                categorical, numeric = cal.input_features()
-                feats = {c: io.field_values(batch, c, name) for c in categorical}
-                feats.update({c: io.scores_from(batch, c, name, offset, flag="--feature-col")
-                              for c in numeric})
-                parts[k].append(predict_quietly(cal, s, feats or None))
-        if field_col:
-            codes, cats = io.field_codes(batch, field_col, name)
-            lut = np.array([coder.setdefault(c, len(coder)) for c in cats], dtype=np.int64)
-            group_parts.append(lut[codes] if codes.size else codes)
-        offset += batch.num_rows
-    if offset == 0:
-        raise InputError(f"{name}: no data rows")
-    names = [(c, "column") for c in prob_cols] + [(io.display_name(m), "map") for m, _ in loaded]
-    columns = [(n, kind, np.concatenate(ps)) for (n, kind), ps in zip(names, parts)]
-    groups = np.concatenate(group_parts) if field_col else None
-    return name, np.concatenate(ys), columns, groups, list(coder)
-
-
-def _check_probabilities(p: np.ndarray, col: str, source: str, offset: int = 0) -> None:
-    bad = (p < 0) | (p > 1)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise InputError(
-            f"{source}: column {col!r}, row {i + 1 + offset}: {float(p[i])!r} is not a probability in [0, 1]",
-            hint="evaluate raw scores through a map with --map, or pick the probability column with --prob-col",
-        )
 
 
 def predict_quietly(cal: Calibrator, s: np.ndarray, features=None) -> np.ndarray:
@@ -540,10 +352,4 @@ def _check_map_scores(cal: Calibrator, s: np.ndarray, col: str, source: str, map
         )
 
 
-def method_catalogue() -> list[tuple[str, str, list[str]]]:
-    """(name, description, parameter lines) for every registered method."""
-    return registry.catalogue()
-
-
-__all__ = ["CalibError", "Columns", "EvaluateOptions", "Evaluation", "FitResult", "apply_file",
-           "evaluate_file", "fit_file", "method_catalogue", "save_evaluation"]
+__all__ = ["CalibError", "Columns", "FitResult", "apply_file", "fit_file", "fit_summary"]

@@ -7,10 +7,13 @@ A summary is a table with one row per distinct score, sorted by score::
 Without weights n0/n1 are row counts. Every score-only method (isotonic, binning, logistic,
 beta, ...) fits on the summary exactly as on the rows it came from: `fit_rows` turns it
 back into at most two weighted rows per score, (score, 0, n0) and (score, 1, n1), and a
-weighted fit on those is the fit on the original rows. With unit weights (or any whole-
-number weights) the pooled sums are the same integers, so isotonic and binning maps are
-bit-for-bit the maps fitted on the rows; logistic and beta optimise the same objective and
-agree to optimiser tolerance.
+weighted fit on those is the fit on the original rows (the counts are frequency weights).
+With unit weights (or any whole-number weights) and 0/1 targets (`platt_correction=false`)
+the pooled sums are the same integers, so isotonic and binning maps are bit-for-bit the maps
+fitted on the rows; Platt's fractional targets (their default) make the sums depend on the
+summation order, so the maps agree to rounding (1e-14). Logistic and beta optimise the
+same objective and agree to optimiser tolerance. The resampling methods (boot-*) expand
+whole-number counts into rows before drawing, so they give the rows' map exactly.
 
 Summaries merge: `merge([summarize(chunk) for chunk in chunks])` equals `summarize` of all
 rows, in any chunking and order (exactly for counts; for fractional weights up to
@@ -61,11 +64,13 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from calibcli.errors import InputError, UsageError
+from calibcli import strictjson
+from calibcli.errors import UPGRADE_HINT, InputError, UsageError
 
 FORMAT = "calibcli.summary"
 SCHEMA_VERSION = 1
 PARQUET_KEY = b"calibcli.summary"
+SUMMARY_LIMITS = strictjson.Limits(max_bytes=2 << 30)
 _BINCOUNT_SPAN = 1 << 24  # bucketed keys spanning at most this many steps use bincount (no sort)
 
 
@@ -261,7 +266,7 @@ def _check_header(header: Any, source: str) -> dict[str, Any]:
     version = header.get("schema_version", SCHEMA_VERSION)
     if not isinstance(version, int) or version > SCHEMA_VERSION:
         raise InputError(f"{source}: summary schema version {version!r} is newer than this calibcli reads "
-                         f"(up to {SCHEMA_VERSION})", hint="upgrade calibcli: `pip install -U calibcli`")
+                         f"(up to {SCHEMA_VERSION})", hint=UPGRADE_HINT)
     return header
 
 
@@ -287,9 +292,9 @@ def load(path: str) -> ScoreSummary:
     if data[:4] == b"PAR1":
         return _load_parquet([pa.BufferReader(data)], source)
     try:
-        doc = json.loads(data.decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise InputError(f"{source}: not a calibcli summary (neither Parquet nor JSON)") from None
+        doc = strictjson.loads(data, SUMMARY_LIMITS)
+    except strictjson.StrictJSONError as exc:
+        raise InputError(f"{source}: not a calibcli summary (neither Parquet nor JSON: {exc})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise InputError(f"{source}: not a calibcli summary (no \"format\": \"{FORMAT}\" field)")
     header = _check_header({k: v for k, v in doc.items() if k not in ("score", "n0", "n1")}, source)
@@ -315,9 +320,9 @@ def _load_parquet(parts: Sequence[Any], source: str) -> ScoreSummary:
         raw = (table.schema.metadata or {}).get(PARQUET_KEY)
         if raw is not None:
             try:
-                headers.append(_check_header(json.loads(raw), source))
-            except json.JSONDecodeError:
-                raise InputError(f"{source}: corrupt calibcli summary header") from None
+                headers.append(_check_header(strictjson.loads(raw), source))
+            except strictjson.StrictJSONError as exc:
+                raise InputError(f"{source}: corrupt calibcli summary header ({exc})") from None
         tables.append(table.select(["score", "n0", "n1"]).cast(
             pa.schema([("score", pa.float64()), ("n0", pa.float64()), ("n1", pa.float64())])))
     table = pa.concat_tables(tables)

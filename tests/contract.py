@@ -98,6 +98,38 @@ def check_weights_as_duplicates(cls, params, s, y, atol=1e-9):
     np.testing.assert_allclose(a, b, atol=atol, rtol=0)
 
 
+def check_importance_scale_invariant(cls, params, s, y, scales=(1e-6, 0.37, 1e6), atol=1e-12):
+    """weight_kind="importance": multiplying every weight by c > 0 leaves the map unchanged."""
+    w = np.random.default_rng(2).uniform(0.2, 3.0, s.size)
+    g = grid(s)
+    base = cls(**params).fit(s, y, weights=w, weight_kind="importance").predict(g)
+    for c in scales:
+        got = cls(**params).fit(s, y, weights=w * c, weight_kind="importance").predict(g)
+        np.testing.assert_allclose(got, base, atol=atol, rtol=0, err_msg=f"weights scaled by {c:g}")
+
+
+def check_platt_targets(cls, params, s, y):
+    """With platt_correction=true, `_fit` receives (N+ + 1)/(N+ + 2) for positives and
+    1/(N- + 2) for negatives, N+/N- the summed weights of each class (computed here by hand)."""
+    seen = []
+
+    class Spy(cls):
+        def _fit(self, s_, y_, w_, features):
+            seen.append((y_.copy(), w_.copy()))
+            super()._fit(s_, y_, w_, features)
+
+    w = np.random.default_rng(3).uniform(0.5, 2.0, s.size)  # fractional: rows are not expanded
+    n_pos, n_neg = float(np.sum(w[y == 1])), float(np.sum(w[y == 0]))
+    Spy(**params, platt_correction=True).fit(s, y, weights=w)
+    Spy(**params, platt_correction=False).fit(s, y, weights=w)
+    (t_on, w_on), (t_off, w_off) = seen
+    expected = np.where(y == 1, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
+    np.testing.assert_allclose(t_on, expected, rtol=1e-15, atol=0)
+    np.testing.assert_array_equal(t_off, y)
+    np.testing.assert_array_equal(w_on, w)
+    np.testing.assert_array_equal(w_off, w)
+
+
 def check_not_fitted(cls, params):
     cal = cls(**params)
     try:

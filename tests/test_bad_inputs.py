@@ -124,14 +124,17 @@ def test_huge_logits_through_a_logistic_map_give_0_and_1_without_noise(corpus):
     assert p[0] == 0.0 and p[3] == 1.0 and all(0 < v < 1 for v in p[1:3] + p[4:])
 
 
+@pytest.mark.parametrize("platt", [False, True])
 @pytest.mark.parametrize("method", ["isotonic", "logistic", "binning"])
-def test_all_equal_scores_give_the_positive_rate(method, corpus):
-    result = runner.invoke(app, ["fit", "all_equal_scores.csv", "--method", method, "-o", "eq.json"])
+def test_all_equal_scores_give_the_positive_rate(method, platt, corpus):
+    result = runner.invoke(app, ["fit", "all_equal_scores.csv", "--method", method, "-o", "eq.json",
+                                 "--param", f"platt_correction={str(platt).lower()}"])
     assert result.exit_code == 0, result.stderr
     applied = runner.invoke(app, ["apply", "eq.json", "good.csv", "--output-format", "jsonl"])
     assert applied.exit_code == 0, applied.stderr
     p = [json.loads(line)["calibrated"] for line in applied.stdout.splitlines()]
-    np.testing.assert_allclose(p, 0.6, rtol=0, atol=1e-12)  # 3 positives of 5
+    # 3 positives of 5; with Platt's targets (the default) (3 * 4/5 + 2 * 1/4) / 5
+    np.testing.assert_allclose(p, 0.58 if platt else 0.6, rtol=0, atol=1e-12)
 
 
 # ------------------------------------------------------------------ unusual but valid
@@ -209,7 +212,8 @@ def test_float32_and_integer_columns_work(tmp_path):
 
 def test_integer_scores_in_csv_and_crlf_stdin_work(tmp_path):
     data = "score,label\r\n" + "".join(f"{s},{y}\r\n" for s, y in [(0, 0), (0, 1), (0, 0), (1, 1), (1, 1), (1, 0)])
-    result = runner.invoke(app, ["fit", "-", "-o", str(tmp_path / "m.json")], input=data)
+    result = runner.invoke(app, ["fit", "-", "-o", str(tmp_path / "m.json"), "--param", "platt_correction=false"],
+                           input=data)
     assert result.exit_code == 0, result.stderr
     applied = runner.invoke(app, ["apply", str(tmp_path / "m.json"), "-"], input=data)
     assert applied.exit_code == 0, applied.stderr

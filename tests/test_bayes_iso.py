@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from calibcli.calibrators import get
-from calibcli.calibrators.bayes_iso import posterior_mean, sample_bounds, sample_maps
+from calibcli.calibrators import bayes_iso
+from calibcli.calibrators.bayes_iso import pool_cells, posterior_mean, sample_bounds, sample_maps
+from calibcli.calibrators.isotonic import pav
 from calibcli.errors import CalibWarning
 
 import contract
@@ -83,16 +85,17 @@ def test_posterior_mean_equals_exact_integral_n3(n1, n0):
     n1, n0 = np.array(n1), np.array(n0)
     lower, upper = np.zeros(3), np.ones(3)
     exact = quadrature_posterior(n1, n0, lower, upper)
-    mean, ess, dominated = posterior_mean(n1, n0, lower, upper, *ONE_BLOCK, samples=200_000, seed=3)
-    assert ess[0] > 20_000 and not dominated[0]
-    np.testing.assert_allclose(mean, exact, atol=4e-3)
+    post = posterior_mean(n1, n0, lower, upper, *ONE_BLOCK, samples=200_000, seed=3)
+    # 3125 trees of 64 maps; the single maps' count overstates
+    assert 300 < post.ess[0] < 3125 < post.map_ess[0] and not post.dominated[0]
+    np.testing.assert_allclose(post.mean, exact, atol=4e-3)
 
 
 def test_posterior_mean_with_bounds_matches_quadrature():
     n1, n0 = np.array([1.0, 0.0, 2.0]), np.array([2.0, 1.0, 0.0])
     lower, upper = np.array([0.05, 0.1, 0.4]), np.array([0.5, 0.8, 0.95])
     exact = quadrature_posterior(n1, n0, lower, upper, points=120)
-    mean, _, _ = posterior_mean(n1, n0, lower, upper, *ONE_BLOCK, samples=200_000, seed=9)
+    mean = posterior_mean(n1, n0, lower, upper, *ONE_BLOCK, samples=200_000, seed=9).mean
     np.testing.assert_allclose(mean, exact, atol=4e-3)
 
 
@@ -161,13 +164,18 @@ def test_seed_reproducible_and_seed_matters():
 
 
 def test_close_to_true_map_on_easy_data():
-    # 2000 rows from a linear calibration map: the posterior mean follows it.
+    # 20 000 rows from a linear calibration map (the blocked path: 20 blocks, 3000 cells).
+    # Any estimator faithful to the data averages, over a bin of m rows, to within binomial
+    # noise sqrt(p(1-p)/m) of the true map; 4 such standard deviations per bin of 2000 rows.
     rng = np.random.default_rng(11)
-    s = rng.random(2000)
-    y = (rng.random(2000) < 0.2 + 0.6 * s).astype(float)
+    s = np.sort(rng.random(20_000))
+    truth = 0.2 + 0.6 * s
+    y = (rng.random(s.size) < truth).astype(float)
     cal = BayesIso(samples=3000).fit(s, y)
-    grid = np.linspace(0.1, 0.9, 9)
-    assert np.max(np.abs(cal.predict(grid) - (0.2 + 0.6 * grid))) < 0.08
+    assert cal.summary()["blocks"] == 20
+    p = cal.predict(s).reshape(10, -1).mean(axis=1)
+    t = truth.reshape(10, -1).mean(axis=1)
+    assert np.all(np.abs(p - t) < 4 * np.sqrt(t * (1 - t) / 2000))
 
 
 def test_blocks_and_grid_round_trip_and_diagnostics():
@@ -181,6 +189,25 @@ def test_blocks_and_grid_round_trip_and_diagnostics():
     for back in (contract.json_round_trip(cal), contract.parquet_round_trip(cal)):
         assert np.array_equal(back.predict(contract.grid(s)), p)
         assert back.summary() == summary
+
+
+def test_blocked_estimator_close_to_single_block():
+    # 3000 rows pooled into 300 cells: three blocks of 1000 rows against one block. Both
+    # sample within the same bounds [lo, hi] per cell, so each posterior mean has Monte
+    # Carlo sd at most (hi - lo) / (2 sqrt(ESS)) (a variable on [lo, hi] has variance at
+    # most (hi - lo)^2 / 4). The blocks' own approximation must stay inside 4 such sds of
+    # the difference, cell by cell.
+    s, y = contract.synthetic(3000, seed=6, ties=False)
+    params = dict(samples=20_000, grid=300, target_ess=400)
+    one = BayesIso(block_size=3000, **params).fit(s, y)
+    three = BayesIso(block_size=1000, **params).fit(s, y)
+    assert one.summary()["blocks"] == 1 and three.summary()["blocks"] == 3
+    order = np.argsort(s)
+    xs, sw, swy = pool_cells(s[order], np.ones(s.size), y[order], 300)
+    lower, upper = sample_bounds(sw, swy, pav(swy / sw, sw), one.bin_size_, 1 / np.sqrt(3000))
+    sd = (upper - lower) / 2 * np.sqrt(1 / one.ess_ + 1 / three.ess_)
+    diff = np.abs(one.predict(xs) - three.predict(xs))
+    assert np.all(diff <= 4 * sd)
 
 
 def test_dominance_warns_with_advice():
@@ -199,13 +226,107 @@ def test_no_warning_when_weights_are_spread():
     assert not cal.summary()["dominated"] and cal.summary()["effective_sample_size"] > 10
 
 
-def test_platt_targets_are_fractional_counts():
-    s, y = contract.synthetic(300, seed=3)
-    plain = BayesIso(samples=1000).fit(s, y).predict(s)
-    corrected = BayesIso(samples=1000, platt_correction=True).fit(s, y).predict(s)
-    assert np.all(np.isfinite(corrected)) and not np.array_equal(plain, corrected)
+def test_platt_targets_are_fractional_counts(monkeypatch):
+    # The sampler sees, per distinct score, n1 = sum of Platt targets and n0 = sum of
+    # (1 - target): positives count (N+ + 1)/(N+ + 2), negatives 1/(N- + 2) (paper, section 3).
+    s = np.array([0.1, 0.1, 0.2, 0.3, 0.3, 0.3, 0.4, 0.5])
+    y = np.array([0, 1, 0, 0, 1, 1, 1, 0.0])
+    seen = {}
+    real = bayes_iso.posterior_mean
+
+    def spy(n1, n0, *args):
+        seen.update(n1=n1.copy(), n0=n0.copy())
+        return real(n1, n0, *args)
+
+    monkeypatch.setattr(bayes_iso, "posterior_mean", spy)
+    cal = BayesIso(samples=1000, platt_correction=True).fit(s, y)
+    pos, neg = 5 / 6, 1 / 6  # N+ = 4, N- = 4
+    np.testing.assert_allclose(seen["n1"], [neg + pos, neg, neg + 2 * pos, pos, neg], rtol=1e-15)
+    np.testing.assert_allclose(seen["n0"], [pos + neg, pos, pos + 2 * neg, neg, pos], rtol=1e-15)
+    p = cal.predict(np.unique(s))
+    assert np.all((p > 0) & (p < 1)) and np.all(np.diff(p) >= 0)
 
 
 def test_single_distinct_score():
-    cal = BayesIso(samples=500).fit(np.full(10, 0.3), np.array([1, 0] * 5, dtype=float))
-    assert 0.2 < cal.predict(np.array([0.0]))[0] < 0.8
+    # One rank, 3 positives of 10: bins of one instance (N/20 < 1) give the rate 0.3, so the
+    # bounds are [0, 0.3 + 1/sqrt(10)] and the posterior is Beta(4, 8) truncated to them:
+    # mean = B(5, 8) [I_u(5, 8)] / (B(4, 8) [I_u(4, 8)]), with I the regularised incomplete beta.
+    from scipy.special import beta, betainc
+
+    u = 0.3 + 1 / np.sqrt(10)
+    exact = beta(5, 8) * betainc(5, 8, u) / (beta(4, 8) * betainc(4, 8, u))
+    sd = np.sqrt(beta(6, 8) * betainc(6, 8, u) / (beta(4, 8) * betainc(4, 8, u)) - exact**2)
+    cal = BayesIso(samples=20_000).fit(np.full(10, 0.3), np.array([1, 1, 1] + [0] * 7, dtype=float))
+    assert cal.x_.size == 1 and cal.summary()["effective_sample_size"] > 100
+    got = cal.predict(np.array([0.0, 0.3, 1.0]))
+    assert np.all(got == got[0])
+    assert abs(got[0] - exact) < 4 * sd / np.sqrt(cal.summary()["effective_sample_size"])
+
+
+def _spread(share, samples, monkeypatch, seeds=40):
+    """Summed variance over ranks of the posterior mean across seeds, and the mean ESSs."""
+    s, y = contract.synthetic(60, seed=3, ties=False)
+    y = y[np.argsort(s)]
+    lower, upper = sample_bounds(np.ones(60), y, pav(y, np.ones(60)), 3.0, 1 / np.sqrt(60))
+    monkeypatch.setattr(bayes_iso, "SHARE", share)
+    runs = [posterior_mean(y, 1 - y, lower, upper, np.array([0]), np.array([60]), samples, seed) for seed in range(seeds)]
+    var = np.var([r.mean for r in runs], axis=0, ddof=1).sum()
+    return var, np.mean([r.ess[0] for r in runs]), np.mean([r.map_ess[0] for r in runs])
+
+
+def test_tree_ess_is_honest_about_shared_trees(monkeypatch):
+    # For an honest ESS, spread across seeds x ESS estimates the posterior variance whatever
+    # the sampler. Independent maps (SHARE = 1) give the reference; with 64 maps per tree
+    # the tree ESS may only understate (spread x ESS no larger), while the single maps'
+    # count overstates. Each side is a variance over 40 seeds: a ratio of two beyond
+    # F(39, 39)'s 99.5% point, 2.3, is not noise.
+    var1, ess1, map1 = _spread(1, 1000, monkeypatch)
+    assert ess1 == pytest.approx(map1, rel=1e-12)
+    var64, ess64, map64 = _spread(64, 10_000, monkeypatch)
+    assert var64 * ess64 < 2.3 * var1 * ess1
+    assert var64 * map64 > 2.3 * var1 * ess1
+
+
+def test_share_one_tree_ess_equals_map_ess_and_one_tree_is_one(monkeypatch):
+    n1, n0 = np.array([1.0, 0.0, 2.0, 1.0]), np.array([2.0, 1.0, 0.0, 1.0])
+    lower, upper = np.zeros(4), np.ones(4)
+    blocks = (np.array([0]), np.array([4]))
+    single = posterior_mean(n1, n0, lower, upper, *blocks, samples=64, seed=1)  # one tree
+    assert single.ess[0] == pytest.approx(1.0) and single.dominated[0] and single.map_ess[0] > 2
+    monkeypatch.setattr(bayes_iso, "SHARE", 1)
+    post = posterior_mean(n1, n0, lower, upper, *blocks, samples=500, seed=1)
+    assert post.ess[0] == pytest.approx(post.map_ess[0], rel=1e-12)
+
+
+def test_tally_merge_equals_direct_sums():
+    # Two sampling rounds merged (the second over block 1 only) against sums over all maps.
+    rng = np.random.default_rng(0)
+    bstart, bend = np.array([0, 2]), np.array([2, 5])
+    block_of = np.array([0, 0, 1, 1, 1])
+    maps1 = rng.random((3, 5, 4)).astype(np.float32)
+    ll1 = rng.normal(0, 3, (3, 2, 4))
+    maps2 = rng.random((2, 3, 4)).astype(np.float32)
+    ll2 = rng.normal(0, 3, (2, 1, 4)) + 5
+    tally = bayes_iso.Tally(5, 2)
+    tally.add(maps1, ll1, block_of)
+    extra = bayes_iso.Tally(3, 1)
+    extra.add(maps2, ll2, np.zeros(3, dtype=int))
+    tally.merge(extra, np.array([1]), np.arange(2, 5), block_of)
+    for b, maps, ll in ((0, [maps1[:, :2]], [ll1[:, 0]]), (1, [maps1[:, 2:], maps2], [ll1[:, 1], ll2[:, 0]])):
+        w = [np.exp(x - tally.top[b]) for x in ll]
+        trees = np.concatenate([x.sum(axis=1) for x in w])
+        total = trees.sum()
+        mean = sum(np.einsum("tnk,tk->n", m.astype(float), x) for m, x in zip(maps, w)) / total
+        np.testing.assert_allclose(tally.acc[bstart[b] : bend[b]] / tally.total[b], mean, rtol=1e-6)
+        np.testing.assert_allclose(tally.ess()[b], total**2 / np.sum(trees**2), rtol=1e-12)
+        np.testing.assert_allclose(tally.map_sq[b], sum(np.sum(x * x) for x in w), rtol=1e-12)
+        assert tally.tree_max[b] == pytest.approx(trees.max(), rel=1e-12)
+
+
+def test_target_ess_adds_samples_to_needy_blocks_only():
+    s, y = contract.synthetic(3000, seed=6, ties=False)
+    base = BayesIso(samples=640, grid=300, block_size=300, target_ess=0).fit(s, y)
+    more = BayesIso(samples=640, grid=300, block_size=300, target_ess=20).fit(s, y)
+    assert base.ess_ < 20 <= more.ess_
+    capped = BayesIso(samples=640, grid=300, block_size=300, target_ess=1e6, budget=1).fit(s, y)
+    assert capped.ess_ < 1e6 and capped.summary()["effective_sample_size"] == capped.ess_

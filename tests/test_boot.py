@@ -116,27 +116,85 @@ def paper_set(name, rng):
     return s, y
 
 
-def mean_mse(name, method, params, seeds=30):
+def mean_mse(name, method, params, seeds=range(1000, 1030), truth=False):
+    """Mean test MSE over seeds; against the labels, or the true probabilities (`truth`)."""
     out = []
-    for seed in range(seeds):
-        rng = np.random.default_rng(1000 + seed)
-        s, y = paper_set(name, rng)
-        st, yt = linear_set(rng, 2000)  # independent test set with the properties of A0 / D0
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        if name == "smooth":
+            s, y = smooth_set(rng)
+            st, yt = smooth_set(rng, 2000, truth)
+        else:
+            s, y = paper_set(name, rng)
+            st, yt = linear_set(rng, 2000)  # independent test set with the properties of A0 / D0
+            yt = st if truth else yt
         cal = create(method, {**params, "seed": seed} if method.startswith("boot") else params)
         out.append(np.mean((cal.fit(s, y).predict(st) - yt) ** 2))
     return float(np.mean(out))
 
 
-@pytest.mark.parametrize("name", ["A0", "A1", "A2", "D1", "D2"])
-def test_boot_isotonic_beats_isotonic_on_paper_sets(name):
-    """Table XI: B-IR has lower test MSE than IR on every artificial set (D0 is built as A0)."""
-    assert mean_mse(name, "boot-isotonic", {}) < mean_mse(name, "isotonic", {})
+def smooth_set(rng, n=100, truth=False):
+    """A second generator, not the one t_count was tuned on: uniform scores, P(y=1|s) =
+    sigmoid(8 (s - 1/2)); (scores, labels) or, with `truth`, (scores, probabilities)."""
+    s = np.sort(rng.random(n))
+    p = 1.0 / (1.0 + np.exp(-8.0 * (s - 0.5)))
+    return s, p if truth else (rng.random(n) < p).astype(float)
+
+
+@pytest.mark.parametrize("name", ["A0", "A1", "A2", "D1", "D2", "smooth"])
+@pytest.mark.parametrize("platt", [False, True])
+def test_boot_isotonic_beats_isotonic_on_paper_sets(name, platt):
+    """Table XI: B-IR has lower test MSE than IR on every artificial set (D0 is built as A0).
+
+    The default t_count was chosen on these sets with seeds 1000-1039, so this uses seeds it
+    never saw and a second, smooth generator; the MSE is against the true probabilities (less
+    noise than the labels, the same ordering in expectation). Measured, 30 seeds (B-IR vs IR,
+    classical): A0 .0045/.0097, A1 .0124/.0171, A2 .0049/.0129, D1 .0077/.0143,
+    D2 .0149/.0224; smooth (60 seeds) .0029/.0077. On the Bayes-Iso paper's Table 1
+    generator at 100 rows the two tie (paired difference -0.0004 +- 0.0006), so it is not used.
+    """
+    params = {"platt_correction": platt}
+    seeds = range(20000, 20030)
+    boot = mean_mse(name, "boot-isotonic", params, seeds, truth=True)
+    assert boot < mean_mse(name, "isotonic", params, seeds, truth=True)
 
 
 @pytest.mark.parametrize("name", ["A1", "A2"])
 def test_boot_binning_beats_binning_with_anomalies(name):
     """Table XI: B-Binn beats Binn on the anomaly sets (n_bin = 13 as in the paper)."""
     assert mean_mse(name, "boot-binning", {"n_bins": 13}) < mean_mse(name, "binning", {"n_bins": 13})
+
+
+# ---- boot-binning's rounds are `binning` --------------------------------------------------
+
+def test_round_values_put_an_edge_score_in_the_bin_below():
+    """20 scores i/21, 4 equal-frequency bins: edges 5/21, 10/21, 15/21; 10/21 (label 0) is in
+    the second bin, all 0, so it gets 0 (it got the third bin's 1.0 before the fix)."""
+    from calibcli.calibrators.boot import BootBinningCalibrator
+
+    xs = np.arange(1, 21) / 21
+    y = np.array([0, 1, 0, 1, 0] + [0] * 5 + [1] * 5 + [1, 0, 1, 1, 1], dtype=float)
+    cal = BootBinningCalibrator(n_bins=4, platt_correction=False)
+    got = cal._round_values(xs, np.ones(20), y)
+    ref = create("binning", {"n_bins": 4, "platt_correction": False}).fit(xs, y)
+    np.testing.assert_array_equal(ref.edges_, xs[[4, 9, 14]])
+    np.testing.assert_array_equal(got, ref.predict(xs))
+    np.testing.assert_array_equal(got, np.repeat([0.4, 0.0, 1.0, 0.8], 5))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_one_round_without_merging_is_binning_on_the_bootstrap_sample(seed):
+    """r = 1 and t_count = 0 (no merging): the map is `binning` fitted on that round's
+    bootstrap sample (drawn here as the module does: rows in (score, target) order, then
+    floor(u n) with u from default_rng(seed).random((1, n)))."""
+    s, y = contract.synthetic(120, seed=seed)
+    order = np.lexsort((y, s))
+    s, y = s[order], y[order]
+    draws = (np.random.default_rng(seed).random((1, s.size)) * s.size).astype(np.int64)[0]
+    ref = create("binning", {"n_bins": 7, "platt_correction": False}).fit(s[draws], y[draws])
+    cal = create("boot-binning", {"n_bins": 7, "r": 1, "t_count": 0.0, "seed": seed,
+                                  "platt_correction": False}).fit(s, y)
+    np.testing.assert_allclose(cal.predict(s), ref.predict(s), rtol=0, atol=1e-15)
 
 
 # ---- invariants -----------------------------------------------------------------------------
@@ -175,13 +233,19 @@ def test_zero_weight_rows_are_dropped(method):
     np.testing.assert_array_equal(a, b)
 
 
-def test_weights_act_like_duplicates_on_average():
-    """Weight 3 on the positives shifts the map as tripling them does (in distribution)."""
+def test_weights_are_duplicates_exactly_and_importance_weights_shift_alike():
+    """Weight 3 on the positives (frequency, the default) is tripling them, bit for bit (the
+    rows are expanded before drawing); as importance weights (rescaled, drawn in proportion)
+    they shift the map the same way on average."""
     s, y = contract.synthetic(400, seed=6, ties=False)
     w = np.where(y == 1, 3.0, 1.0)
     dup = np.concatenate([np.arange(s.size), np.repeat(np.flatnonzero(y == 1), 2)])
     g = np.linspace(0.1, 0.9, 50)
-    pw = np.mean([create("boot-isotonic", {"seed": k}).fit(s, y, weights=w).predict(g) for k in range(8)], 0)
+    for k in range(3):
+        a = create("boot-isotonic", {"seed": k}).fit(s, y, weights=w).predict(g)
+        np.testing.assert_array_equal(a, create("boot-isotonic", {"seed": k}).fit(s[dup], y[dup]).predict(g))
+    pw = np.mean([create("boot-isotonic", {"seed": k}).fit(s, y, weights=w, weight_kind="importance").predict(g)
+                  for k in range(8)], 0)
     pd = np.mean([create("boot-isotonic", {"seed": k}).fit(s[dup], y[dup]).predict(g) for k in range(8)], 0)
     plain = np.mean([create("boot-isotonic", {"seed": k}).fit(s, y).predict(g) for k in range(8)], 0)
     assert np.mean(np.abs(pw - pd)) < 0.03

@@ -69,7 +69,9 @@ def test_json_report_carries_the_gate_result(scores):
     assert result.exit_code == 1
     doc = json.loads(result.stdout)
     assert doc["format"] == "calibcli.evaluation" and doc["schema_version"] == 2
-    assert set(doc["results"][0]["metrics"]) == {"log_loss", "brier", "auc", "ece", "calbin", "field_ece", "field_rce"}
+    assert set(doc["results"][0]["metrics"]) == {"log_loss", "brier", "auc", "ece", "mce", "calbin", "cal_slope",
+                                                 "cal_intercept", "spiegelhalter_z", "spiegelhalter_p",
+                                                 "field_ece", "field_rce"}
     gate = doc["gate"]
     assert gate["passed"] is False and gate["checked"] == 1
     (failed,) = gate["failed"]
@@ -93,8 +95,8 @@ def test_without_gates_the_json_says_passed(scores):
     (["--fail-above", "field-ece=0.1"], "error: a gate on field-ece needs --field-col"),
     (["--by-field"], "error: --by-field needs --field-col"),
     (["--save-baseline", "-"], "error: --save-baseline needs a file name"),
-    (["--bootstrap", "-3"], "error: --bootstrap must be at least 1"),
-    (["--field-col", "field", "--by-field", "--top", "0"], "error: --top must be at least 1"),
+    (["--bootstrap", "-3"], "error: --bootstrap -3 is out of range: it must be in [0, 10000]"),
+    (["--field-col", "field", "--by-field", "--top", "0"], "error: --top 0 is out of range: it must be in [1, 10000]"),
 ])
 def test_usage_errors_exit_2_with_one_line(scores, args, message):
     result = run(scores, "--prob-col", "good", *args)
@@ -149,7 +151,8 @@ def test_bootstrap_intervals_and_gating_on_the_interval(scores):
     args = [scores, "--prob-col", "bad", "--field-col", "field", "--json", "--bootstrap", 60, "--seed", 4]
     first = json.loads(run(*args).stdout)
     assert first == json.loads(run(*args).stdout)  # seeded
-    assert first["bootstrap"] == {"replicates": 60, "seed": 4, "level": 0.95, "method": "percentile"}
+    assert first["bootstrap"] == {"replicates": 60, "seed": 4, "level": 0.95, "method": "percentile",
+                                  "resampling": "poisson"}
     point = first["results"][0]["metrics"]["field_rce"]
     lo, hi = first["results"][0]["intervals"]["field_rce"]
     assert lo < point < hi
@@ -205,7 +208,8 @@ def test_png_without_matplotlib_is_a_usage_error(scores, tmp_path, monkeypatch):
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
         "error: --plot FILE needs matplotlib",
-        "hint: pip install 'calibcli[plot]', or use --plot - for a text diagram"]
+        "hint: install it from the calibcli repository: pip install -e '.[plot]', or use --plot - "
+        "for a text diagram"]
     assert not out.exists() and result.stdout == ""
 
 
@@ -219,3 +223,103 @@ def test_subprocess_gate_failure_keeps_json_on_stdout(scores):
     failed = [ln for ln in proc.stderr.splitlines() if ln.startswith("gate failed")]
     assert [ln.split(" of ")[0] for ln in failed] == ["gate failed: Field-RCE", "gate failed: AUC"]
     assert "below the threshold 0.99" in failed[1]
+
+
+def test_weight_col_weights_every_metric_like_repeated_rows(tmp_path):
+    rng = np.random.default_rng(8)
+    n = 300
+    p = np.round(rng.random(n), 2)
+    y = (rng.random(n) < p).astype(int)
+    w = rng.integers(0, 4, n)
+    f = rng.choice(["a", "b", "c"], n)
+    weighted = tmp_path / "w.csv"
+    weighted.write_text("p,label,w,f\n" + "".join(f"{a},{b},{c},{d}\n" for a, b, c, d in zip(p, y, w, f)))
+    idx = np.repeat(np.arange(n), w)
+    repeated = tmp_path / "r.csv"
+    repeated.write_text("p,label,f\n" + "".join(f"{p[i]},{y[i]},{f[i]}\n" for i in idx))
+    a = json.loads(run(weighted, "--prob-col", "p", "--weight-col", "w", "--field-col", "f", "--json").stdout)
+    b = json.loads(run(repeated, "--prob-col", "p", "--field-col", "f", "--json").stdout)
+    assert a["weight_col"] == "w" and a["rows"] == n and b["rows"] == idx.size
+    for key, value in b["results"][0]["metrics"].items():
+        assert a["results"][0]["metrics"][key] == pytest.approx(value, rel=1e-12, abs=1e-12), key
+
+
+def test_step_reports_bounds_and_stays_within_them(scores):
+    exact = json.loads(run(scores, "--prob-col", "good", "--field-col", "field", "--json").stdout)
+    out = json.loads(run(scores, "--prob-col", "good", "--field-col", "field", "--step", "0.01", "--json").stdout)
+    assert out["step"] == 0.01 and exact["results"][0]["step_bounds"] is None
+    got, ref = out["results"][0], exact["results"][0]
+    for key in ("auc", "calbin"):
+        assert abs(got["metrics"][key] - ref["metrics"][key]) <= got["step_bounds"][key]
+    for key in ("log_loss", "brier", "ece", "field_ece", "field_rce"):
+        assert got["metrics"][key] == pytest.approx(ref["metrics"][key], rel=1e-12)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--bootstrap", "5", "--weight-col", "good"], "cannot resample weighted rows"),
+    (["--bootstrap", "5", "--step", "0.01"], "cannot be combined with --step"),
+    (["--step", "0"], "--step must be a positive number"),
+    (["--weight-col", "nope"], "nope"),
+])
+def test_step_weight_and_bootstrap_usage_errors(scores, args, message):
+    result = run(scores, "--prob-col", "good", *args)
+    assert result.exit_code == 2 and message in result.stderr
+
+
+def test_reliability_bands_are_wilson_intervals_and_histogram_counts_rows(scores):
+    from calibcli.evaluation.diagnostics import histogram, wilson_interval
+
+    # Wilson (1927), 50 of 100, z = 1.959964: 0.5 -+ z*sqrt(.25/100 + z^2/40000)/(1 + z^2/100)
+    lo, hi = wilson_interval(0.5, 100)
+    assert (lo, hi) == pytest.approx((0.403832, 0.596168), abs=2e-6)
+    assert wilson_interval(0.0, 10)[0] == 0.0 and wilson_interval(1.0, 10)[1] == pytest.approx(1.0, abs=1e-15)
+    p = np.array([0.0, 0.049, 0.05, 0.5, 0.999, 1.0])
+    counts = histogram(p)
+    assert len(counts) == 20 and counts[0] == 2 and counts[1] == 1 and counts[10] == 1 and counts[19] == 2
+    result = run(scores, "--prob-col", "good", "--plot", "-", "--json")
+    row = json.loads(result.stdout)["results"][0]
+    assert sum(row["histogram"]) == 2000
+    for b in row["reliability"]:
+        assert b["rate_low"] <= b["positive_rate"] <= b["rate_high"]
+
+
+def test_html_report_is_self_contained_with_table_gates_and_figure(scores, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "report.html"
+    result = run(scores, "--prob-col", "good", "--prob-col", "bad", "--plot", out,
+                 "--fail-above", "ece=0.5")
+    assert result.exit_code == 0, result.stderr
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<svg" in page and "</html>" in page
+    assert "<th>good</th>" in page and "<th>bad</th>" in page and "gates passed: 2 checks" in page
+    assert "src=" not in page and "<link" not in page  # nothing is fetched from elsewhere
+
+
+@pytest.mark.parametrize("columns", [40, 60, 80, 200])
+def test_table_never_cuts_a_number_at_any_width(scores, columns, monkeypatch):
+    """Narrow terminals get one block per column/map instead of a squeezed table."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    result = run(scores, "--prob-col", "good", "--prob-col", "bad", "--field-col", "field",
+                 "--bootstrap", "20")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(run(scores, "--prob-col", "good", "--prob-col", "bad", "--field-col", "field",
+                         "--bootstrap", "20", "--json").stdout)
+    for r in doc["results"]:
+        for key, value in r["metrics"].items():
+            assert f"{value:.4f}" in result.stdout, (key, result.stdout)
+    assert "…" not in result.stdout
+    if columns <= 80:
+        assert max(len(line) for line in result.stdout.splitlines()) <= max(columns, 70)
+
+
+def test_csv_and_markdown_outputs_hold_every_metric(scores):
+    doc = json.loads(run(scores, "--prob-col", "good", "--json").stdout)
+    csv_out = run(scores, "--prob-col", "good", "--output", "csv")
+    header, row = csv_out.stdout.strip().splitlines()
+    values = dict(zip(header.split(","), row.split(",")))
+    assert values["name"] == "good" and values["kind"] == "column"
+    for key, value in doc["results"][0]["metrics"].items():
+        assert float(values[key]) == value  # full precision
+    md = run(scores, "--prob-col", "good", "--output", "markdown").stdout
+    assert "| good |" in md and "|---|" in md
+    assert run(scores, "--output", "xml").exit_code == 2

@@ -16,9 +16,6 @@ FAST_PARAMS: dict[str, dict] = {
     "boot-binning": {"r": 5},
     "field-aware": {"epochs": 3},
 }
-# Methods whose fit resamples rows, so weights and duplicated rows agree only in distribution.
-NOT_EXACT_WEIGHTS = {"boot-isotonic", "boot-binning", "field-aware"}
-
 METHODS = available()
 
 
@@ -52,10 +49,17 @@ def test_contract_check(name, check):
 
 @pytest.mark.parametrize("name", METHODS)
 def test_weights_equal_duplicates(name):
-    if name in NOT_EXACT_WEIGHTS:
-        pytest.skip(f"{name} resamples rows: weights match duplicates only in distribution")
+    """Frequency weights (the default kind): whole-number weights are duplicated rows. Methods
+    that resample rows expand such weights into rows before drawing, so they agree exactly."""
     s, y = _data()
-    contract.check_weights_as_duplicates(get(name), _params(name), s, y, atol=1e-7)
+    atol = 0.0 if get(name).resamples_rows else 1e-7
+    contract.check_weights_as_duplicates(get(name), _params(name), s, y, atol=atol)
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_importance_weights_are_scale_free(name):
+    s, y = _data()
+    contract.check_importance_scale_invariant(get(name), _params(name), s, y)
 
 
 @pytest.mark.parametrize("name", METHODS)
@@ -69,10 +73,7 @@ def test_platt_correction_when_offered(name):
     if "platt_correction" not in {p.name for p in cls.params}:
         pytest.skip(f"{name} has no platt_correction option")
     s, y = _data()
-    plain = cls(**_params(name)).fit(s, y).predict(s)
-    corrected = cls(**_params(name), platt_correction=True).fit(s, y).predict(s)
-    assert np.all(np.isfinite(corrected))
-    assert not np.array_equal(plain, corrected)
+    contract.check_platt_targets(cls, _params(name), s, y)
 
 
 @pytest.mark.filterwarnings("ignore::calibcli.errors.CalibWarning")  # diagnostics on odd data
@@ -81,3 +82,30 @@ def test_monotone_even_when_scores_are_inverted(name):
     """Higher scores meaning fewer positives must not make a monotone method decrease."""
     s, y = _data()
     contract.check_monotone(get(name), _params(name), 1.0 - s, y)
+
+
+@pytest.mark.filterwarnings("ignore::calibcli.errors.CalibWarning")
+@pytest.mark.parametrize("name", METHODS)
+def test_default_map_never_outputs_0_or_1(name):
+    """Issue 14: no default map promises certainty. The Bayes-Iso paper's Table 1 generator
+    (section 5.1) at 100 calibration rows, default parameters, fresh test scores (inside and
+    beyond the calibration range), several seeds: every output lies strictly inside (0, 1).
+    Also at the scores 0 and 1 themselves, except for the beta family, whose maps send 0 to
+    0 and 1 to 1 whenever a, b > 0 (as the identity map does; documented in its extremes)."""
+    from synthetic import section51
+
+    ends = [] if name.startswith("beta") else [0.0, 1.0]
+    for seed in range(6):
+        s, y = section51(100, seed)
+        st, _ = section51(20_000, 10_000 + seed)
+        p = get(name)().fit(s, y).predict(np.concatenate([st, ends]))
+        assert 0.0 < p.min() and p.max() < 1.0, (seed, p.min(), p.max())
+
+
+@pytest.mark.parametrize("name", [m for m in METHODS if "platt_correction" in {p.name for p in get(m).params}])
+def test_platt_default_matches_the_documented_extremes(name):
+    """Every method states its behaviour at 0/1, and Platt-by-default ones name the way back."""
+    cls = get(name)
+    on = cls().params["platt_correction"]
+    assert cls.default_extremes()
+    assert on == ("platt_correction=false" in cls.default_extremes())

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 from calibcli.calibrators import create
-from calibcli.calibrators.base import platt_targets, unique_with_sums
+from calibcli.calibrators.base import platt_targets
+from calibcli.pooling import unique_with_sums
 from calibcli.calibrators.enir import near_isotonic_path
 from calibcli.calibrators.isotonic import pav
 from calibcli.errors import FitError
-from calibcli.metrics import brier, log_loss
+from calibcli.evaluation.metrics import brier, log_loss
 
 from synthetic import section51_by_class
 
@@ -152,6 +153,46 @@ def test_enir_average_matches_hand_computation(criterion):
     assert cal.summary()["models"] == 29
 
 
+@pytest.mark.parametrize("criterion", ["bic", "aic"])
+@pytest.mark.parametrize("platt", [False, True])
+def test_enir_worked_example_by_hand(criterion, platt):
+    """Five scores with labels 1, 0, 1, 0, 0 (targets h, l, h, l, l: h = 1, l = 0, or Platt's
+    h = 3/4, l = 1/5 with N+ = 2, N- = 3), solved on paper, no module code involved.
+
+    Near-isotonic path, d = h - l. Groups {1} {2} {3} {4,5} (equal neighbours pool). Slopes
+    from each group's stationarity: b1 = h - lam, b2 = l + lam, b3 = h - lam, b45 = l + lam/2.
+    At lam1 = d/2, b1 = b2 = b3 = (h + l)/2 (two meetings at once); b45 = l + d/4. The merged
+    {1,2,3} has mean (2h + l)/3 and slope -1/3; it meets b45 when
+    (2h + l)/3 - lam/3 = l + lam/2, at lam2 = 4d/5, where all five equal (2h + 3l)/5.
+    Grid {0, lam1, lam2}, lam = 0 dropped: two models, p1 = (m, m, m, q, q) with
+    m = (h + l)/2, q = l + d/4 and df 2, and the constant p2 = (2h + 3l)/5 with df 1.
+    Score = -2 LL + df * penalty, LL = sum t ln p + (1 - t) ln(1 - p), penalty ln 5 + ln 2 pi
+    (bic) or 2 (aic); ENIR averages p1, p2 with weights exp((min score - score) / 2).
+    """
+    h, l = (3 / 4, 1 / 5) if platt else (1.0, 0.0)
+    t = [h, l, h, l, l]
+    d = h - l
+    m, q, c = (h + l) / 2, l + d / 4, (2 * h + 3 * l) / 5
+    p1, p2 = [m, m, m, q, q], [c] * 5
+
+    def loglik(p):
+        total = 0.0
+        for ti, pi in zip(t, p):
+            total += (ti * math.log(pi) if ti > 0 else 0.0) + ((1 - ti) * math.log(1 - pi) if ti < 1 else 0.0)
+        return total
+
+    penalty = 2.0 if criterion == "aic" else math.log(5) + math.log(2 * math.pi)
+    score1, score2 = -2 * loglik(p1) + 2 * penalty, -2 * loglik(p2) + 1 * penalty
+    best = min(score1, score2)
+    v1, v2 = math.exp((best - score1) / 2), math.exp((best - score2) / 2)
+    expected = [(v1 * a + v2 * b) / (v1 + v2) for a, b in zip(p1, p2)]
+
+    x = np.arange(1.0, 6.0)
+    cal = create("enir", {"criterion": criterion, "platt_correction": platt}).fit(x, [1, 0, 1, 0, 0])
+    np.testing.assert_allclose(cal.predict(x), expected, rtol=0, atol=1e-12)
+    assert cal.summary()["models"] == 2 and cal.summary()["breakpoints"] == 2
+
+
 def test_enir_weights_spread_on_small_data_and_concentrate_on_large():
     # BIC differences grow with N: at 3000 rows one model carries almost all the weight.
     def summary(n):
@@ -181,9 +222,9 @@ def test_near_isotonic_calibrator_end_points():
     s = np.round(rng.random(300), 2)
     y = (rng.random(300) < s).astype(float)
     xs, sw, swy = unique_with_sums(s, y, np.ones_like(s))
-    raw = create("near-isotonic", {"lam": 0.0}).fit(s, y)
+    raw = create("near-isotonic", {"lam": 0.0, "platt_correction": False}).fit(s, y)
     np.testing.assert_allclose(raw.predict(xs), swy / sw, atol=1e-15)
-    iso = create("near-isotonic", {"lam": 1e9}).fit(s, y)
+    iso = create("near-isotonic", {"lam": 1e9, "platt_correction": False}).fit(s, y)
     np.testing.assert_allclose(iso.predict(xs), pav(swy / sw, sw), atol=1e-12)
 
 
@@ -193,8 +234,11 @@ def test_smoothing_needs_probability_scores():
 
 
 def test_constant_scores_give_the_base_rate():
-    cal = create("enir").fit(np.full(5, 0.3), np.array([1.0, 0, 0, 1, 1]))
+    cal = create("enir", {"platt_correction": False}).fit(np.full(5, 0.3), np.array([1.0, 0, 0, 1, 1]))
     np.testing.assert_allclose(cal.predict(np.array([0.0, 0.3, 1.0])), 0.6)
+    # Default (Platt): positives count 4/5, negatives 1/4, so the rate is (3 * 4/5 + 2/4) / 5.
+    cal = create("enir").fit(np.full(5, 0.3), np.array([1.0, 0, 0, 1, 1]))
+    np.testing.assert_allclose(cal.predict(np.array([0.0, 0.3, 1.0])), 0.58, rtol=1e-12)
 
 
 def test_enir_platt_near_the_bayes_iso_table_at_3000():

@@ -12,10 +12,10 @@ from sklearn.metrics import log_loss, roc_auc_score
 import contract
 from synthetic import logit, section51, sigmoid
 from calibcli.calibrators import create
-from calibcli.calibrators.field_aware import FieldAwareCalibrator, loss_and_grads
-from calibcli.calibrators.ilps import ILPSCalibrator, ilps_eta, ilps_splits, knot_penalty, segments
+from calibcli.calibrators.field_aware import FieldAwareCalibrator, Network, encode, loss_and_grads
+from calibcli.calibrators.ilps import ILPSCalibrator, ilps_eta, ilps_splits, knot_penalty
 from calibcli.errors import FitError, InputError
-from calibcli.metrics import field_rce
+from calibcli.evaluation.metrics import field_ece, field_rce
 
 
 def ctr_data(n, seed, levels=500):
@@ -131,42 +131,48 @@ def test_ilps_at_least_as_good_as_platt_on_bayes_iso_setup(seed):
 
 
 def _random_problem(layers):
+    """A random Network (two categorical columns, two numeric ones) and one batch."""
     rng = np.random.default_rng(7)
-    n, a = 40, ilps_splits(6)
-    vocab_sizes, dim, n_num, hidden = (4, 6), 3, 2, 5
-    params = [np.sort(rng.normal(0, 2, a.size)) + rng.normal(0, 0.3, a.size)]  # some violations
-    params += [rng.normal(0, 0.5, (v, dim)) for v in vocab_sizes]
+    n, vocab_sizes, dim, n_num, hidden = 40, (4, 6), 3, 2, 5
     width = dim * len(vocab_sizes) + n_num
+    weights, biases = [], []
     for _ in range(layers):
-        params += [rng.normal(0, 0.7, (width, hidden)), rng.normal(0, 0.3, hidden)]
+        weights.append(rng.normal(0, 0.7, (width, hidden)))
+        biases.append(rng.normal(0, 0.3, hidden))
         width = hidden
-    params += [rng.normal(0, 0.7, width), rng.normal(0, 0.3, 1)]
-    k, t = segments(rng.normal(0, 3, n), a)
+    net = Network(
+        b=np.sort(rng.normal(0, 2, 7)),
+        shifts=[rng.normal(0, 0.5, v) for v in vocab_sizes],
+        linear=rng.normal(0, 0.5, n_num),
+        embeddings=[rng.normal(0, 0.5, (v, dim)) for v in vocab_sizes],
+        weights=weights,
+        biases=biases,
+        out_w=rng.normal(0, 0.7, width),
+        out_b=rng.normal(0, 0.3, 1),
+    )
     codes = np.column_stack([rng.integers(0, v, n) for v in vocab_sizes])
-    batch = dict(k=k, t=t, codes=codes, xnum=rng.normal(size=(n, n_num)), y=rng.integers(0, 2, n).astype(float),
-                 w=rng.uniform(0.5, 2.0, n))
-    return params, a, batch
+    batch = dict(base=rng.normal(0, 2, n), codes=codes, xnum=rng.normal(size=(n, n_num)),
+                 y=rng.integers(0, 2, n).astype(float), w=rng.uniform(0.5, 2.0, n))
+    return net, batch
 
 
 @pytest.mark.parametrize("layers", [0, 2])
 def test_gradients_match_finite_differences(layers):
-    params, a, batch = _random_problem(layers)
-    n_cat, lam, ridge = 2, 0.7, 0.05
-
-    def f(ps):
-        return loss_and_grads(ps, n_cat, a, lam, ridge, **batch)[0]
-
-    _, grads = loss_and_grads(params, n_cat, a, lam, ridge, **batch)
+    net, batch = _random_problem(layers)
+    _, grads = loss_and_grads(net, **batch)
+    params = net.trainable()
+    assert len(grads) == len(params) == 2 + 2 + 2 * layers
     h = 1e-6
     for block, (p, g) in enumerate(zip(params, grads)):
         assert g.shape == p.shape
         for idx in np.ndindex(p.shape):
-            plus = [q.copy() for q in params]
-            minus = [q.copy() for q in params]
-            plus[block][idx] += h
-            minus[block][idx] -= h
-            fd = (f(plus) - f(minus)) / (2 * h)
-            assert g[idx] == pytest.approx(fd, rel=1e-5, abs=1e-8), (block, idx)
+            keep = p[idx]
+            p[idx] = keep + h
+            up = loss_and_grads(net, **batch)[0]
+            p[idx] = keep - h
+            down = loss_and_grads(net, **batch)[0]
+            p[idx] = keep
+            assert g[idx] == pytest.approx((up - down) / (2 * h), rel=1e-5, abs=1e-8), (block, idx)
 
 
 def test_knot_penalty_value():
@@ -180,11 +186,15 @@ def test_knot_penalty_value():
 # ---- field-aware -----------------------------------------------------------------------
 
 
-def test_without_features_equals_ilps():
+@pytest.mark.parametrize("params", [{}, {"K": 5, "lam": 0.3, "ridge": 0.0}])
+def test_without_features_is_ilps_through_the_public_fit(params):
+    """No feature columns: `field-aware` fits and saves the same map as `ilps` (same params)."""
     s, y = contract.synthetic(400, seed=5)
     g = contract.grid(s)
-    fa = FieldAwareCalibrator(epochs=3).fit(s, y)
-    np.testing.assert_array_equal(fa.predict(g), ILPSCalibrator().fit(s, y).predict(g))
+    fa = create("field-aware", dict(params, epochs=3)).fit(s, y)
+    il = create("ilps", params).fit(s, y)
+    np.testing.assert_array_equal(fa.predict(g), il.predict(g))
+    np.testing.assert_array_equal(contract.json_round_trip(fa).predict(g), il.predict(g))
     assert fa.input_features() == ([], [])
 
 
@@ -204,19 +214,99 @@ def test_input_features_and_missing_columns():
         cal.predict(s)
 
 
-def test_unseen_and_rare_levels_share_the_unknown_embedding():
+def test_rare_levels_share_the_unknown_embedding_but_keep_their_shift():
     s, y, feats = mixed_features(800, 2)
     feats["c"] = feats["c"].copy()
-    feats["c"][:3] = "rare"  # 3 rows < min_count=5: not in the vocabulary
+    feats["c"][:3] = "rare"  # 3 rows < min_count=5: the unknown embedding, its own shift
     cal = FieldAwareCalibrator(epochs=3).fit(s, y, features=feats)
-    assert "rare" not in cal.vocab_[1].tolist()
+    net, f = cal.net_, 1
+    code = cal.vocab_[f].tolist().index("rare") + 1
+    np.testing.assert_array_equal(net.embeddings[f][code], net.embeddings[f][0])
+    assert np.all(np.isfinite(net.embeddings[f][0])) and np.any(net.embeddings[f][0] != 0)
+    assert net.shifts[f][0] == 0.0 and net.shifts[f][code] != 0.0
     probe = {k: v[:1].copy() for k, v in feats.items()}
     probe["c"][0] = "rare"
     p_rare = cal.predict(s[:1], features=probe)
     probe["c"][0] = "never-seen"
-    assert np.array_equal(cal.predict(s[:1], features=probe), p_rare)
-    unknown = cal.net_[2][0]
-    assert np.all(np.isfinite(unknown)) and np.any(unknown != 0)
+    p_unseen = cal.predict(s[:1], features=probe)
+    assert logit(p_rare)[0] - logit(p_unseen)[0] == pytest.approx(net.shifts[f][code], abs=1e-9)
+
+
+def test_shrinkage_once_seen_level_near_zero_frequent_level_at_its_logit_shift():
+    """Posterior modes: s_v / tau^2 = sum_v w (y - p) exactly; a big level is the MLE up to 1/(tau^2 H)."""
+    rng = np.random.default_rng(3)
+    sizes = np.r_[10_000, 1, np.full(60, 150)]
+    true = np.r_[1.0, 0.0, rng.normal(0.0, 0.5, 60)]
+    z = np.repeat(np.arange(sizes.size), sizes)
+    l0 = rng.normal(0.0, 1.0, z.size)
+    y = (rng.random(z.size) < sigmoid(l0 + true[z])).astype(float)
+    y[z == 1] = 1.0  # the once-seen level: one positive, so its unshrunk logit shift is +inf
+    names = np.array([f"v{i:03d}" for i in range(sizes.size)], dtype=object)
+    cal = create("field-aware", {"epochs": 1}).fit(sigmoid(l0), y, features={"z": names[z]})
+    tau2 = cal.summary()["stage1"]["shift_sd"][0] ** 2
+    shift = cal.net_.shifts[0][encode(names.astype(str), cal.vocab_[0])]
+    eta = ilps_eta(l0, cal.a_, cal.net_.b)
+    # once seen: s = tau^2 (1 - sigmoid(eta + s)), so 0 < s < tau^2 (and tau^2 is about 0.5^2)
+    once = z == 1
+    assert 0.0 < shift[1] < tau2 < 0.5
+    assert shift[1] == pytest.approx(tau2 * (1.0 - sigmoid(eta[once] + shift[1]))[0], abs=1e-4)
+    # 10 000 rows: the MLE of the level's shift (bisection), within s_mle / (tau^2 H) of it
+    big = z == 0
+    lo, hi = -5.0, 5.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if np.sum(sigmoid(eta[big] + mid) - y[big]) < 0 else (lo, mid)
+    s_mle = 0.5 * (lo + hi)
+    p_big = sigmoid(eta[big] + shift[0])
+    curvature = float(np.sum(p_big * (1 - p_big)))
+    assert abs(shift[0] - s_mle) <= 1.5 * abs(s_mle) / (tau2 * curvature) + 1e-4
+    assert abs(shift[0] - s_mle) > 0  # shrunk, not the MLE itself
+    assert shift[0] == pytest.approx(1.0, abs=4.0 / np.sqrt(curvature))
+
+
+def _poisson_bootstrap_se(diff_fn, n, reps=200, seed=0):
+    rng = np.random.default_rng(seed)
+    return float(np.std([diff_fn(rng.poisson(1.0, n).astype(float)) for _ in range(reps)]))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_no_worse_than_one_hot_logistic_on_held_out_rows(seed):
+    """The one-hot-field logistic regression is a special case of stage 1: on held-out rows
+    field-aware's log-loss and Field-ECE are no worse than its, within two standard errors of
+    the paired difference (test-set noise) plus, for log-loss, a tenth of the baseline's own
+    expected excess over the truth, (levels + 2) / (2 n) (Akaike's estimate for a maximum-
+    likelihood fit of levels + 2 parameters): the two estimators see the same rows but shrink
+    differently, so they cannot agree more closely than a fraction of their excess risk."""
+    from scipy import sparse
+    from sklearn.linear_model import LogisticRegression
+
+    s, y, z = ctr_data(30_000, seed, levels=50)
+    st, yt, zt = ctr_data(60_000, 10 + seed, levels=50)
+    levels, codes = np.unique(np.r_[z, zt], return_inverse=True)
+    c, ct = codes[: z.size], codes[z.size :]
+
+    def design(scores, cc):
+        onehot = sparse.csr_matrix((np.ones(cc.size), (np.arange(cc.size), cc)), shape=(cc.size, levels.size))
+        return sparse.hstack([sparse.csr_matrix(logit(scores)[:, None]), onehot]).tocsr()
+
+    lr = LogisticRegression(max_iter=1000).fit(design(s, c), y)
+    p_lr = lr.predict_proba(design(st, ct))[:, 1]
+    p_fa = create("field-aware").fit(s, y, features={"z": z}).predict(st, features={"z": zt})
+
+    def row_losses(p):
+        p = np.clip(p, 1e-15, 1 - 1e-15)
+        return -(yt * np.log(p) + (1 - yt) * np.log1p(-p))
+
+    d = row_losses(p_fa) - row_losses(p_lr)
+    assert d.mean() <= 2.0 * d.std() / np.sqrt(d.size) + 0.1 * (levels.size + 2) / (2 * s.size)
+
+    def fece_diff(wt):
+        def fece(p):
+            return np.sum(np.abs(np.bincount(ct, weights=wt * (yt - p)))) / wt.sum()
+        return fece(p_fa) - fece(p_lr)
+
+    assert fece_diff(np.ones(yt.size)) <= 2.0 * _poisson_bootstrap_se(fece_diff, yt.size)
+    assert field_ece(yt, p_fa, ct) == pytest.approx(fece_diff(np.ones(yt.size)) + field_ece(yt, p_lr, ct))
 
 
 def test_row_order_and_seed():

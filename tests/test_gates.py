@@ -6,8 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from calibcli import diagnostics, gates, metrics
+from calibcli.evaluation import baseline, bootstrap, diagnostics, gates, metrics
 from calibcli.errors import InputError, UsageError
+from calibcli.evaluation.state import EvalState
 
 
 def test_metric_names_accept_hyphens_underscores_and_case():
@@ -74,7 +75,7 @@ def test_thresholds_pass_and_fail_with_the_excess():
 
 
 def test_regression_is_direction_aware_and_relative():
-    base = gates.Baseline("b.json", "f", 100, {"m": {"log_loss": 0.50, "auc": 0.80}})
+    base = baseline.Baseline("b.json", "f", 100, {"m": {"log_loss": 0.50, "auc": 0.80}})
     spec = _spec(max_regression=[gates.Limit("log_loss", 0.05, relative=True), gates.Limit("auc", 0.01)],
                  baseline="b.json")
     ok = gates.decide(spec, [("m", {"log_loss": 0.52, "auc": 0.795}, None)], base, "f")
@@ -88,7 +89,7 @@ def test_regression_is_direction_aware_and_relative():
 
 
 def test_an_improvement_never_fails_a_regression_gate():
-    base = gates.Baseline("b.json", None, 100, {"m": {"brier": 0.2}})
+    base = baseline.Baseline("b.json", None, 100, {"m": {"brier": 0.2}})
     spec = _spec(max_regression=[gates.Limit("brier", 0.0)], baseline="b.json")
     assert gates.decide(spec, [("m", {"brier": 0.1}, None)], base).passed
     assert not gates.decide(spec, [("m", {"brier": 0.2000001}, None)], base).passed
@@ -130,7 +131,7 @@ def _write(tmp_path, doc):
 def test_load_baseline_reads_v1_and_v2(tmp_path):
     v1 = {"schema_version": 1, "field_col": None, "calbin_window": 100,
           "results": [{"name": "p", "kind": "column", "metrics": {"auc": 0.8, "brier": None}}]}
-    base = gates.load_baseline(_write(tmp_path, v1))
+    base = baseline.load_baseline(_write(tmp_path, v1))
     assert base.metrics == {"p": {"auc": 0.8, "brier": None}}
 
 
@@ -144,25 +145,25 @@ def test_load_baseline_reads_v1_and_v2(tmp_path):
 ])
 def test_load_baseline_refuses_corrupt_files(tmp_path, doc, message):
     with pytest.raises(InputError, match=message):
-        gates.load_baseline(_write(tmp_path, doc))
+        baseline.load_baseline(_write(tmp_path, doc))
 
 
 def test_load_baseline_missing_file(tmp_path):
     with pytest.raises(InputError, match="no such baseline file"):
-        gates.load_baseline(str(tmp_path / "nope.json"))
+        baseline.load_baseline(str(tmp_path / "nope.json"))
 
 
 def test_check_baseline_refuses_other_columns_and_settings():
     spec = _spec(max_regression=[gates.Limit("field_rce", 0.01)], baseline="b.json")
-    base = gates.Baseline("b.json", "field", 100, {"p1": {"field_rce": 0.1}})
-    gates.check_baseline(base, ["p1"], "field", 100, spec)
+    base = baseline.Baseline("b.json", "field", 100, {"p1": {"field_rce": 0.1}})
+    baseline.check_baseline(base, ["p1"], "field", 100, spec)
     with pytest.raises(UsageError, match="baseline is for 'p1', this run evaluates 'p2'"):
-        gates.check_baseline(base, ["p2"], "field", 100, spec)
+        baseline.check_baseline(base, ["p2"], "field", 100, spec)
     with pytest.raises(UsageError, match="--field-col 'field', this run uses 'other'"):
-        gates.check_baseline(base, ["p1"], "other", 100, spec)
+        baseline.check_baseline(base, ["p1"], "other", 100, spec)
     spec.max_regression = [gates.Limit("auc", 0.01)]
     with pytest.raises(UsageError, match="baseline has no auc for 'p1'"):
-        gates.check_baseline(base, ["p1"], "field", 100, spec)
+        baseline.check_baseline(base, ["p1"], "field", 100, spec)
 
 
 @pytest.fixture
@@ -177,23 +178,45 @@ def data():
 
 @pytest.mark.parametrize("ties", [True, False])
 def test_bootstrap_replicates_equal_the_metrics_of_materialised_resamples(data, ties):
+    """Each replicate is the metrics of the rows its Poisson cell counts materialise
+    (the bootstrap was multinomial over rows; it is now a Poisson bootstrap drawn per
+    (p, field) cell of the evaluation state, which is what this checks)."""
     y, p, g = data
     if not ties:
         p = p * 0.999 + np.linspace(0, 1e-3, p.size)  # distinct values in [0, 1]: the no-tie path
-    reps = gates.bootstrap_replicates(y, p, g, 40, gates.BootstrapPlan(4, seed=11))
-    rng = np.random.default_rng(11)
-    for b in range(4):
-        idx = rng.integers(0, y.size, y.size)
-        expected = metrics.compute_all(y[idx], p[idx], g[idx], 40)
+    plan = bootstrap.BootstrapPlan(4, seed=11)
+    reps = bootstrap.bootstrap_replicates(y, p, g, 40, plan)
+    st = EvalState.from_arrays(y, p, fields=(g, [str(i) for i in range(g.max() + 1)]), field_cells=True)
+    m = st.p.size
+    for b, counts in enumerate(bootstrap.poisson_counts(st, plan)):
+        k = counts.astype(np.int64)
+        rows_p = np.repeat(np.concatenate([st.p, st.p]), k)
+        rows_y = np.repeat(np.concatenate([np.zeros(m), np.ones(m)]), k)
+        rows_g = np.repeat(np.concatenate([st.cell_field, st.cell_field]), k)
+        expected = metrics.compute_all(rows_y, rows_p, rows_g, 40)
         for key, value in expected.items():
             assert reps[key][b] == pytest.approx(value, rel=1e-9, abs=1e-12), key
 
 
+def test_poisson_cell_counts_sum_to_the_row_count_on_average(data):
+    y, p, g = data
+    st = EvalState.from_arrays(y, p)
+    totals = [c.sum() for c in bootstrap.poisson_counts(st, bootstrap.BootstrapPlan(400, seed=3))]
+    assert abs(np.mean(totals) - y.size) < 4 * np.sqrt(y.size / 400)
+
+
+def test_bootstrap_refuses_weights_and_buckets(data):
+    y, p, _ = data
+    for st in (EvalState.from_arrays(y, p, weights=np.ones(p.size)), EvalState.from_arrays(y, p, step=0.01)):
+        with pytest.raises(UsageError):
+            next(bootstrap.poisson_counts(st, bootstrap.BootstrapPlan(2, 0)))
+
+
 def test_bootstrap_intervals_are_seeded_and_cover_the_estimate(data):
     y, p, g = data
-    a = gates.bootstrap_intervals(y, p, g, 100, gates.BootstrapPlan(150, seed=1))
-    assert a == gates.bootstrap_intervals(y, p, g, 100, gates.BootstrapPlan(150, seed=1))
-    assert a != gates.bootstrap_intervals(y, p, g, 100, gates.BootstrapPlan(150, seed=2))
+    a = bootstrap.bootstrap_intervals(y, p, g, 100, bootstrap.BootstrapPlan(150, seed=1))
+    assert a == bootstrap.bootstrap_intervals(y, p, g, 100, bootstrap.BootstrapPlan(150, seed=1))
+    assert a != bootstrap.bootstrap_intervals(y, p, g, 100, bootstrap.BootstrapPlan(150, seed=2))
     point = metrics.compute_all(y, p, g, 100)
     for key, (lo, hi) in a.items():
         assert lo < hi and lo <= point[key] <= hi, key
@@ -201,7 +224,7 @@ def test_bootstrap_intervals_are_seeded_and_cover_the_estimate(data):
 
 def test_bootstrap_with_one_class_leaves_auc_na(data):
     _, p, _ = data
-    out = gates.bootstrap_intervals(np.ones(p.size, np.int8), p, None, 100, gates.BootstrapPlan(5, 0))
+    out = bootstrap.bootstrap_intervals(np.ones(p.size, np.int8), p, None, 100, bootstrap.BootstrapPlan(5, 0))
     assert math.isnan(out["auc"][0]) and "field_rce" not in out
 
 

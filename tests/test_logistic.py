@@ -42,7 +42,7 @@ def test_matches_sklearn_unpenalised():
     s = rng.random(2000)
     y = (rng.random(2000) < s).astype(float)
     ref = LogisticRegression(C=np.inf, tol=1e-12, max_iter=10_000).fit(s[:, None], y)
-    cal = create("logistic").fit(s, y)
+    cal = create("logistic", {"platt_correction": False}).fit(s, y)
     np.testing.assert_allclose([cal.a_, cal.b_], [ref.coef_[0, 0], ref.intercept_[0]], rtol=1e-6)
 
 
@@ -57,5 +57,8 @@ def test_huge_scores_do_not_overflow():
 
 
 def test_constant_scores_give_the_positive_rate():
-    cal = create("logistic").fit([2.0] * 5, [1, 0, 0, 0, 1])
+    cal = create("logistic", {"platt_correction": False}).fit([2.0] * 5, [1, 0, 0, 0, 1])
     np.testing.assert_allclose(cal.predict([-5.0, 2.0, 9.0]), [0.4] * 3)
+    # Default (Platt): positives count 3/4, negatives 1/5, so the rate is (2 * 3/4 + 3/5) / 5.
+    cal = create("logistic").fit([2.0] * 5, [1, 0, 0, 0, 1])
+    np.testing.assert_allclose(cal.predict([-5.0, 2.0, 9.0]), [0.42] * 3, rtol=1e-12)

@@ -34,7 +34,7 @@ def test_json_envelope_fields(fitted):
     env = json.loads(maps.envelope_to_json(maps.make_envelope(cal, {"rows": 1})))
     assert env["format"] == "calibcli.map"
     assert env["method"] == "isotonic"
-    assert env["params"] == {"platt_correction": False}
+    assert env["params"] == {"platt_correction": True}  # the default since issue 14
     assert set(env["state"]) == {"x", "y"}
 
 

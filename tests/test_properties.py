@@ -28,8 +28,8 @@ FAST = {
     "enir": {"models": 10},
     "ilps": {"K": 5},
 }
-# Fits that draw bootstrap or posterior samples: weights equal duplicates only in distribution,
-# and a permutation of the rows changes which rows each draw picks.
+# Fits that draw rows: a permutation of the rows changes which rows each draw picks (their
+# whole-number weights are expanded into rows first, so those equal duplicates exactly).
 RESAMPLING = {"boot-isotonic", "boot-binning", "field-aware"}
 METHODS = available()
 pytestmark = pytest.mark.filterwarnings("ignore::calibcli.errors.CalibWarning")
@@ -158,7 +158,7 @@ def test_row_order_does_not_matter(name):
     run(name, check)
 
 
-@pytest.mark.parametrize("name", [m for m in METHODS if m not in RESAMPLING])
+@pytest.mark.parametrize("name", METHODS)
 def test_integer_weights_equal_repeated_rows(name):
     def check(new, s, y, w, fields):
         reps = w.astype(np.int64)

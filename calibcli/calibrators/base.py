@@ -22,15 +22,16 @@ for diagnostics the CLI shows on stderr.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from itertools import chain
 from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
 
-from calibcli.errors import FitError, MapError, NotFittedError, ParamError
-from calibcli.pooling import unique_with_sums  # noqa: F401  (re-exported: the pooling kernel's old home)
+from calibcli.bounds import SEED_MAX
+from calibcli.errors import CalibWarning, FitError, MapError, NotFittedError, ParamError
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -80,12 +81,14 @@ class Param:
             pass
         try:
             exact = Decimal(raw)
-        except InvalidOperation:
+            if not exact.is_finite():
+                raise ValueError(raw)
+            if exact.adjusted() > 30:  # beyond every bound: refuse without building a huge integer
+                raise ParamError(f"parameter {self.name!r} must be in {self.range_text()}, got {raw:.40}")
+            if exact != exact.to_integral_value():
+                raise ValueError(raw)
+        except ArithmeticError:  # decimal's InvalidOperation, Overflow, ...
             raise ValueError(raw) from None
-        if not exact.is_finite() or exact != exact.to_integral_value():
-            raise ValueError(raw)
-        if abs(exact) > 10**30:  # beyond every bound: refuse without building a huge integer
-            raise ParamError(f"parameter {self.name!r} must be in {self._range()}, got {raw}")
         return int(exact)
 
     def check(self, value: Any) -> Any:
@@ -96,26 +99,26 @@ class Param:
             raise ParamError(f"parameter {self.name!r} needs a value ({self._kind()})")
         if self.type is bool:
             if not isinstance(value, (bool, np.bool_)):
-                raise ParamError(f"parameter {self.name!r} must be true or false, got {value!r}")
+                raise ParamError(f"parameter {self.name!r} must be true or false, got {value!r:.40}")
             return bool(value)
         if self.type in (int, float):
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
-                raise ParamError(f"parameter {self.name!r} must be {self._kind()}, got {value!r}")
+                raise ParamError(f"parameter {self.name!r} must be {self._kind()}, got {value!r:.40}")
             if self.type is int:
                 if isinstance(value, (float, np.floating)) and not float(value).is_integer():
-                    raise ParamError(f"parameter {self.name!r} must be a whole number, got {value!r}")
+                    raise ParamError(f"parameter {self.name!r} must be a whole number, got {value!r:.40}")
                 value = int(value)
             else:
                 value = float(value)
                 if not math.isfinite(value):
-                    raise ParamError(f"parameter {self.name!r} must be finite, got {value!r}")
+                    raise ParamError(f"parameter {self.name!r} must be finite, got {value!r:.40}")
             if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
-                raise ParamError(f"parameter {self.name!r} must be in {self._range()}, got {value!r}")
+                raise ParamError(f"parameter {self.name!r} must be in {self.range_text()}, got {value!r:.40}")
             return value
         value = str(value)
         if self.choices is not None and value not in self.choices:
             raise ParamError(
-                f"parameter {self.name!r} must be one of {', '.join(self.choices)}, got {value!r}"
+                f"parameter {self.name!r} must be one of {', '.join(self.choices)}, got {value!r:.40}"
             )
         return value
 
@@ -124,17 +127,12 @@ class Param:
             return "one of " + ", ".join(self.choices)
         kind = {bool: "true/false", int: "an integer", float: "a number"}.get(self.type, "text")
         if self.low is not None or self.high is not None:
-            kind += f" in {self._range()}"
+            kind += f" in {self.range_text()}"
         return kind + (" or 'auto'" if self.optional else "")
 
-    def _range(self) -> str:
+    def range_text(self) -> str:
         """`[low, high]`, integers written out exactly (a seed's 2**63 - 1 is not 9.22e+18)."""
-        def show(v: float | None) -> str:
-            if v is None:
-                return "..."
-            return str(v) if isinstance(v, int) else f"{v:g}"
-
-        return f"[{show(self.low)}, {show(self.high)}]"
+        return _bounds_text(self.low, self.high)
 
     def describe(self) -> str:
         """`name=default (kind): help`, for `calib methods`."""
@@ -148,7 +146,20 @@ PLATT_CORRECTION = Param(
     False,
     "fit on Platt's smoothed targets (N+ +1)/(N+ +2) and 1/(N- +2) instead of 1/0",
 )
-SEED_MAX = 2**63 - 1
+# The default of the methods whose classical fit returns exactly 0 or 1 wherever the
+# calibration set had one class (isotonic, binning, ENIR, near-isotonic, boot-*, logistic on
+# separated classes): on by default, the classical fit one parameter away.
+SAFE_PLATT_CORRECTION = Param(
+    "platt_correction",
+    bool,
+    True,
+    "fit on Platt's smoothed targets (N+ +1)/(N+ +2) and 1/(N- +2) instead of 1/0, so no "
+    "output is exactly 0 or 1; false: the classical fit (0 or 1 where the data had one class)",
+)
+WEIGHT_KINDS = ("frequency", "importance")
+# Resampling methods expand whole-number frequency weights into duplicated rows up to this
+# many rows; above it they resample rows in proportion to their weights (with a warning).
+EXPAND_LIMIT = 2_000_000
 SEED = Param("seed", int, 0, "random seed; the same seed gives the same map", low=0, high=SEED_MAX)
 PROB_CLIP = 1e-12  # probability clip before logs and logits, float64 whatever the input dtype
 SCORE_KIND = Param(
@@ -223,7 +234,7 @@ class StateSpec:
     def validate(self, cls: type["Calibrator"], params: Mapping[str, Any], state: Mapping[str, Any]) -> dict[str, Any]:
         """Checked and converted state values, or a MapError."""
         def fail(field: str, index: Any = None, value: Any = _NO_VALUE, problem: str = "is invalid") -> None:
-            where = f"{cls.name} map state {field!r}" + ("" if index is None else f"[{index}]")
+            where = f"{cls.name} map state {_short(field)}" + ("" if index is None else f"[{index}]")
             shown = "" if value is _NO_VALUE else f" = {_short(value)}"
             raise MapError(f"{where}{shown} {problem}", hint="the map file is damaged or edited: fit it again")
 
@@ -266,7 +277,8 @@ def _load_field(f: Field, value: Any, params: Mapping[str, Any], monotone: bool,
     if f.kind == "int":
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
             fail(f.name, None, value, "is not an integer")
-        _check_bounds(f.name, f, np.array([float(value)]), fail, scalar=True)
+        if (f.low is not None and value < f.low) or (f.high is not None and value > f.high):
+            fail(f.name, None, value, f"is outside {_bounds_text(f.low, f.high)}")
         return int(value)
     if not isinstance(value, (list, tuple, np.ndarray)):
         fail(f.name, None, value, "is not a list")
@@ -376,9 +388,15 @@ def _check_bounds(name: str, f: Field, arr: np.ndarray, fail: Callable, scalar: 
         bad |= arr > high
     if bad.any():
         i = int(np.argmax(bad))
-        what = "is not a probability in [0, 1]" if f.unit else (
-            f"is outside [{'...' if low is None else f'{low:g}'}, {'...' if high is None else f'{high:g}'}]")
+        what = "is not a probability in [0, 1]" if f.unit else f"is outside {_bounds_text(low, high)}"
         fail(name, None if scalar else i, arr[i], what)
+
+
+def _bounds_text(low: float | None, high: float | None) -> str:
+    def show(v: float | None) -> str:
+        return "..." if v is None else str(v) if isinstance(v, int) else f"{v:g}"
+
+    return f"[{show(low)}, {show(high)}]"
 
 
 def _check_order(f: Field, arr: np.ndarray, monotone: bool, fail: Callable) -> None:
@@ -410,6 +428,8 @@ class Calibrator:
     state_spec: ClassVar[StateSpec | None] = None  # what a loaded state must satisfy
     needs_probabilities: ClassVar[bool] = False  # scores must lie in [0, 1]
     uses_features: ClassVar[bool] = False  # reads --field-col/--feature-col columns
+    resamples_rows: ClassVar[bool] = False  # the fit draws rows: frequency weights are expanded
+    extremes: ClassVar[str] = ""  # default behaviour at 0 and 1, for `calib methods` and the README
 
     def __init__(self, **params: Any):
         known = self._known_params(sorted(params))
@@ -421,6 +441,14 @@ class Calibrator:
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
         return f"{type(self).__name__}({args})"
+
+    @classmethod
+    def default_extremes(cls) -> str:
+        """What the method's defaults do at the extremes: `extremes`, or the Platt-default text."""
+        if cls.extremes or SAFE_PLATT_CORRECTION not in cls.params:
+            return cls.extremes
+        return ("never exactly 0 or 1 by default (Platt's targets); platt_correction=false "
+                "gives 0 or 1 where the calibration data had one class")
 
     @classmethod
     def from_cli(cls, pairs: Mapping[str, str]) -> "Calibrator":
@@ -446,8 +474,15 @@ class Calibrator:
         labels: Any,
         weights: Any = None,
         features: Mapping[str, np.ndarray] | None = None,
+        weight_kind: str = "frequency",
     ) -> "Calibrator":
-        """Fit on scores and 0/1 labels (optionally weighted); returns self."""
+        """Fit on scores and 0/1 labels (optionally weighted); returns self.
+
+        `weight_kind="frequency"` (the default): a row of weight k counts as k rows (a whole
+        number k is exactly k duplicated rows). `"importance"`: only the weights' ratios
+        matter; they are rescaled to sum to the number of rows with positive weight, so
+        scaling every weight by c > 0 gives the same map.
+        """
         s = as_float_array(scores, "scores")
         y = as_float_array(labels, "labels")
         if s.shape != y.shape:
@@ -458,6 +493,8 @@ class Calibrator:
             raise FitError("scores must be finite (no NaN or inf)")
         if not np.all((y == 0) | (y == 1)):
             raise FitError("labels must be 0 or 1")
+        if weight_kind not in WEIGHT_KINDS:
+            raise ParamError(f"weight kind must be one of {', '.join(WEIGHT_KINDS)}, got {weight_kind!r}")
         if weights is None:
             w = np.broadcast_to(np.float64(1.0), s.shape)  # read-only unit weights, no n-long array
         else:
@@ -478,10 +515,36 @@ class Calibrator:
             raise FitError(
                 f"method {self.name!r} needs scores in [0, 1], got range [{s.min():g}, {s.max():g}]"
             )
+        if weights is not None and weight_kind == "importance":
+            positive = w > 0
+            if np.all(w[positive] == w[positive][0]):
+                w = positive.astype(np.float64)  # equal weights: exactly the unweighted rows
+            else:
+                w = w * (np.count_nonzero(w) / float(np.sum(w)))
+        elif weights is not None and self.resamples_rows:
+            s, y, w, features = self._expand_counts(s, y, w, features)
         targets = platt_targets(y, w) if self.params.get("platt_correction") else y
         self._fit(s, targets, w, features)
         self._fitted = True
         return self
+
+    def _expand_counts(self, s, y, w, features):
+        """Whole-number frequency weights as duplicated rows, so a resampling fit sees k rows."""
+        if not np.all(w == np.floor(w)) or np.all(w == 1):
+            return s, y, w, features
+        total = float(np.sum(w))
+        if total > max(EXPAND_LIMIT, s.size):
+            warnings.warn(
+                f"{self.name}: the weights sum to {total:g} rows, more than {EXPAND_LIMIT} to expand; "
+                "rows are resampled in proportion to their weights instead",
+                CalibWarning,
+                stacklevel=3,
+            )
+            return s, y, w, features
+        k = w.astype(np.int64)
+        if features is not None:
+            features = {name: np.repeat(np.asarray(col), k) for name, col in features.items()}
+        return np.repeat(s, k), np.repeat(y, k), np.ones(int(k.sum())), features
 
     def predict(self, scores: Any, features: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
         """Calibrated probabilities in [0, 1] for new scores."""

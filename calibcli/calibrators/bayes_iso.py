@@ -11,9 +11,8 @@ Choices where the paper and the released code (`mlkruup/bayesiso`, distr=8) diff
 
 - Bounds (section 4.3): bins of B instances give p +/- margin, but the defaults follow the
   released code, not the paper's text: B = N/20 and margin 1/sqrt(N) instead of B = N/10 and
-  1/sqrt(B). On the synthetic study of section 5.1 (benchmarks/bayes_iso_table1.py) the code's
-  constants reproduce Table 1 (the paper's numbers came from that code) and the text's wider
-  bounds do worse at both 100 and 3000 rows. Past 8000 instances B = N^(2/3) (= N/20 at 8000),
+  1/sqrt(B), since the paper's numbers came from that code (`benchmarks/bayes_iso_table1.py
+  --ablations` compares both on the section 5.1 data). Past 8000 instances B = N^(2/3) (= N/20 at 8000),
   so bins keep shrinking relative to N and the bounds stay tight enough for large data.
   `bin_size` and `margin` override them (bin_size=N/10 with margin=1/sqrt(N/10) is the
   paper's text). The bin for the upper bound of a score
@@ -34,24 +33,33 @@ Choices where the paper and the released code (`mlkruup/bayesiso`, distr=8) diff
   the inner loop dense row operations. Sampled values are kept in [1e-7, 1 - 1e-7] so every
   log-likelihood term is finite (the code substitutes log(1e-323)).
 - Log-likelihoods are combined by a running log-sum-exp over chunks of maps; no map is stored.
+- Effective sample size: maps of one tree are not independent draws, so the ESS counts
+  trees: (sum W)^2 / sum W^2 with W a tree's summed map weights (the plain formula over
+  single maps overstates the precision). It is conservative (a tree of 64 maps counts once)
+  and equals the plain ESS with one map per tree. The dominance flag is the paper's at the
+  same level: one tree outweighs all other trees together.
+- Adaptive sampling (not in the paper): every block gets `samples` maps; blocks whose ESS is
+  below `target_ess` then get more, sized from their ESS, until they reach it or the extra
+  work passes `budget` times the first round's.
 - Large data: the paper notes instability beyond ~3000 instances and suggests blocks of ~1000
-  consecutive ranks. The ranking is cut into blocks of about `block_size` = max(1000, B)
-  instances that are sampled and weighted independently (bounds still come from all data);
-  up to 1500 instances this is the paper's single block. At 3000 rows of the section 5.1 data,
-  blocks of 1000 gave the same test losses as one block (10 replicates: BS .16289 vs .16293,
-  LL .47665 vs .47663) while the smallest effective sample size rose from 1.5 to 11.8 and no
-  fit was dominated by one map (2/10 with one block). More than `grid` distinct scores are
-  pooled into `grid` rank cells of equal weight (one value per cell, knot at the cell's mean
-  score). The joined block means are made monotone by weighted PAV (a no-op inside blocks).
-- Diagnostics: the effective sample size (sum w)^2 / sum w^2 of each block and the paper's
-  dominance flag (one map's weight exceeds all others together); a CalibWarning says what to do.
+  consecutive ranks. The ranking is cut into blocks of about `block_size` = 1000 instances
+  that are sampled and weighted independently (bounds still come from all data); up to
+  1500 instances this is the paper's single block. A block's edge values are held
+  only by the bounds, not by the neighbouring block's values, which biases them; so each
+  block also samples `overlap` instances of context on each side (likelihood included) and
+  keeps only its own ranks. Blocks approximate the single-block estimator (see
+  docs/algorithms.md). More than `grid` distinct scores are pooled into `grid` rank cells of
+  equal weight (one value per cell, knot at the cell's mean score). The joined block means
+  are made monotone by weighted PAV (a no-op inside blocks).
+- Diagnostics: the smallest ESS over blocks and the number of dominated blocks; a
+  CalibWarning says what to do.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -64,9 +72,9 @@ from calibcli.calibrators.base import (
     Param,
     StateSpec,
     as_float_array,
-    unique_with_sums,
 )
 from calibcli.calibrators.isotonic import interpolate, pav
+from calibcli.pooling import unique_with_sums
 from calibcli.calibrators.registry import register
 from calibcli.errors import CalibWarning
 
@@ -184,29 +192,89 @@ def log_likelihood(maps, main_pos, main_count, mixed, minor_count, bstart):
     return ll
 
 
-def posterior_mean(n1, n0, lower, upper, bstart, bend, samples, seed):
-    """Likelihood-weighted mean of `samples` bounded-prior maps per block, streamed in chunks.
+class Posterior(NamedTuple):
+    """What `posterior_mean` returns: the mean per rank and diagnostics per block."""
 
-    Returns (mean per rank, effective sample size per block, dominance flag per block).
+    mean: np.ndarray  # posterior mean per rank
+    ess: np.ndarray  # effective number of independent pivot trees, per block
+    map_ess: np.ndarray  # (sum w)^2 / sum w^2 over single maps, per block: overstates
+    dominated: np.ndarray  # one tree outweighs all other trees together, per block
+    samples: np.ndarray  # maps drawn per block
+
+
+class Tally:
+    """Running likelihood-weighted sums of sampled maps, per block (and per rank for the map).
+
+    Weights are kept as exp(log-likelihood - top) with a running maximum `top` per block, so
+    chunks and sampling rounds combine without overflow. A tree's weight is the sum of the
+    weights of the maps filled on it.
     """
-    rng = np.random.default_rng(seed)
+
+    def __init__(self, n: int, nb: int):
+        self.top = np.full(nb, -np.inf)
+        self.total = np.zeros(nb)  # sum of map weights
+        self.map_sq = np.zeros(nb)  # sum of squared map weights
+        self.tree_sq = np.zeros(nb)  # sum of squared tree weights
+        self.tree_max = np.zeros(nb)  # largest tree weight
+        self.acc = np.zeros(n)  # weighted sum of maps, per rank
+        self.samples = np.zeros(nb, dtype=np.int64)
+
+    def rescale(self, top, block_of):
+        """Move every sum to the log scale `top` (>= the current one, elementwise)."""
+        scale = np.exp(np.where(np.isneginf(self.top), -np.inf, self.top - top))
+        self.top = top
+        self.total *= scale
+        self.map_sq *= scale * scale
+        self.tree_sq *= scale * scale
+        self.tree_max *= scale
+        self.acc *= scale[block_of]
+
+    def add(self, maps, ll, block_of):
+        """Add a chunk: maps (trees, n, share), log-likelihoods (trees, blocks, share)."""
+        self.rescale(np.maximum(self.top, ll.max(axis=(0, 2))), block_of)
+        w = np.exp(ll - self.top[None, :, None])
+        trees = w.sum(axis=2)
+        self.total += trees.sum(axis=0)
+        self.map_sq += (w * w).sum(axis=(0, 2))
+        self.tree_sq += (trees * trees).sum(axis=0)
+        self.tree_max = np.maximum(self.tree_max, trees.max(axis=0))
+        w32 = w.astype(np.float32)
+        if w.shape[1] == 1:
+            self.acc += np.matmul(maps, w32[:, 0, :, None])[..., 0].sum(axis=0, dtype=np.float64)
+        else:
+            self.acc += (maps * w32[:, block_of, :]).sum(axis=(0, 2), dtype=np.float64)
+
+    def merge(self, other, blocks, ranks, block_of):
+        """Add `other`, the tally of the sub-problem made of `blocks` (whose ranks are `ranks`)."""
+        top = self.top.copy()
+        top[blocks] = np.maximum(top[blocks], other.top)
+        self.rescale(top, block_of)
+        scale = np.exp(other.top - top[blocks])
+        self.total[blocks] += other.total * scale
+        self.map_sq[blocks] += other.map_sq * scale * scale
+        self.tree_sq[blocks] += other.tree_sq * scale * scale
+        self.tree_max[blocks] = np.maximum(self.tree_max[blocks], other.tree_max * scale)
+        self.acc[ranks] += other.acc * scale[np.searchsorted(blocks, block_of[ranks])]
+        self.samples[blocks] += other.samples
+
+    def ess(self):
+        """Effective number of independent pivot trees per block, (sum W)^2 / sum W^2."""
+        return self.total * self.total / self.tree_sq
+
+
+def draw(rng, problem, bstart, bend, samples):
+    """Tally of `samples` bounded-prior maps per block, drawn `SHARE` to a tree, in chunks.
+
+    `problem` is (lower, upper, main_pos, main_count, mixed, minor_count) over the ranks.
+    """
+    lower, upper, main_pos, main_count, mixed, minor_count = problem
     n = lower.size
     nb = bstart.size
     block_of = np.repeat(np.arange(nb), bend - bstart)
-    lower = np.clip(lower, VALUE_EPS, 1.0 - VALUE_EPS)
-    upper = np.clip(upper, VALUE_EPS, 1.0 - VALUE_EPS)
+    tally = Tally(n, nb)
     share = max(1, min(SHARE, samples, CHUNK_CELLS // n))  # fewer per tree for huge grids
     n_trees = -(-samples // share)
     per_chunk = max(1, CHUNK_CELLS // (n * share))
-    main_pos = n1 >= n0  # the larger count's term per rank; the other only where both > 0
-    main_count = np.where(main_pos, n1, n0).astype(np.float32)
-    mixed = np.flatnonzero(np.minimum(n1, n0) > 0)
-    minor_count = np.where(main_pos, n0, n1)[mixed].astype(np.float32)
-    top = np.full(nb, -np.inf)  # running max log-likelihood per block
-    total = np.zeros(nb)  # sum of exp(ll - top)
-    total_sq = np.zeros(nb)
-    biggest = np.zeros(nb)
-    acc = np.zeros(n)  # sum of exp(ll - top) * map, per rank
     drawn = 0
     for first in range(0, n_trees, per_chunk):
         trees = min(per_chunk, n_trees - first)
@@ -216,23 +284,63 @@ def posterior_mean(n1, n0, lower, upper, bstart, bend, samples, seed):
         if spare > 0:
             ll[-1, :, share - spare :] = -np.inf
         drawn += trees * share
-        new_top = np.maximum(top, ll.max(axis=(0, 2)))
-        scale = np.exp(top - new_top)
-        total *= scale
-        total_sq *= scale * scale
-        biggest *= scale
-        acc *= scale[block_of]
-        top = new_top
-        w = np.exp(ll - top[None, :, None])
-        total += w.sum(axis=(0, 2))
-        total_sq += (w * w).sum(axis=(0, 2))
-        biggest = np.maximum(biggest, w.max(axis=(0, 2)))
-        w32 = w.astype(np.float32)
-        if nb == 1:
-            acc += np.matmul(maps, w32[:, 0, :, None])[..., 0].sum(axis=0, dtype=np.float64)
-        else:
-            acc += (maps * w32[:, block_of, :]).sum(axis=(0, 2), dtype=np.float64)
-    return acc / total[block_of], total * total / total_sq, biggest > total - biggest
+        tally.add(maps, ll, block_of)
+    tally.samples[:] = samples
+    return tally
+
+
+def posterior_mean(n1, n0, lower, upper, bstart, bend, samples, seed, target_ess=0.0, budget=0.0):
+    """Likelihood-weighted mean of bounded-prior maps per block, with diagnostics.
+
+    Every block gets `samples` maps. Then, in rounds, each block whose effective number of
+    trees is below `target_ess` gets about as many more as that ESS says it needs (at most 4x
+    what it has), the needy blocks sampled together as one smaller problem, until all reach
+    the target or the extra (map, rank) values would pass `budget` times the first round's.
+    Returns a `Posterior`.
+    """
+    rng = np.random.default_rng(seed)
+    lower = np.clip(lower, VALUE_EPS, 1.0 - VALUE_EPS)
+    upper = np.clip(upper, VALUE_EPS, 1.0 - VALUE_EPS)
+    main_pos = n1 >= n0  # the larger count's term per rank; the other only where both > 0
+    main_count = np.where(main_pos, n1, n0).astype(np.float32)
+    problem = (lower, upper, main_pos, main_count, np.where(main_pos, n0, n1))
+    block_of = np.repeat(np.arange(bstart.size), bend - bstart)
+    tally = draw(rng, sub_problem(problem, np.arange(lower.size)), bstart, bend, samples)
+    left = budget * lower.size * samples
+    while left > 0:
+        ess = tally.ess()
+        needy = np.flatnonzero(ess < target_ess)
+        if not needy.size:
+            break
+        have = tally.samples[needy]
+        more = np.clip(have * (target_ess / np.maximum(ess[needy], 1.0) - 1.0), have / 4, 4 * have)
+        more = SHARE * 2.0 ** np.ceil(np.log2(more / SHARE))  # whole trees, few distinct sizes
+        size = bend[needy] - bstart[needy]
+        cost = float(more @ size)
+        if cost > left:  # last round: what the budget allows
+            more = SHARE * np.floor(more * (left / cost) / SHARE)
+            cost = left
+        left -= cost
+        for m in np.unique(more[more > 0]):
+            blocks = needy[more == m]
+            ranks = np.flatnonzero(np.isin(block_of, blocks))
+            ends = np.cumsum(bend[blocks] - bstart[blocks])
+            extra = draw(rng, sub_problem(problem, ranks), ends - (bend[blocks] - bstart[blocks]), ends, int(m))
+            tally.merge(extra, blocks, ranks, block_of)
+    return Posterior(
+        tally.acc / tally.total[block_of],
+        tally.ess(),
+        tally.total * tally.total / tally.map_sq,
+        tally.tree_max > tally.total - tally.tree_max,
+        tally.samples,
+    )
+
+
+def sub_problem(problem, ranks):
+    """The sampling inputs restricted to `ranks` (sorted): bounds, likelihood terms."""
+    lower, upper, main_pos, main_count, minor = (a[ranks] for a in problem)
+    mixed = np.flatnonzero(minor > 0)
+    return lower, upper, main_pos, main_count, mixed, minor[mixed].astype(np.float32)
 
 
 def pool_cells(xs, sw, swy, grid):
@@ -260,15 +368,51 @@ def block_edges(sw, block_size):
     return starts, np.append(starts[1:], sw.size)
 
 
+def widen_blocks(sw, bstart, bend, overlap):
+    """Blocks widened by `overlap` instances on each side (clipped at the ends).
+
+    Returns the ranks of the widened blocks laid end to end (a rank near a junction appears
+    in two blocks), their start and end in that sequence, and where each rank's own block
+    put it (the value to keep).
+    """
+    cw = np.concatenate([[0.0], np.cumsum(sw)])
+    first = np.minimum(np.searchsorted(cw[1:], cw[bstart] - overlap, side="right"), bstart)
+    last = np.clip(np.searchsorted(cw, cw[bend] + overlap, side="left"), bend, sw.size)
+    size = last - first
+    end = np.cumsum(size)
+    start = end - size
+    ranks = np.arange(end[-1]) - np.repeat(start - first, size)
+    own = np.arange(sw.size) - np.repeat(first - start, bend - bstart)
+    return ranks, start, end, own
+
+
 @register
 class BayesIsoCalibrator(Calibrator):
     """Posterior mean of isotonic maps under the bounded random-pivot prior (Bayes-Iso)."""
 
     name = "bayes-iso"
+    extremes = "inside (0, 1): a posterior mean of sampled maps (no Platt correction needed)"
     description = "Bayes-Iso: posterior mean isotonic map by likelihood-weighted prior sampling"
     params = (
         Param("samples", int, 10000, "maps drawn from the prior (per block); time grows as samples x grid", low=1,
               high=1_000_000),
+        Param(
+            "target_ess",
+            float,
+            100.0,
+            "blocks whose effective number of independent pivot trees is below this get more "
+            "samples (0: exactly `samples`)",
+            low=0.0,
+            high=1e6,
+        ),
+        Param(
+            "budget",
+            float,
+            16.0,
+            "the extra samples for target_ess cost at most this many times the first `samples`",
+            low=0.0,
+            high=1000.0,
+        ),
         Param(
             "bin_size",
             float,
@@ -292,9 +436,19 @@ class BayesIsoCalibrator(Calibrator):
             "block_size",
             float,
             None,
-            "instances per independently sampled block of consecutive ranks; auto: "
-            "max(1000, bin_size), so up to 1500 instances are one block",
+            "instances per independently sampled block of consecutive ranks; auto: 1000 (the "
+            "paper's suggestion), so up to 1500 instances are one block",
             low=1.0,
+            high=1e12,
+            optional=True,
+        ),
+        Param(
+            "overlap",
+            float,
+            None,
+            "instances of context each block also samples on each side (only its own ranks are "
+            "kept); auto: min(bin_size, block_size / 2)",
+            low=0.0,
             high=1e12,
             optional=True,
         ),
@@ -310,9 +464,7 @@ class BayesIsoCalibrator(Calibrator):
         xs, sw, swy = pool_cells(xs[keep], sw[keep], swy[keep], self.params["grid"])
         total = float(sw.sum())
         bin_size = self.params["bin_size"] or max(1.0, min(total / 20.0, total ** (2.0 / 3.0)))
-        block_size = self.params["block_size"]
-        if block_size is None:
-            block_size = max(1000.0, bin_size)
+        block_size = self.params["block_size"] or 1000.0
         iso = pav(swy / sw, sw)
         margin = self.params["margin"]
         if margin is None:
@@ -321,24 +473,30 @@ class BayesIsoCalibrator(Calibrator):
         bstart, bend = block_edges(sw, block_size)
         n1 = swy
         n0 = np.maximum(sw - swy, 0.0)
-        mean, ess, dominated = posterior_mean(
-            n1, n0, lower, upper, bstart, bend, self.params["samples"], self.params["seed"]
+        overlap = self.params["overlap"]
+        if overlap is None:
+            overlap = min(bin_size, block_size / 2.0)
+        ranks, wstart, wend, own = widen_blocks(sw, bstart, bend, overlap if bstart.size > 1 else 0.0)
+        post = posterior_mean(
+            n1[ranks], n0[ranks], lower[ranks], upper[ranks], wstart, wend, self.params["samples"],
+            self.params["seed"], self.params["target_ess"], self.params["budget"],
         )
+        mean = post.mean[own]
         if bstart.size > 1:
             mean = pav(mean, sw)
         self.x_ = xs
         self.y_ = np.clip(np.maximum.accumulate(mean), 0.0, 1.0)
-        self.ess_ = float(ess.min())
+        self.ess_ = float(post.ess.min())
         self.blocks_ = int(bstart.size)
-        self.dominated_ = int(np.count_nonzero(dominated))
+        self.dominated_ = int(np.count_nonzero(post.dominated))
         self.bin_size_ = float(bin_size)
         if self.dominated_:
             where = "the sample" if self.blocks_ == 1 else f"{self.dominated_} of {self.blocks_} blocks"
             warnings.warn(
-                f"bayes-iso: one sampled map outweighs all others in {where} (effective sample "
-                f"size {self.ess_:.1f}), so the map is close to a single random draw; use more "
-                "samples (--param samples=...), smaller blocks (--param block_size=..., e.g. 500) "
-                "or tighter bounds (a smaller --param margin=...)",
+                f"bayes-iso: one sampled pivot tree outweighs all others in {where} (effective "
+                f"number of trees {self.ess_:.1f}), so the map is close to a single random draw; "
+                "use more samples (--param samples=... or a larger --param budget=...), smaller "
+                "blocks (--param block_size=..., e.g. 500) or tighter bounds (a smaller --param margin=...)",
                 CalibWarning,
                 stacklevel=3,
             )

@@ -12,7 +12,7 @@ through `fit_logistic_columns`) in the feature space of the paper's section 3.3:
 Every variant predicts through the same formula sigmoid(a ln s - b ln(1-s) + c) from the
 stored (a, b, c); m (the midpoint, LR(m) = 1 in section 3.2) is stored and reported only.
 
-Choices, where the paper and the released `betacal` code differ (ALGORITHMS.md 1c):
+Choices, where the paper and the released `betacal` code differ:
 
 - Clipping: s is clipped to [EPS, 1 - EPS] with EPS = 1e-12 whatever the input dtype
   (betacal uses the dtype's machine epsilon, so float32 and float64 inputs give different
@@ -191,12 +191,15 @@ class _BetaFamily(Calibrator):
     monotone = True  # a, b >= 0 and both features increase with s
     needs_probabilities = True  # the default score_kind; each instance follows its own
     _has_intercept = True  # False for beta-ab, whose c is tied to a and b
+    extremes = ("inside (0, 1) for scores inside (0, 1) when the classes overlap; the scores 0 and 1 "
+                "(clipped to 1e-12 from the ends) map to 0 and 1 when a, b > 0, as the identity does; "
+                "on separated classes the coefficients grow (the fit warns)")
 
     def __init__(self, **params: Any):
         super().__init__(**params)
         self.needs_probabilities = self.params["score_kind"] == "probability"  # type: ignore[misc]
 
-    def fit(self, scores, labels, weights=None, features=None):
+    def fit(self, scores, labels, weights=None, features=None, weight_kind="frequency"):
         """As Calibrator.fit, with an error that names `score_kind=logit` for out-of-range scores."""
         s = as_float_array(scores, "scores")
         if self.needs_probabilities and s.size and np.all(np.isfinite(s)) and (s.min() < 0 or s.max() > 1):
@@ -205,7 +208,7 @@ class _BetaFamily(Calibrator):
                 f"[{s.min():g}, {s.max():g}]; if the scores are log-odds, use "
                 "`--param score_kind=logit`"
             )
-        return super().fit(s, labels, weights, features)
+        return super().fit(s, labels, weights, features, weight_kind)
 
     def _fit(self, s, y, w, features):
         kind = self.params["score_kind"]

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import PLATT_CORRECTION, Calibrator, Field, Param, StateSpec, as_float_array
+from calibcli.calibrators.base import SAFE_PLATT_CORRECTION, Calibrator, Field, Param, StateSpec, as_float_array
 from calibcli.calibrators.registry import register
 from calibcli.errors import FitError
 
@@ -101,7 +101,7 @@ class BinningCalibrator(StepMap):
         Param("n_bins", int, 10, "number of bins", low=1, high=1_000_000),
         Param("strategy", str, "quantile", "bin edges: quantile (equal-frequency) or width",
               choices=("quantile", "width")),
-        PLATT_CORRECTION,
+        SAFE_PLATT_CORRECTION,
     )
     monotone = False
 

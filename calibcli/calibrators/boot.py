@@ -4,7 +4,7 @@ Reference
 ---------
 M. Zitnik, "Reliable Calibrated Probability Estimation in Classification", 2012,
 section III (boot-isotonic regression and boot-binning). No code by the author is
-known (ALGORITHMS.md 1d), so the paper's four stages are the spec, adapted as follows.
+known, so the paper's four stages are the spec, adapted as follows.
 
 The paper bootstraps the *training* set and retrains the classifier in every round; `calib`
 only has scores and labels, so a round here is:
@@ -14,8 +14,12 @@ only has scores and labels, so a round here is:
    method, on the round's tie-pooled in-bag sums) or
    equal-frequency histogram binning (`bin_edges` / `bin_values`, the `binning` method) on
    the in-bag rows, counting a row drawn k times with weight k;
-3. predict the out-of-bag rows (the paper's "calibration set": the ~37% never drawn) and
-   record those calibrated values.
+3. predict the out-of-bag rows (the ~37% never drawn) and record those calibrated values.
+
+The roles of the two parts are the other way round from the paper's: there the in-bag rows
+train the classifier and the calibrator is fit on the out-of-bag rows (its "calibration
+set"); here the calibrator is fit on the in-bag rows and evaluated out of bag, which is
+the only way to use a bootstrap when the scores are fixed.
 
 After r rounds, each row has one value per round in which it was out of bag. Stage four:
 
@@ -24,7 +28,10 @@ After r rounds, each row has one value per round in which it was out of bag. Sta
    [W_(q), W_(M+1-q)] of the sorted Walsh averages, M = m(m+1)/2, q = the
    smallest x with P(T <= x) >= alpha/2 under the exact null distribution of the
    signed-rank statistic T for m values (at least 1), as R's `wilcox.test(conf.int=TRUE)`;
-   its coverage is >= conf_level;
+   its coverage is >= conf_level only without ties: a row's out-of-bag values repeat
+   whenever rounds agree (a flat stretch of the map gives many equal values), and the
+   exact null distribution assumes distinct values, so with ties the interval is an
+   approximation (R warns "cannot compute exact confidence interval with ties" there);
 5. bins: start from the union of the rounds' bins (a cut between two neighbouring distinct
    scores wherever any round's map changes value there) and merge repeatedly: a row's
    interval is *contained* in its bin when the bin's interval covers at least the fraction
@@ -73,11 +80,15 @@ Where the paper is ambiguous, and what we chose
 
   so the default is `t_count` = 5, read as a count (large sets keep fine bins); a value
   < 1 is a fraction of the (weighted) number of rows, e.g. 0.15 is the paper's 15 of 100.
-- *Boot-binning edges* lie midway between the last score of a bin and the first of the
-  next (a score equal to an edge goes to the bin above, as in `binning`).
-- *Weights.* A bootstrap draw picks a row with probability proportional to its weight
-  (zero-weight rows are dropped), and t_count counts contained intervals by weight, so a
-  weight-2 row behaves like a duplicated row in distribution, not exactly.
+- *Boot-binning edges.* Inside a round, a score equal to a bin edge belongs to the bin
+  below, as in `binning` (`bin_values`). The final map's edges lie midway between the last
+  score of a bin and the first of the next, so no training score sits on one.
+- *Weights.* Frequency weights (the default kind) that are whole numbers are expanded into
+  duplicated rows before anything random happens (`Calibrator.fit`, up to 2e6 rows), so a
+  weight-k row is exactly k duplicated rows. Other weights (fractional, importance weights
+  rescaled to sum to the number of rows, or more than 2e6 expanded rows): a draw picks a
+  row with probability proportional to its weight, n draws per round. Zero-weight rows are
+  dropped; t_count counts contained intervals by weight.
 - *Row order.* Rows are sorted by (score, target, weight) before any random step, so the
   map does not depend on the input order.
 """
@@ -89,7 +100,7 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import PLATT_CORRECTION, SEED, Calibrator, Param
+from calibcli.calibrators.base import SAFE_PLATT_CORRECTION, SEED, Calibrator, Param
 from calibcli.calibrators.binning import StepMap, bin_edges, bin_values
 from calibcli.calibrators.isotonic import KnotMap, compress_knots, interpolate, pav
 from calibcli.calibrators.registry import register
@@ -214,6 +225,7 @@ class _BootBase(Calibrator):
     """Shared fit: canonical order, vectorised bootstrap rounds, Walsh summary, merging."""
 
     monotone = True
+    resamples_rows = True
 
     def _round_values(self, xs: np.ndarray, sw: np.ndarray, swy: np.ndarray) -> np.ndarray:
         """Calibrated values at every distinct score, fitted on one round's in-bag sums."""
@@ -292,7 +304,7 @@ def _common_params() -> tuple[Param, ...]:
         Param("conf_level", float, 0.95, "Wilcoxon confidence level of each row's interval",
               low=0.5, high=0.999),
         SEED,
-        PLATT_CORRECTION,
+        SAFE_PLATT_CORRECTION,
     )
 
 
@@ -336,7 +348,7 @@ class BootBinningCalibrator(_BootBase, StepMap):
         xm, wm = xs[m], sw[m]
         edges = bin_edges(xm, wm, self.params["n_bins"], "quantile")
         values = bin_values(xm, swy[m] / wm, wm, edges)
-        return values[np.searchsorted(edges, xs, side="right")]
+        return values[np.searchsorted(edges, xs, side="left")]  # as bin_values: edge -> bin below
 
     def _finish(self, first, last, centre, value, weight):
         lo, hi = last[:-1], first[1:]

@@ -31,7 +31,7 @@ about 3.2e5 events: 5 s for the path and 7.6 s for the whole ENIR fit as measure
 shared 2-core machine (benchmarks/bench_enir.py; netcal's ENIR needs > 200 s at 1e5). No
 coarse-graining is done, so the path is exact.
 
-ENIR choices (ALGORITHMS.md 1b lists what the original R code and netcal do):
+ENIR choices, against what the original R code and netcal do:
 
 - lambda grid: the sorted distinct merge lambdas with 0 prepended, evenly sub-sampled to at
   most `models` values by R's `nearisoGetBreakpoints` rule (index round(k (L-1)/(M-1))).
@@ -68,7 +68,8 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import PLATT_CORRECTION, Param, unique_with_sums
+from calibcli.calibrators.base import SAFE_PLATT_CORRECTION, Param
+from calibcli.pooling import unique_with_sums
 from calibcli.calibrators.isotonic import KnotMap, compress_knots
 from calibcli.calibrators.registry import register
 from calibcli.errors import FitError
@@ -86,8 +87,11 @@ class NearIsotonicPath:
         w = np.asarray(w, dtype=np.float64)
         if y.size == 0 or y.shape != w.shape or np.any(w <= 0):
             raise ValueError("need a non-empty y and positive weights of the same length")
-        # Initial groups: runs of equal targets (equal for every lambda).
-        new_run = np.concatenate([[True], y[1:] != y[:-1]])
+        # Initial groups: runs of equal targets (equal for every lambda). Equal up to _TOL:
+        # pooled means of equal targets, w t / w, can differ from t in the last bit, and such
+        # rounding must not split a run (it would change the path's breakpoints).
+        scale = np.maximum(np.abs(y[1:]), np.abs(y[:-1])) + 1.0
+        new_run = np.concatenate([[True], np.abs(y[1:] - y[:-1]) > _TOL * scale])
         self.block_of = np.cumsum(new_run) - 1
         self.W = np.bincount(self.block_of, weights=w)
         self.S = np.bincount(self.block_of, weights=w * y)
@@ -96,7 +100,7 @@ class NearIsotonicPath:
         self.down = self.c[:-1] > self.c[1:]  # boundary j: block j above block j+1
         self.merge_lambda = _merge_lambdas(self.c, self.W, self.S, self.down)
         self.events = int(np.isfinite(self.merge_lambda).sum())
-        self.breakpoints = np.unique(self.merge_lambda[np.isfinite(self.merge_lambda)])
+        self.breakpoints = _distinct(self.merge_lambda[np.isfinite(self.merge_lambda)])
 
     def groups(self, lam: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """At `lam`: (block -> group index, group weight, group weighted target sum, value)."""
@@ -129,6 +133,21 @@ class NearIsotonicPath:
             idx = np.round(np.arange(max_models) / (max_models - 1) * (lams.size - 1)).astype(int)
             lams = lams[idx]
         return lams
+
+
+def _distinct(lams: np.ndarray) -> np.ndarray:
+    """Sorted distinct merge lambdas, those equal up to _TOL (relative) counted once.
+
+    Meetings at the same lambda in exact arithmetic can come out a few ulps apart (a weighted
+    row or the same row repeated); each cluster is represented by its largest member, at
+    which every boundary of the cluster has merged, so the grid (and the model count) does
+    not depend on that rounding.
+    """
+    lams = np.sort(lams)
+    if lams.size < 2:
+        return lams
+    last = np.concatenate([np.diff(lams) > _TOL * np.maximum(np.abs(lams[1:]), 1.0), [True]])
+    return lams[last]
 
 
 def near_isotonic_path(y: np.ndarray, w: np.ndarray | None = None) -> NearIsotonicPath:
@@ -334,7 +353,7 @@ class ENIRCalibrator(KnotMap):
         Param("models", int, 100, "at most this many lambdas from the path (R's maxBreaks)", low=2, high=1000),
         Param("criterion", str, "bic", "model score: bic (as the R code) or aic", choices=("bic", "aic")),
         Param("smoothing", bool, False, "the R code's per-bin shrinkage toward the mean score"),
-        PLATT_CORRECTION,
+        SAFE_PLATT_CORRECTION,
     )
 
     def _fit(self, s, y, w, features):
@@ -371,7 +390,7 @@ class NearIsotonicCalibrator(KnotMap):
             low=0.0,
             high=1e15,
         ),
-        PLATT_CORRECTION,
+        SAFE_PLATT_CORRECTION,
     )
 
     def _fit(self, s, y, w, features):

@@ -1,38 +1,31 @@
-"""Neural Calibration (field-aware calibration): q = sigmoid(eta(l) + g(x)), Pan et al. 2020.
+"""Field-aware calibration: Neural Calibration (Pan et al. 2020) with per-level logit shifts.
 
-eta is ILPS (see `ilps.py`: K+1 knots in logit space, hinge penalty of eq. 11); g is a small
-multi-layer perceptron over feature columns: each categorical column (`--field-col`, object
-array of str) is embedded, each numeric column (`--feature-col`, float64) is standardised, the
-pieces are concatenated and fed through `layers` ReLU layers of width `hidden` to one output.
-Both parts are trained together on the weighted mean log-loss (eq. 8) + the ILPS penalty, with
-hand-written forward/backward passes, Adam and mini-batches, in numpy only.
+The map is q = sigmoid(eta(l) + sum_f s_f[z_f] + x . beta + g(z, x)), where l is the score's
+logit, z_f the level of categorical column f (`--field-col`) and x the standardised numeric
+columns (`--feature-col`):
 
-Choices where the paper is silent or differs from the third-party code (baiyimeng/UMC), and why:
+- eta is ILPS (`ilps.py`: K+1 knots in logit space, hinge penalty of eq. 11);
+- s_f is one logit shift per level with a Gaussian prior N(0, tau_f^2) whose variance is
+  estimated from the data (empirical Bayes): a level seen once is shrunk to almost 0, a level
+  seen thousands of times keeps its own logit offset;
+- beta is linear in the numeric columns;
+- g is the paper's network: an embedding per categorical column and the numeric columns,
+  through `layers` ReLU layers of width `hidden` to one output.
 
-- Warm start. eta starts from the exact ILPS fit on the training rows (UMC starts from the
-  identity) and g starts at 0 (zero output layer), so the first epoch already begins at the
-  score-only optimum and the network only has to learn the field corrections.
-- Size. The paper uses 256-dim embeddings and two 200-unit layers (UMC: MLP[200, 200] and no
-  ECE regulariser here); defaults are embed_dim=8, hidden=32, layers=2, batch_size=1024,
-  lr=3e-3, which keeps 1e6 rows in the minutes on two cores.
-- Early stopping. `valid_fraction` (default 0.1) of the rows, drawn with the seed, are held
-  out; after each epoch the held-out weighted log-loss is computed and the best epoch's
-  parameters are kept; training stops after `patience` epochs without improvement.
-- Unknown categories. Each categorical column has an "unknown" embedding (row 0). Levels
-  seen fewer than `min_count` times in the calibration rows use it (they are not stored in
-  the vocabulary), and during training each categorical value is replaced by unknown with
-  probability `unknown_rate`, so the unknown embedding is trained even without rare levels.
-  At apply time every unseen level maps to it.
-- Row order. Rows are put in a canonical order (sorted by logit, label, weight, feature
-  codes and values) before the seeded split and shuffles, so the fit does not depend on the
-  input order; zero-weight rows are dropped. Weights act in each batch's weighted mean.
-- Without features (features None or empty) g = 0 and the fit is exactly `ilps`.
-- After training the knots are projected to be non-decreasing (PAV), so for fixed features
-  the map is non-decreasing in the score (`monotone = True`); across rows with different
-  features the ranking can change, which is the point (AUC can improve).
-- The categorical/numeric split is decided by dtype: str/object arrays are categorical,
-  numeric dtypes numeric. A map lists the columns it needs (`input_features()`); a missing
-  column at apply time is an InputError naming it.
+`train` runs two stages. Stage 1 (`fit_additive`) fits eta, the shifts and beta on all rows by
+block-coordinate Newton steps; it contains the one-hot-field logistic regression (logit plus one
+coefficient per level) as a special case, which the paper's network alone did not reliably
+reach. Stage 2 fits g with the stage-1 logit as a fixed offset (Adam, mini-batches, numpy only);
+g starts at exactly 0 and early stopping on held-out rows keeps the best epoch, epoch 0 (no
+network) included. Derivations, constants and the deviations from the paper are in
+docs/algorithms.md, "Field-aware calibration".
+
+Further rules: without features the fit is exactly `ilps`; rows are put in a canonical order
+before the seeded split and shuffles, so the fit ignores input order; zero-weight rows are
+dropped and weights count as frequencies in the shrinkage; levels seen fewer than `min_count`
+times share the "unknown" embedding (row 0) but keep their own shrunk shift; an unseen level
+gets shift 0 and the unknown embedding; str/object columns are categorical, numeric dtypes
+numeric; for fixed features the map is non-decreasing in the score (knots projected by PAV).
 
 Reference: Pan, Ao, Tang, Lu, Liu, Xiao, He (2020), "Field-aware Calibration: A Simple and
 Empirically Strong Method for Reliable Probabilistic Predictions", WWW '20, sections 4-4.3.
@@ -40,23 +33,21 @@ Empirically Strong Method for Reliable Probabilistic Predictions", WWW '20, sect
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from calibcli.calibrators.base import PLATT_CORRECTION, SEED, Calibrator, Field, Param, StateSpec, as_float_array
+from calibcli.calibrators.base import PLATT_CORRECTION, SEED, Calibrator, Field, Param, StateSpec
 from calibcli.calibrators.ilps import (
     K_PARAM,
-    KNOT_FIELDS,
     LAM_PARAM,
     RIDGE_PARAM,
     SCORE_KIND,
-    eta_backward,
+    check_splits,
     fit_ilps,
     ilps_eta,
-    check_splits,
     ilps_splits,
-    knot_penalty,
     project_monotone,
     segments,
     to_logit,
@@ -66,24 +57,38 @@ from calibcli.calibrators.registry import register
 from calibcli.errors import FitError, InputError
 
 _CHUNK = 65536  # rows per forward pass at predict / validation time (bounds memory)
+_MAX_SWEEPS = 30  # stage 1: block-coordinate sweeps over (shifts, beta, knots)
+_SWEEP_TOL = 1e-4  # stage 1 stops when the rows' logits moved less than this (RMS) in a sweep
+_SELECT_ROWS = 250_000  # stage 1 chooses linear or ILPS eta on at most this many training rows
+_TAU2_RANGE = (1e-8, 100.0)  # prior variance of the shifts is kept in this range
+_MAX_STEP = 2.0  # largest Newton step of one shift (logit units) per iteration
+_LINEAR_RIDGE = 1e-3  # ridge on beta (sum scale): only makes beta unique for constant columns
+
+
 MAX_COLUMNS = 10_000  # feature columns a saved map may name
 NET_LIMIT = 1e9  # |network parameter| in a saved map: with the size bounds, g(x) stays finite
 
 
 def check_network(params: Mapping[str, Any], v: dict[str, Any], fail: Callable) -> None:
-    """Shapes of a saved network: one embedding (vocabulary + unknown) x embed_dim per
-    categorical column, `layers` dense layers of width `hidden`, an output of the last width."""
+    """Shapes of a saved map: K+1 splits (ILPS eta) or 2 (linear eta); per categorical column
+    one shift and one embedding row (of embed_dim) per level + unknown; one coefficient per
+    numeric column; `layers` dense layers of width `hidden`; an output of the last width."""
+    if v["a"].size not in (params["K"] + 1, 2):
+        fail("a", problem=f"has {v['a'].size} splits, expected K+1 = {params['K'] + 1} or 2 (linear eta)")
     if set(v["categorical"]) & set(v["numeric"]):
         fail("numeric", problem="names a column that is also categorical")
     if not v["categorical"] and not v["numeric"]:
-        for name in ("embeddings", "weights", "biases", "out_w"):
+        for name in ("shifts", "linear", "embeddings", "weights", "biases", "out_w"):
             if len(v[name]):
                 fail(name, problem="must be empty in a map without feature columns")
         return
     dim = params["embed_dim"]
-    for f, emb in enumerate(v["embeddings"]):
-        if emb.shape != (len(v["vocab"][f]) + 1, dim):
-            fail("embeddings", f, problem=f"has shape {emb.shape}, expected {(len(v['vocab'][f]) + 1, dim)}")
+    for f, (shift, emb) in enumerate(zip(v["shifts"], v["embeddings"])):
+        rows = len(v["vocab"][f]) + 1
+        if shift.shape != (rows,):
+            fail("shifts", f, problem=f"has {shift.size} values, expected {rows} (levels + unknown)")
+        if emb.shape != (rows, dim):
+            fail("embeddings", f, problem=f"has shape {emb.shape}, expected {(rows, dim)}")
     width = len(v["categorical"]) * dim + len(v["numeric"])
     if len(v["weights"]) != params["layers"]:
         fail("weights", problem=f"has {len(v['weights'])} layers, expected layers={params['layers']}")
@@ -94,6 +99,78 @@ def check_network(params: Mapping[str, Any], v: dict[str, Any], fail: Callable) 
         width = params["hidden"]
     if v["out_w"].shape != (width,):
         fail("out_w", problem=f"has {v['out_w'].size} values, expected {width}")
+
+
+@dataclass
+class Network:
+    """Named weights of the field-aware logit; every per-level table has row 0 = unknown level."""
+
+    b: np.ndarray  # ILPS knot values at the splits a
+    shifts: list[np.ndarray]  # per categorical column: (levels + 1,) logit shifts, row 0 = 0
+    linear: np.ndarray  # (numeric columns,) coefficients beta of the standardised columns
+    embeddings: list[np.ndarray]  # per categorical column: (levels + 1, embed_dim)
+    weights: list[np.ndarray]  # per hidden layer: (inputs, hidden)
+    biases: list[np.ndarray]  # per hidden layer: (hidden,)
+    out_w: np.ndarray  # (last width,)
+    out_b: np.ndarray  # (1,)
+
+    def trainable(self) -> list[np.ndarray]:
+        """The arrays of g in a fixed order (stage 2 updates them in place)."""
+        layers = [q for pair in zip(self.weights, self.biases) for q in pair]
+        return [*self.embeddings, *layers, self.out_w, self.out_b]
+
+    def additive(self, a: np.ndarray, l: np.ndarray, codes: np.ndarray, xnum: np.ndarray) -> np.ndarray:
+        """The stage-1 logit eta(l) + sum_f s_f[z_f] + x . beta."""
+        z = ilps_eta(l, a, self.b)
+        for f, shift in enumerate(self.shifts):
+            z = z + shift[codes[:, f]]
+        if self.linear.size:
+            z = z + xnum @ self.linear
+        return z
+
+    def mlp(self, codes: np.ndarray, xnum: np.ndarray) -> tuple[np.ndarray, tuple]:
+        """g(z, x) and the activations the backward pass needs."""
+        parts = [emb[codes[:, f]] for f, emb in enumerate(self.embeddings)]
+        if xnum.shape[1]:
+            parts.append(xnum)
+        h = np.concatenate(parts, axis=1)
+        hs, zs = [h], []
+        for weight, bias in zip(self.weights, self.biases):
+            z = h @ weight + bias
+            h = np.maximum(z, 0.0)
+            zs.append(z)
+            hs.append(h)
+        return h @ self.out_w + self.out_b[0], (hs, zs)
+
+    def mlp_backward(self, codes: np.ndarray, cache: tuple, r: np.ndarray) -> list[np.ndarray]:
+        """Gradients of sum_i r_i * g(x_i), in `trainable()` order."""
+        hs, zs = cache
+        dh = np.outer(r, self.out_w)
+        layer_grads: list[np.ndarray] = []
+        for j in range(len(zs) - 1, -1, -1):
+            dz = dh * (zs[j] > 0)
+            layer_grads[:0] = [hs[j].T @ dz, dz.sum(axis=0)]
+            dh = dz @ self.weights[j].T
+        emb_grads, col = [], 0
+        for f, emb in enumerate(self.embeddings):
+            rows, dim = emb.shape
+            flat = (codes[:, f, None] * dim + np.arange(dim)).ravel()
+            emb_grads.append(np.bincount(flat, weights=dh[:, col : col + dim].ravel(), minlength=rows * dim))
+            emb_grads[-1] = emb_grads[-1].reshape(rows, dim)
+            col += dim
+        return [*emb_grads, *layer_grads, hs[-1].T @ r, np.array([r.sum()])]
+
+    def logits(
+        self, a: np.ndarray, l: np.ndarray, codes: np.ndarray, xnum: np.ndarray, emb_codes: np.ndarray | None = None
+    ) -> np.ndarray:
+        """The full logit for every row in chunks of _CHUNK rows; g looks levels up in `emb_codes`
+        when given (training: rare levels -> 0), else in `codes`."""
+        emb_codes = codes if emb_codes is None else emb_codes
+        out = np.empty(l.size)
+        for start in range(0, l.size, _CHUNK):
+            sl = slice(start, start + _CHUNK)
+            out[sl] = self.additive(a, l[sl], codes[sl], xnum[sl]) + self.mlp(emb_codes[sl], xnum[sl])[0]
+        return out
 
 
 def split_features(
@@ -126,79 +203,304 @@ def encode(values: np.ndarray, vocab: np.ndarray) -> np.ndarray:
     return np.where(vocab[pos] == values, pos + 1, 0).astype(np.int64)
 
 
-def net_forward(params: list[np.ndarray], n_cat: int, codes: np.ndarray, xnum: np.ndarray):
-    """g(x) and the cache for the backward pass. params = [b, E_1..E_F, W_1, c_1, ..., w_out, c_out]."""
-    parts = [params[1 + f][codes[:, f]] for f in range(n_cat)]
-    if xnum.shape[1]:
-        parts.append(xnum)
-    h = np.concatenate(parts, axis=1)
-    hs, zs = [h], []
-    n_layers = (len(params) - 3 - n_cat) // 2
-    for j in range(n_layers):
-        z = h @ params[1 + n_cat + 2 * j] + params[2 + n_cat + 2 * j]
-        h = np.maximum(z, 0.0)
-        zs.append(z)
-        hs.append(h)
-    g = h @ params[-2] + params[-1][0]
-    return g, (hs, zs)
+def levels_and_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sorted distinct levels, codes 1..V per row, rows per code with index 0 = 0).
+
+    Same result as np.unique(values, return_inverse=True, return_counts=True) shifted by one,
+    but hash-based (pyarrow's dictionary encoding) and then sorting only the distinct levels:
+    sorting a million strings was most of the fit's set-up time.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(pa.array(values, type=pa.string()))
+    found = np.array(encoded.dictionary.to_pylist(), dtype=str)
+    order = np.argsort(found, kind="stable")
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(1, order.size + 1)
+    codes = rank[encoded.indices.to_numpy()]
+    return found[order], codes, np.bincount(codes, minlength=order.size + 1)
 
 
-def net_backward(params: list[np.ndarray], n_cat: int, codes: np.ndarray, cache, r: np.ndarray) -> list:
-    """Gradients of sum_i r_i * g(x_i) for every network parameter (None for the knots b)."""
-    hs, zs = cache
-    grads: list[Any] = [None] * len(params)
-    grads[-2] = hs[-1].T @ r
-    grads[-1] = np.array([r.sum()])
-    dh = np.outer(r, params[-2])
-    for j in range(len(zs) - 1, -1, -1):
-        dz = dh * (zs[j] > 0)
-        grads[1 + n_cat + 2 * j] = hs[j].T @ dz
-        grads[2 + n_cat + 2 * j] = dz.sum(axis=0)
-        dh = dz @ params[1 + n_cat + 2 * j].T
-    col = 0
-    for f in range(n_cat):
-        emb = params[1 + f]
-        dim = emb.shape[1]
-        grads[1 + f] = np.stack(
-            [np.bincount(codes[:, f], weights=dh[:, col + m], minlength=emb.shape[0]) for m in range(dim)],
-            axis=1,
-        )
-        col += dim
-    return grads
+def weighted_logloss(z: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
+    """Weighted mean log-loss of sigmoid(z)."""
+    return float(np.sum(w * (np.logaddexp(0.0, z) - y * z))) / float(w.sum())
 
 
 def loss_and_grads(
-    params: list[np.ndarray],
-    n_cat: int,
+    net: Network, base: np.ndarray, codes: np.ndarray, xnum: np.ndarray, y: np.ndarray, w: np.ndarray
+) -> tuple[float, list[np.ndarray]]:
+    """Stage-2 batch objective (weighted mean log-loss of sigmoid(base + g)) and its gradients."""
+    g, cache = net.mlp(codes, xnum)
+    z = base + g
+    r = w * (sigmoid(z) - y) / float(w.sum())
+    return weighted_logloss(z, y, w), net.mlp_backward(codes, cache, r)
+
+
+# ---- stage 1: knots, per-level shifts, linear numeric terms ------------------------------
+
+
+def shift_step(
+    off: np.ndarray, y: np.ndarray, w: np.ndarray, c: np.ndarray, shift: np.ndarray, tau2: float
+) -> tuple[np.ndarray, float, float]:
+    """One Newton step on one column's shifts, then one update of their prior variance.
+
+    Minimises sum_i w_i logloss(off_i + s[c_i]) + sum_v s_v^2 / (2 tau2): the Hessian is
+    diagonal (each row has one level), so every level takes its own 1-D step. The variance
+    update is MacKay's evidence fixed point tau2 = sum s_v^2 / sum gamma_v with
+    gamma_v = tau2 H_v / (1 + tau2 H_v), H_v the level's data curvature.
+    Returns (shifts, tau2, largest step).
+    """
+    size = shift.size
+    p = sigmoid(off + shift[c])
+    grad = np.bincount(c, weights=w * (p - y), minlength=size) + shift / tau2
+    curv = np.bincount(c, weights=w * p * (1.0 - p), minlength=size)
+    step = np.clip(grad / (curv + 1.0 / tau2), -_MAX_STEP, _MAX_STEP)
+    step[0] = 0.0  # the unknown level has no rows: its shift stays at the prior mean
+    shift = shift - step
+    gamma = float(np.sum(tau2 * curv[1:] / (1.0 + tau2 * curv[1:])))
+    if gamma > 0.0:
+        tau2 = float(np.clip(np.sum(shift[1:] ** 2) / gamma, *_TAU2_RANGE))
+    return shift, tau2, float(np.max(np.abs(step)))
+
+
+def linear_step(off: np.ndarray, y: np.ndarray, w: np.ndarray, x: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    """One damped Newton step on beta for sum_i w_i logloss(off_i + x_i . beta) + ridge/2 |beta|^2."""
+
+    def value(bt):
+        z = off + x @ bt
+        return float(np.sum(w * (np.logaddexp(0.0, z) - y * z))) + 0.5 * _LINEAR_RIDGE * float(bt @ bt)
+
+    p = sigmoid(off + x @ beta)
+    grad = x.T @ (w * (p - y)) + _LINEAR_RIDGE * beta
+    hess = (x * (w * p * (1.0 - p))[:, None]).T @ x + _LINEAR_RIDGE * np.eye(beta.size)
+    step = np.linalg.solve(hess, grad)
+    f0, alpha = value(beta), 1.0
+    while alpha > 1e-10:
+        cand = beta - alpha * step
+        if value(cand) <= f0 - 1e-4 * alpha * float(grad @ step):
+            return cand
+        alpha *= 0.5
+    return beta
+
+
+def fit_additive(
     a: np.ndarray,
-    lam: float,
-    ridge: float,
-    k: np.ndarray,
-    t: np.ndarray,
-    codes: np.ndarray,
-    xnum: np.ndarray,
+    l: np.ndarray,
     y: np.ndarray,
     w: np.ndarray,
-) -> tuple[float, list[np.ndarray]]:
-    """Batch objective (weighted mean log-loss of sigmoid(eta + g) + knot penalty) and gradients."""
-    b = params[0]
-    g, cache = net_forward(params, n_cat, codes, xnum)
-    z = b[k] + t * (b[k + 1] - b[k]) + g
-    sw = float(w.sum())
-    loss = float(np.sum(w * (np.logaddexp(0.0, z) - y * z))) / sw
-    r = w * (sigmoid(z) - y) / sw
-    grads = net_backward(params, n_cat, codes, cache, r)
-    pen, gpen = knot_penalty(a, b, lam, ridge)
-    grads[0] = eta_backward(k, t, r, b.size) + gpen
-    return loss + pen, grads
+    codes: np.ndarray,
+    xnum: np.ndarray,
+    sizes: list[int],
+    lam: float,
+    ridge: float,
+    start: tuple[Network, list[float]] | None = None,
+) -> tuple[Network, dict[str, Any]]:
+    """Stage 1: eta, shifts (empirical Bayes) and beta by block-coordinate Newton sweeps.
+
+    Starts from `start` (a stage-1 Network and its prior variances) or from the exact
+    score-only ILPS fit; each sweep takes one Newton step per column of shifts (and one
+    variance update), one on beta and up to 3 on the knots with the rest of the logit as an
+    offset, until the rows' logits move less than _SWEEP_TOL (RMS) in a sweep.
+    Returns a Network with an empty g and the diagnostics (prior variances under "tau2").
+    """
+    if start is None:
+        b, _ = fit_ilps(l, y, w, a, lam, ridge)
+        shifts = [np.zeros(v) for v in sizes]
+        tau2 = [1.0] * len(sizes)
+        beta = np.zeros(xnum.shape[1])
+    else:
+        b, shifts, beta, tau2 = start[0].b, [v.copy() for v in start[0].shifts], start[0].linear, list(start[1])
+    parts = [v[codes[:, f]] for f, v in enumerate(shifts)]
+    lin = xnum @ beta
+    k, t = segments(l, a)
+    eta = b[k] + t * (b[k + 1] - b[k])
+    moved, sweep = np.inf, 0
+    for sweep in range(1, _MAX_SWEEPS + 1):
+        before = eta + lin + sum(parts)
+        for f in range(len(sizes)):
+            off = eta + lin + sum(parts[:f]) + sum(parts[f + 1 :])
+            shifts[f], tau2[f], _ = shift_step(off, y, w, codes[:, f], shifts[f], tau2[f])
+            # Adding c to every shift and -c to eta leaves the likelihood and the knot penalty
+            # unchanged, so at the optimum the levels' shifts have mean 0: move that mean into
+            # eta exactly (backfitting alone would converge slowly along this direction).
+            centre = float(np.mean(shifts[f][1:]))
+            shifts[f][1:] -= centre
+            b = b + centre
+            eta = eta + centre
+            parts[f] = shifts[f][codes[:, f]]
+        if beta.size:
+            beta = linear_step(eta + sum(parts), y, w, xnum, beta)
+            lin = xnum @ beta
+        b, _ = fit_ilps(l, y, w, a, lam, ridge, offset=lin + sum(parts), b0=b, max_iter=3, segs=(k, t))
+        eta = b[k] + t * (b[k + 1] - b[k])
+        moved = float(np.sqrt(np.mean((eta + lin + sum(parts) - before) ** 2)))
+        if moved < _SWEEP_TOL:
+            break
+    empty = np.zeros(0)
+    net = Network(b, shifts, beta, [], [], [], empty, np.zeros(1))
+    info = {"sweeps": sweep, "last_change": moved, "shift_sd": [float(np.sqrt(t)) for t in tau2], "tau2": tau2}
+    return net, info
+
+
+def fit_stage1(
+    a: np.ndarray,
+    l: np.ndarray,
+    y: np.ndarray,
+    w: np.ndarray,
+    codes: np.ndarray,
+    xnum: np.ndarray,
+    sizes: list[int],
+    p: Mapping[str, Any],
+    tr: np.ndarray,
+    val: np.ndarray,
+) -> tuple[np.ndarray, Network, dict[str, Any]]:
+    """Stage 1 with eta chosen on held-out rows: ILPS on the K+1 splits, or linear in the logit.
+
+    A linear eta (one ILPS piece, extended linearly: c + m l) makes stage 1 the one-hot-field
+    logistic regression with shrunk coefficients; the K-piece ILPS contains it but pays for
+    its extra knots in variance when the true map is close to linear. Both are fitted on the
+    training rows (at most _SELECT_ROWS of them), the one with the lower held-out log-loss is
+    refitted on all rows (warm start). Without held-out rows eta is ILPS. Returns (splits, Network, diagnostics).
+    """
+    args = (p["lam"], p["ridge"])
+    if not val.size:
+        net, info = fit_additive(a, l, y, w, codes, xnum, sizes, *args)
+        return a, net, dict(info, eta="ilps")
+    held_out = {}
+    fits = {}
+    if tr.size > _SELECT_ROWS:  # the first _SELECT_ROWS of a seeded shuffle (tr is sorted)
+        tr = np.sort(np.random.default_rng(p["seed"]).permutation(tr)[:_SELECT_ROWS])
+    for name, splits in (("linear", ilps_splits(1)), ("ilps", a)):
+        fits[name] = (splits, *fit_additive(splits, l[tr], y[tr], w[tr], codes[tr], xnum[tr], sizes, *args))
+        z = fits[name][1].additive(splits, l[val], codes[val], xnum[val])
+        held_out[name] = weighted_logloss(z, y[val], w[val])
+    name = min(held_out, key=lambda k: (held_out[k], k == "ilps"))  # a tie goes to the simpler eta
+    splits, start, first = fits[name]
+    net, info = fit_additive(splits, l, y, w, codes, xnum, sizes, *args, start=(start, first["tau2"]))
+    return splits, net, dict(info, eta=name, held_out_logloss=held_out)
+
+
+# ---- stage 2: the network on the stage-1 logit --------------------------------------------
+
+
+def init_mlp(net: Network, sizes: list[int], n_num: int, p: Mapping[str, Any], rng: np.random.Generator) -> None:
+    """Random embeddings and hidden layers (He), zero output layer: g starts at exactly 0."""
+    net.embeddings = [rng.normal(0.0, 0.1, size=(v, p["embed_dim"])) for v in sizes]
+    width = len(sizes) * p["embed_dim"] + n_num
+    net.weights, net.biases = [], []
+    for _ in range(p["layers"]):
+        net.weights.append(rng.normal(0.0, np.sqrt(2.0 / width), size=(width, p["hidden"])))
+        net.biases.append(np.zeros(p["hidden"]))
+        width = p["hidden"]
+    net.out_w, net.out_b = np.zeros(width), np.zeros(1)
+
+
+def train(
+    a: np.ndarray,
+    l: np.ndarray,
+    y: np.ndarray,
+    w: np.ndarray,
+    codes: np.ndarray,
+    counts: list[np.ndarray],
+    xnum: np.ndarray,
+    p: Mapping[str, Any],
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[np.ndarray, Network, dict[str, Any]]:
+    """Fit the field-aware logit on rows in canonical order; `p` holds the method's parameters.
+
+    `codes[:, f]` are 1..V_f level codes, `counts[f]` the rows per level (index 0 unused),
+    `xnum` the standardised numeric columns. Stage 1 uses every row; stage 2 trains g on the
+    rows outside the seeded validation share and keeps its best epoch on that share.
+    Returns (the splits of eta, the Network, diagnostics).
+    """
+    sizes = [c.size for c in counts]
+    rng = np.random.default_rng(p["seed"])
+    n = l.size
+    n_val = int(round(p["valid_fraction"] * n))
+    if n_val < 1 or n - n_val < 1:
+        n_val = 0
+    perm = rng.permutation(n)
+    val, tr = np.sort(perm[:n_val]), np.sort(perm[n_val:])
+    a, net, stage1 = fit_stage1(a, l, y, w, codes, xnum, sizes, p, tr, val)
+    init_mlp(net, sizes, xnum.shape[1], p, rng)
+    # Rare levels look up the unknown embedding (their shift stays their own).
+    emb_codes = codes.copy()
+    for f, cnt in enumerate(counts):
+        emb_codes[:, f] = np.where(cnt[codes[:, f]] >= p["min_count"], codes[:, f], 0)
+    base = net.additive(a, l, codes, xnum)
+
+    def val_loss() -> float:
+        return weighted_logloss(net.logits(a, l[val], codes[val], xnum[val], emb_codes[val]), y[val], w[val])
+
+    params = net.trainable()
+    adam_m = [np.zeros_like(q) for q in params]
+    adam_v = [np.zeros_like(q) for q in params]
+    beta1, beta2, eps, lr = 0.9, 0.999, 1e-8, p["lr"]
+    bs = p["batch_size"]
+    steps_per_epoch = -(-tr.size // bs)
+    total = p["epochs"] * steps_per_epoch
+    step, epoch = 0, 0
+    best_loss = val_loss() if n_val else np.inf
+    best, best_epoch, bad, history = [q.copy() for q in params], 0, 0, [best_loss] if n_val else []
+    for epoch in range(1, p["epochs"] + 1):
+        shuffled = tr[rng.permutation(tr.size)]
+        for start in range(0, tr.size, bs):
+            idx = shuffled[start : start + bs]
+            cb = emb_codes[idx]
+            if p["unknown_rate"] > 0 and codes.shape[1]:
+                cb = np.where(rng.random(cb.shape) < p["unknown_rate"], 0, cb)
+            _, grads = loss_and_grads(net, base[idx], cb, xnum[idx], y[idx], w[idx])
+            step += 1
+            c1, c2 = 1.0 - beta1**step, 1.0 - beta2**step
+            for q, g, m, v in zip(params, grads, adam_m, adam_v):
+                m *= beta1
+                m += (1.0 - beta1) * g
+                v *= beta2
+                v += (1.0 - beta2) * g * g
+                q -= lr * (m / c1) / (np.sqrt(v / c2) + eps)
+            if progress is not None:
+                progress(step, total)
+        if not n_val:
+            best, best_epoch = [q.copy() for q in params], epoch
+            continue
+        history.append(val_loss())
+        if history[-1] < best_loss:
+            best_loss, best_epoch, bad = history[-1], epoch, 0
+            best = [q.copy() for q in params]
+        else:
+            bad += 1
+            if bad >= p["patience"]:
+                break
+    if progress is not None:
+        progress(total, total)
+    for q, kept in zip(params, best):
+        q[...] = kept
+    for emb, cnt in zip(net.embeddings, counts):
+        emb[cnt < p["min_count"]] = emb[0]  # stored rows of rare levels equal the unknown row
+    stage1.pop("tau2")
+    info = {
+        "stage1": stage1,
+        "train_rows": int(tr.size),
+        "valid_rows": int(n_val),
+        "epochs_run": epoch,
+        "best_epoch": best_epoch,
+        "valid_logloss": [float(v) for v in history],
+    }
+    return a, net, info
+
+
+# ---- the calibrator ---------------------------------------------------------------------
 
 
 @register
 class FieldAwareCalibrator(Calibrator):
-    """Neural Calibration: ILPS on the logit plus an MLP over field and numeric feature columns."""
+    """Field-aware calibration: ILPS(logit) + shrunk per-level shifts + linear numeric + MLP."""
 
     name = "field-aware"
-    description = "Neural Calibration: sigmoid(ILPS(logit) + MLP(features)) (Pan et al. 2020)"
+    description = "Neural Calibration: sigmoid(ILPS(logit) + field shifts + MLP(features)) (Pan et al. 2020)"
+    resamples_rows = True  # random validation split and batches over rows
+    extremes = "inside (0, 1): sigmoid of a finite logit (ILPS or linear eta, shifts, network)"
     params = (
         K_PARAM,
         LAM_PARAM,
@@ -206,18 +508,18 @@ class FieldAwareCalibrator(Calibrator):
         SCORE_KIND,
         PLATT_CORRECTION,
         SEED,
-        Param("epochs", int, 20, "maximum passes over the training rows", low=1, high=1000),
-        Param("batch_size", int, 1024, "rows per Adam step", low=1, high=65536),
-        Param("lr", float, 3e-3, "Adam learning rate", low=0.0, high=10.0),
+        Param("epochs", int, 20, "maximum passes of the network over the training rows", low=1, high=1000),
+        Param("batch_size", int, 4096, "rows per Adam step", low=1, high=65536),
+        Param("lr", float, 1e-2, "Adam learning rate", low=0.0, high=10.0),
         Param("hidden", int, 32, "units per hidden ReLU layer", low=1, high=256),
         Param("layers", int, 2, "hidden layers (0 = linear in the embeddings and features)", low=0, high=8),
         Param("embed_dim", int, 8, "embedding size per categorical column", low=1, high=256),
         Param("valid_fraction", float, 0.1, "share of rows held out for early stopping (0 = none)", low=0.0, high=0.5),
         Param("patience", int, 3, "epochs without held-out improvement before stopping", low=1, high=1000),
         Param("min_count", int, 5, "levels seen fewer times share the 'unknown' embedding", low=1, high=10**9),
-        Param("unknown_rate", float, 0.01, "chance a training value is replaced by 'unknown'", low=0.0, high=0.5),
+        Param("unknown_rate", float, 0.01, "chance a training value uses the 'unknown' embedding", low=0.0, high=0.5),
     )
-    monotone = True  # for fixed features: g is added in logit space and the knots are projected
+    monotone = True  # for fixed features: everything but eta is added in logit space, knots projected
     uses_features = True
 
     def __init__(self, **params: Any):
@@ -225,7 +527,6 @@ class FieldAwareCalibrator(Calibrator):
         self.needs_probabilities = self.params["score_kind"] == "probability"
         self.progress: Callable[[int, int], None] | None = None  # called as progress(step, total)
 
-    # ---- fitting -------------------------------------------------------------------------
     def _fit(self, s, y, w, features):
         p = self.params
         a = ilps_splits(p["K"])
@@ -234,153 +535,38 @@ class FieldAwareCalibrator(Calibrator):
         if not cat and not num:
             b, info = fit_ilps(l, y, w, a, p["lam"], p["ridge"])
             b, viol = project_monotone(b)
-            self._set_state(self._empty_state(a, b))
+            empty = {"categorical": [], "numeric": [], "vocab": [], "mean": [], "std": [], "shifts": [], "linear": []}
+            self._set_state(dict(empty, a=a, b=b))
             self.info_ = {"ilps": info, "max_violation": viol, "projection_changed": viol > 0.0}
             return
-        self._fit_network(a, l, y, w, cat, num)
-
-    @staticmethod
-    def _empty_state(a, b) -> dict[str, Any]:
-        return {
-            "a": a, "b": b, "categorical": [], "numeric": [], "vocab": [], "mean": [], "std": [],
-            "embeddings": [], "weights": [], "biases": [], "out_w": [], "out_b": 0.0,
-        }
-
-    def _fit_network(self, a, l, y, w, cat, num):
-        p = self.params
         keep = w > 0
         l, y, w = l[keep], y[keep], w[keep]
         cat_names, num_names = sorted(cat), sorted(num)
-        vocabs, code_cols = [], []
+        vocabs, code_cols, counts = [], [], []
         for name in cat_names:
-            levels, inv, counts = np.unique(cat[name][keep], return_inverse=True, return_counts=True)
-            kept = counts >= p["min_count"]
-            vocabs.append(levels[kept])
-            code_cols.append((np.cumsum(kept) * kept)[inv].astype(np.int64))
+            levels, col, cnt = levels_and_codes(cat[name][keep])
+            vocabs.append(levels)
+            code_cols.append(col)
+            counts.append(cnt)
         xnum = np.column_stack([num[c][keep] for c in num_names]) if num_names else np.zeros((l.size, 0))
         codes = np.column_stack(code_cols) if code_cols else np.zeros((l.size, 0), dtype=np.int64)
         # Canonical row order (lexsort: last key is primary) so the fit ignores input order;
-        # every sum below (scaling, weights, ILPS pooling) then runs in this order.
+        # every sum below (scaling, Newton sums, the seeded split) then runs in this order.
         keys = [xnum[:, j] for j in range(xnum.shape[1])[::-1]] + [codes[:, j] for j in range(codes.shape[1])[::-1]]
         order = np.lexsort(keys + [w, y, l])
         l, y, w, codes, xnum = l[order], y[order], w[order], codes[order], xnum[order]
         mean = xnum.mean(axis=0)
         std = xnum.std(axis=0)
         std[~(std > 0)] = 1.0
-        xnum = (xnum - mean) / std
+        a, net, info = train(a, l, y, w, codes, counts, (xnum - mean) / std, p, self.progress)
+        net.b, viol = project_monotone(net.b)
+        self.a_, self.net_ = a, net
+        self.cat_, self.num_, self.vocab_, self.mean_, self.std_ = cat_names, num_names, vocabs, mean, std
+        info["vocabulary_sizes"] = {c: int(v.size) for c, v in zip(cat_names, vocabs)}
+        self.info_ = dict(info, max_violation=viol, projection_changed=viol > 0.0)
 
-        rng = np.random.default_rng(p["seed"])
-        n = l.size
-        n_val = int(round(p["valid_fraction"] * n))
-        if n_val < 1 or n - n_val < 1:
-            n_val = 0
-        perm = rng.permutation(n)
-        val, tr = np.sort(perm[:n_val]), np.sort(perm[n_val:])
-        b0, ilps_info = fit_ilps(l[tr], y[tr], w[tr], a, p["lam"], p["ridge"])
-
-        n_cat = len(cat_names)
-        params = [b0]
-        for vocab in vocabs:
-            params.append(rng.normal(0.0, 0.1, size=(vocab.size + 1, p["embed_dim"])))
-        width = n_cat * p["embed_dim"] + len(num_names)
-        for _ in range(p["layers"]):
-            params.append(rng.normal(0.0, np.sqrt(2.0 / width), size=(width, p["hidden"])))
-            params.append(np.zeros(p["hidden"]))
-            width = p["hidden"]
-        params.append(np.zeros(width))
-        params.append(np.zeros(1))
-
-        k_all, t_all = segments(l, a)
-        w_all = w / w[tr].mean()
-        adam_m = [np.zeros_like(q) for q in params]
-        adam_v = [np.zeros_like(q) for q in params]
-        beta1, beta2, eps = 0.9, 0.999, 1e-8
-        bs = p["batch_size"]
-        steps_per_epoch = -(-tr.size // bs)
-        total = p["epochs"] * steps_per_epoch
-        step = 0
-        best = [q.copy() for q in params]
-        best_loss, best_epoch, bad, history = np.inf, 0, 0, []
-        for epoch in range(1, p["epochs"] + 1):
-            shuffled = tr[rng.permutation(tr.size)]
-            for start in range(0, tr.size, bs):
-                idx = shuffled[start : start + bs]
-                cb = codes[idx]
-                if p["unknown_rate"] > 0 and n_cat:
-                    cb = np.where(rng.random(cb.shape) < p["unknown_rate"], 0, cb)
-                _, grads = loss_and_grads(
-                    params, n_cat, a, p["lam"], p["ridge"], k_all[idx], t_all[idx], cb, xnum[idx], y[idx], w_all[idx]
-                )
-                step += 1
-                c1, c2 = 1.0 - beta1**step, 1.0 - beta2**step
-                for q, g, m, v in zip(params, grads, adam_m, adam_v):
-                    m *= beta1
-                    m += (1.0 - beta1) * g
-                    v *= beta2
-                    v += (1.0 - beta2) * g * g
-                    q -= p["lr"] * (m / c1) / (np.sqrt(v / c2) + eps)
-                if self.progress is not None:
-                    self.progress(step, total)
-            if n_val:
-                vloss = self._mean_logloss(params, n_cat, a, l[val], y[val], w[val], codes[val], xnum[val])
-                history.append(vloss)
-                if vloss < best_loss:
-                    best_loss, best_epoch, bad = vloss, epoch, 0
-                    best = [q.copy() for q in params]
-                else:
-                    bad += 1
-                    if bad >= p["patience"]:
-                        break
-            else:
-                best, best_epoch = [q.copy() for q in params], epoch
-        if self.progress is not None:
-            self.progress(total, total)
-
-        b, viol = project_monotone(best[0])
-        n_layers = p["layers"]
-        self._set_state(
-            {
-                "a": a,
-                "b": b,
-                "categorical": cat_names,
-                "numeric": num_names,
-                "vocab": [v.tolist() for v in vocabs],
-                "mean": mean,
-                "std": std,
-                "embeddings": [best[1 + f] for f in range(n_cat)],
-                "weights": [best[1 + n_cat + 2 * j] for j in range(n_layers)],
-                "biases": [best[2 + n_cat + 2 * j] for j in range(n_layers)],
-                "out_w": best[-2],
-                "out_b": float(best[-1][0]),
-            }
-        )
-        self.info_ = {
-            "ilps_warm_start": ilps_info,
-            "train_rows": int(tr.size),
-            "valid_rows": int(n_val),
-            "epochs_run": epoch,
-            "best_epoch": best_epoch,
-            "valid_logloss": [float(v) for v in history],
-            "vocabulary_sizes": {c: int(v.size) for c, v in zip(cat_names, vocabs)},
-            "max_violation": viol,
-            "projection_changed": viol > 0.0,
-        }
-
-    @staticmethod
-    def _mean_logloss(params, n_cat, a, l, y, w, codes, xnum) -> float:
-        total = 0.0
-        for start in range(0, l.size, _CHUNK):
-            sl = slice(start, start + _CHUNK)
-            g, _ = net_forward(params, n_cat, codes[sl], xnum[sl])
-            z = ilps_eta(l[sl], a, params[0]) + g
-            total += float(np.sum(w[sl] * (np.logaddexp(0.0, z) - y[sl] * z)))
-        return total / float(w.sum())
-
-    # ---- prediction and state ----------------------------------------------------------
-    def _predict(self, s, features):
-        eta = ilps_eta(to_logit(s, self.params["score_kind"]), self.a_, self.b_)
-        if not self.cat_ and not self.num_:
-            return sigmoid(eta)
+    def _inputs(self, s: np.ndarray, features) -> tuple[np.ndarray, np.ndarray]:
+        """(level codes, standardised numeric matrix) for the map's feature columns."""
         given = features or {}
         missing = [c for c in self.cat_ + self.num_ if c not in given]
         if missing:
@@ -404,39 +590,44 @@ class FieldAwareCalibrator(Calibrator):
             if col.shape != s.shape or not np.all(np.isfinite(col)):
                 raise InputError(f"numeric feature column {name!r} must hold {s.size} finite numbers")
             xnum[:, j] = (col - self.mean_[j]) / self.std_[j]
-        out = np.empty(s.size)
-        for start in range(0, s.size, _CHUNK):
-            sl = slice(start, start + _CHUNK)
-            g, _ = net_forward(self.net_, len(self.cat_), codes[sl], xnum[sl])
-            out[sl] = sigmoid(eta[sl] + g)
-        return out
+        return codes, xnum
+
+    def _predict(self, s, features):
+        l = to_logit(s, self.params["score_kind"])
+        if not self.cat_ and not self.num_:
+            return sigmoid(ilps_eta(l, self.a_, self.net_.b))
+        codes, xnum = self._inputs(s, features)
+        return sigmoid(self.net_.logits(self.a_, l, codes, xnum))
 
     def _get_state(self) -> dict[str, Any]:
-        n_cat = len(self.cat_)
-        has_net = bool(self.cat_ or self.num_)
-        n_layers = (len(self.net_) - 3 - n_cat) // 2 if has_net else 0
+        net = self.net_
         return {
             "a": self.a_,
-            "b": self.b_,
+            "b": net.b,
             "categorical": list(self.cat_),
             "numeric": list(self.num_),
             "vocab": [v.tolist() for v in self.vocab_],
             "mean": self.mean_,
             "std": self.std_,
-            "embeddings": [e.tolist() for e in self.net_[1 : 1 + n_cat]],
-            "weights": [self.net_[1 + n_cat + 2 * j].tolist() for j in range(n_layers)],
-            "biases": [self.net_[2 + n_cat + 2 * j] for j in range(n_layers)],
-            "out_w": self.net_[-2] if has_net else np.zeros(0),
-            "out_b": float(self.net_[-1][0]) if has_net else 0.0,
+            "shifts": [v.tolist() for v in net.shifts],
+            "linear": net.linear,
+            "embeddings": [e.tolist() for e in net.embeddings],
+            "weights": [m.tolist() for m in net.weights],
+            "biases": [v.tolist() for v in net.biases],
+            "out_w": net.out_w,
+            "out_b": float(net.out_b[0]),
         }
 
     state_spec = StateSpec(
-        *KNOT_FIELDS,
+        Field("a", order="increasing", low=-1e3, high=1e3, min_size=2),
+        Field("b", order="monotone", low=-1e300, high=1e300, same_size="a"),
         Field("categorical", "strings", max_size=MAX_COLUMNS),
         Field("numeric", "strings", max_size=MAX_COLUMNS),
         Field("vocab", "string_lists", sorted_unique=True, same_size="categorical"),
         Field("mean", low=-1e300, high=1e300, same_size="numeric"),
         Field("std", low=1e-300, high=1e300, same_size="numeric"),
+        Field("shifts", "arrays", ndim=1, low=-NET_LIMIT, high=NET_LIMIT, same_size="categorical"),
+        Field("linear", low=-NET_LIMIT, high=NET_LIMIT, same_size="numeric"),
         Field("embeddings", "arrays", ndim=2, low=-NET_LIMIT, high=NET_LIMIT, same_size="categorical"),
         Field("weights", "arrays", ndim=2, low=-NET_LIMIT, high=NET_LIMIT, max_size=lambda p: p["layers"]),
         Field("biases", "arrays", ndim=1, low=-NET_LIMIT, high=NET_LIMIT, same_size="weights"),
@@ -445,37 +636,38 @@ class FieldAwareCalibrator(Calibrator):
         check=lambda params, v, fail: (check_splits(params, v, fail), check_network(params, v, fail)),
     )
 
+    @classmethod
+    def from_state(cls, params: Mapping[str, Any], state: Mapping[str, Any]) -> "Calibrator":
+        """Maps written before the per-level shifts existed (no "shifts"/"linear") load with
+        zero shifts and coefficients: the same predictions as when they were saved."""
+        state = dict(state)
+        if "shifts" not in state and "linear" not in state:
+            state["shifts"] = [[0.0] * (len(v) + 1) for v in state.get("vocab", [])]
+            state["linear"] = [0.0] * len(state.get("numeric", []))
+        return super().from_state(params, state)
+
     def _set_state(self, state: dict[str, Any]) -> None:
-        self.a_ = np.array(as_float_array(state["a"], "state a"))
-        self.b_ = np.array(as_float_array(state["b"], "state b"))
-        if self.a_.size < 2 or self.a_.size != self.b_.size:
-            raise FitError("field-aware state needs as many knot values b as splits a (at least 2)")
+        """Load a state (checked by `state_spec` when read from a map) into the named Network."""
+
+        def floats(value: Any) -> np.ndarray:
+            return np.array(value, dtype=np.float64)
+
+        self.a_ = floats(state["a"])
         self.cat_ = [str(c) for c in state["categorical"]]
         self.num_ = [str(c) for c in state["numeric"]]
         self.vocab_ = [np.array([str(x) for x in v], dtype=str) for v in state["vocab"]]
-        self.mean_ = np.array(as_float_array(state["mean"], "state mean"))
-        self.std_ = np.array(as_float_array(state["std"], "state std"))
-        if len(self.vocab_) != len(self.cat_) or self.mean_.size != len(self.num_) or self.std_.size != len(self.num_):
-            raise FitError("field-aware state: vocabularies or scalings do not match the feature columns")
-        self.net_: list[np.ndarray] = []
-        if not self.cat_ and not self.num_:
-            return
-        self.net_.append(self.b_)
-        for f, e in enumerate(state["embeddings"]):
-            emb = np.array(e, dtype=np.float64)
-            if emb.ndim != 2 or emb.shape[0] != self.vocab_[f].size + 1:
-                raise FitError(f"field-aware state: embedding {f} does not match its vocabulary")
-            self.net_.append(emb)
-        if len(self.net_) != 1 + len(self.cat_):
-            raise FitError("field-aware state: one embedding per categorical column expected")
-        for wm, bv in zip(state["weights"], state["biases"], strict=True):
-            weight = np.array(wm, dtype=np.float64)
-            bias = np.array(as_float_array(bv, "state biases"))
-            if weight.ndim != 2 or weight.shape[1] != bias.size:
-                raise FitError("field-aware state: a layer's weights and biases do not match")
-            self.net_.extend([weight, bias])
-        self.net_.append(np.array(as_float_array(state["out_w"], "state out_w")))
-        self.net_.append(np.array([float(state["out_b"])]))
+        self.mean_, self.std_ = floats(state["mean"]), floats(state["std"])
+        has_net = bool(self.cat_ or self.num_)
+        self.net_ = Network(
+            b=floats(state["b"]),
+            shifts=[floats(v) for v in state["shifts"]],
+            linear=floats(state["linear"]),
+            embeddings=[floats(e) for e in state["embeddings"]] if has_net else [],
+            weights=[floats(m) for m in state["weights"]] if has_net else [],
+            biases=[floats(v) for v in state["biases"]] if has_net else [],
+            out_w=floats(state["out_w"]) if has_net else np.zeros(0),
+            out_b=floats([state["out_b"]]) if has_net else np.zeros(1),
+        )
 
     def input_features(self) -> tuple[list[str], list[str]]:
         self._check_fitted()

@@ -66,6 +66,8 @@ from calibcli.calibrators.logistic import sigmoid
 from calibcli.calibrators.registry import register
 from calibcli.errors import CalibWarning, FitError
 
+LOGIT_CLIP = 1e300
+
 K_PARAM = Param("K", int, 100, "number of linear pieces; K+1 knots at sigmoid(a_k) = k/(K+2)", low=2, high=1000)
 LAM_PARAM = Param("lam", float, 1.0, "weight of the non-decreasing penalty sum (b_k - b_k+1)_+ (eq. 11)", low=0.0, high=1e6)
 RIDGE_PARAM = Param(
@@ -91,9 +93,10 @@ def check_splits(params: Any, values: dict[str, Any], fail: Any) -> None:
 
 
 def to_logit(s: np.ndarray, score_kind: str) -> np.ndarray:
-    """Logits from scores: probabilities clipped to [1e-12, 1-1e-12], logits unchanged."""
+    """Logits from scores: probabilities clipped to [1e-12, 1-1e-12], logits to +-1e300 (so
+    t = (l - a_k) / gap stays finite and a flat end segment never gives 0 * inf = NaN)."""
     if score_kind == "logit":
-        return s
+        return np.clip(s, -LOGIT_CLIP, LOGIT_CLIP)
     p = np.clip(s, PROB_CLIP, 1.0 - PROB_CLIP)
     return np.log(p) - np.log1p(-p)
 
@@ -139,9 +142,23 @@ def knot_penalty(a: np.ndarray, b: np.ndarray, lam: float, ridge: float) -> tupl
 
 
 def fit_ilps(
-    l: np.ndarray, y: np.ndarray, w: np.ndarray, a: np.ndarray, lam: float, ridge: float
+    l: np.ndarray,
+    y: np.ndarray,
+    w: np.ndarray,
+    a: np.ndarray,
+    lam: float,
+    ridge: float,
+    offset: np.ndarray | None = None,
+    b0: np.ndarray | None = None,
+    max_iter: int = 200,
+    segs: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Knot values b minimising eq. 11 (+ the ridge term) on tie-pooled logits.
+
+    With `offset` the model is sigmoid(eta(l) + offset) per row (rows are then not pooled):
+    field-aware calibration fits eta this way next to its per-level shifts. `b0` warm-starts
+    the solver; `max_iter` bounds its Newton steps; `segs` are `segments(l, a)` of the rows
+    when the caller has them (offset only: the rows are not pooled).
 
     Variables are c = b_1 and the increments d = diff(b), so the penalty lam * sum (-d)_+ acts
     coordinate-wise. The solver is an orthant-wise projected Newton method (as for the lasso):
@@ -151,12 +168,16 @@ def fit_ilps(
     keeps every step a descent. About 10-30 passes over the distinct logits.
     Returns (b before projection, info).
     """
-    xs, sw, swy = unique_with_sums(l, y, w)
-    keep = sw > 0
-    xs, sw, swy = xs[keep], sw[keep], swy[keep]
+    if offset is None:
+        xs, sw, swy = unique_with_sums(l, y, w)
+        keep = sw > 0
+        xs, sw, swy, off = xs[keep], sw[keep], swy[keep], None
+    else:
+        keep = w > 0
+        xs, sw, swy, off = l[keep], w[keep], (w * y)[keep], offset[keep]
     total = float(sw.sum())
     sw, swy = sw / total, swy / total
-    k, t = segments(xs, a)
+    k, t = segments(xs, a) if segs is None or offset is None else (segs[0][keep], segs[1][keep])
     n_b = a.size
     da = np.diff(a)
     # J maps (c, d) to b: b_j = c + sum_{i<j} d_i.
@@ -166,16 +187,19 @@ def fit_ilps(
     def to_b(x):
         return np.concatenate([[x[0]], x[0] + np.cumsum(x[1:])])
 
+    def linear_predictor(b):
+        eta = b[k] + t * (b[k + 1] - b[k])
+        return eta if off is None else eta + off
+
     def value(x):
         b, d = to_b(x), x[1:]
-        eta = b[k] + t * (b[k + 1] - b[k])
+        eta = linear_predictor(b)
         loss = float(np.sum(sw * np.logaddexp(0.0, eta) - swy * eta))
         return loss + 0.5 * ridge * float(np.sum((d - da) ** 2 / da)) + lam * float(np.sum(np.maximum(-d, 0.0)))
 
     def smooth_grad(x, derivs):
         b, d = to_b(x), x[1:]
-        eta = b[k] + t * (b[k + 1] - b[k])
-        q = sigmoid(eta)
+        q = sigmoid(linear_predictor(b))
         gb = eta_backward(k, t, sw * q - swy, n_b)
         g = np.concatenate([[gb.sum()], np.cumsum(gb[::-1])[::-1][1:] + ridge * (d - da) / da])
         if not derivs:
@@ -193,10 +217,10 @@ def fit_ilps(
         hx[np.arange(1, n_b), np.arange(1, n_b)] += ridge / da
         return g, hx
 
-    x = np.concatenate([[a[0]], da])
+    x = np.concatenate([[a[0]], da]) if b0 is None else np.concatenate([[b0[0]], np.diff(b0)])
     fx = value(x)
     iters, converged = 0, False
-    for iters in range(1, 201):
+    for iters in range(1, max_iter + 1):
         g, hx = smooth_grad(x, True)
         d = x[1:]
         gd = g[1:]
@@ -252,6 +276,7 @@ class ILPSCalibrator(Calibrator):
     """ILPS (Pan et al. 2020, eq. 10-11) solved as a convex problem, projected to be monotone."""
 
     name = "ilps"
+    extremes = "inside (0, 1): sigmoid of a finite piecewise-linear logit"
     description = "isotonic line-plot scaling: monotone piecewise-linear map of the logit (Pan et al. 2020)"
     params = (K_PARAM, LAM_PARAM, RIDGE_PARAM, SCORE_KIND, PLATT_CORRECTION)
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from calibcli import _lookup
-from calibcli.calibrators.base import PLATT_CORRECTION, Calibrator, Field, StateSpec, as_float_array
+from calibcli.calibrators.base import SAFE_PLATT_CORRECTION, Calibrator, Field, StateSpec, as_float_array
 from calibcli.pooling import unique_with_sums
 from calibcli.calibrators.registry import register
 from calibcli.errors import FitError
@@ -122,7 +122,7 @@ class IsotonicCalibrator(KnotMap):
 
     name = "isotonic"
     description = "isotonic regression (weighted PAV), linear between knots, constant outside"
-    params = (PLATT_CORRECTION,)
+    params = (SAFE_PLATT_CORRECTION,)
 
     def _fit(self, s, y, w, features):
         self.x_, self.y_ = isotonic_knots(s, y, w)

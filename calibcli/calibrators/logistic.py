@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import PLATT_CORRECTION, Calibrator, Field, StateSpec
+from calibcli.calibrators.base import SAFE_PLATT_CORRECTION, Calibrator, Field, StateSpec
 from calibcli.calibrators.registry import register
 from calibcli.errors import CalibWarning
 
@@ -149,8 +149,11 @@ class LogisticCalibrator(Calibrator):
     """Platt scaling on the raw score."""
 
     name = "logistic"
+    extremes = ("inside (0, 1) up to float64 rounding (|a*score + b| > 37 rounds to 0 or 1); Platt's "
+                "targets (the default) keep a and b finite on separated classes, where "
+                "platt_correction=false diverges (warns) and gives 0 and 1")
     description = "Platt scaling: sigmoid(a*score + b) fitted by maximum likelihood"
-    params = (PLATT_CORRECTION,)
+    params = (SAFE_PLATT_CORRECTION,)
     monotone = False  # a is unconstrained: a < 0 (higher scores, fewer positives) decreases
 
     def _fit(self, s, y, w, features):

@@ -1,8 +1,8 @@
-"""Gates for `calib evaluate` in CI: thresholds, baseline comparison, bootstrap intervals.
+"""Gates for `calib evaluate` in CI: thresholds and baseline comparison.
 
-Pure library code: functions parse options, load a baseline, compute confidence intervals
-and decide gates; they return data or raise `UsageError`/`InputError` (exit 2). The CLI
-prints the results and exits 1 when a gate failed.
+Pure library code: functions parse options and decide gates; they return data or raise
+`UsageError` (exit 2). The baseline file is read in `evaluation.baseline`, intervals come
+from `evaluation.bootstrap`. The CLI prints the results and exits 1 when a gate failed.
 
 Gates
 -----
@@ -19,39 +19,21 @@ Gates
   whole confidence interval is past it, i.e. it compares the end of the interval nearest
   to passing (the lower end for `--fail-above` and for a lower-is-better regression, the
   upper end for `--fail-below` and for an AUC regression).
-
-Bootstrap
----------
-`bootstrap_intervals` resamples rows with replacement (seeded, the same resamples for every
-column and map, so they are compared on the same draws) and reports percentile intervals.
-A resample is represented by per-row counts w (a multinomial draw, `bincount` of n random
-row indices), never by a copy of the data: log-loss and Brier are dot products with w, ECE
-and the field metrics weighted `bincount`s, AUC a weighted Mann-Whitney count over the
-tie groups of the one sort done up front. Only CalBin materialises rows, because its windows
-are s consecutive resampled rows: `np.repeat` of the already sorted arrays, O(n), no sort.
-Cost: O(n) per replicate for every metric but CalBin (one binary search per window, as in
-`metrics.calbin`); memory a few n-length arrays. Measured on a shared, loaded 2-core
-machine: 0.7-1.1 s per replicate at n = 1e6 (1.5x faster than copying the resample and
-evaluating it), 6 ms at 1e4; so `--bootstrap 200` at 1e6 rows takes minutes per column.
-The sort is done once per column (`benchmarks/bench_evaluate.py`).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-import numpy as np
+from calibcli.errors import UsageError
+from calibcli.evaluation import metrics
 
-from calibcli import io, metrics
-from calibcli.errors import InputError, UsageError
+if TYPE_CHECKING:
+    from calibcli.evaluation.baseline import Baseline
 
 GATE_ON = ("point", "upper")
-CONFIDENCE = 0.95
-EVALUATION_FORMAT = "calibcli.evaluation"
-SCHEMA_VERSION = 2
 
 
 def metric_names() -> str:
@@ -69,6 +51,16 @@ def metric_key(name: str, flag: str) -> str:
 
 def lower_is_better(metric: str) -> bool:
     return metrics.METRICS[metric][1] == "lower"
+
+
+def refuse_targets(limits: Sequence["Limit"]) -> None:
+    """A regression needs a direction: metrics best at a target (slope 1, z 0) take thresholds."""
+    for lim in limits:
+        if metrics.METRICS[lim.metric][1] == "target":
+            name = lim.metric.replace("_", "-")
+            raise UsageError(f"--max-regression {name}: {name} is best at {metrics.TARGETS[lim.metric]:g}, "
+                             "neither higher nor lower",
+                             hint=f"bound it with --fail-above/--fail-below {name}=X instead")
 
 
 @dataclass(frozen=True)
@@ -132,6 +124,7 @@ class GateSpec:
         spec = cls(parse_limits(fail_above, "--fail-above"), parse_limits(fail_below, "--fail-below"),
                    parse_limits(max_regression, "--max-regression", allow_percent=True),
                    baseline, gate_on)
+        refuse_targets(spec.max_regression)
         if baseline is not None and not spec.max_regression:
             raise UsageError("--baseline needs --max-regression METRIC=VALUE",
                              hint="e.g. --max-regression field-rce=0.01 or --max-regression log-loss=5%")
@@ -143,73 +136,6 @@ class GateSpec:
 
     def metrics_used(self) -> set[str]:
         return {lim.metric for lim in (*self.fail_above, *self.fail_below, *self.max_regression)}
-
-
-# ---------------------------------------------------------------------------- baselines
-
-
-@dataclass
-class Baseline:
-    """What an earlier `calib evaluate --json` (or `--save-baseline`) wrote."""
-
-    path: str
-    field_col: str | None
-    calbin_window: int | None
-    metrics: dict[str, dict[str, float | None]]  # result name -> metric -> value
-
-
-def load_baseline(path: str) -> Baseline:
-    """Read a baseline file; missing, corrupt or newer files raise InputError (exit 2)."""
-    raw = io.read_bytes(path, "baseline")
-    try:
-        doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: baseline is not JSON ({exc})",
-                         hint="write it with `calib evaluate ... --json` or --save-baseline") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
-        raise InputError(f"{path}: not a `calib evaluate --json` report (no 'results' list)")
-    version = doc.get("schema_version")
-    if not isinstance(version, int) or version < 1:
-        raise InputError(f"{path}: baseline has no valid schema_version")
-    if version > SCHEMA_VERSION:
-        raise InputError(f"{path}: baseline schema version {version} is newer than this calibcli "
-                         f"reads (up to {SCHEMA_VERSION})", hint="upgrade calibcli")
-    results: dict[str, dict[str, float | None]] = {}
-    for i, entry in enumerate(doc["results"]):
-        if (not isinstance(entry, dict) or not isinstance(entry.get("name"), str)
-                or not isinstance(entry.get("metrics"), dict)):
-            raise InputError(f"{path}: results[{i}] has no name or metrics")
-        values = {}
-        for key, value in entry["metrics"].items():
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-                raise InputError(f"{path}: results[{i}] metric {key!r} is {value!r}, not a number")
-            values[key] = None if value is None else float(value)
-        results[entry["name"]] = values
-    return Baseline(path, doc.get("field_col"), doc.get("calbin_window"), results)
-
-
-def check_baseline(baseline: Baseline, names: Sequence[str], field_col: str | None,
-                   calbin_window: int, spec: GateSpec) -> None:
-    """Refuse a baseline that was computed on other columns, maps or settings (exit 2)."""
-    if set(baseline.metrics) != set(names):
-        raise UsageError(
-            f"{baseline.path}: baseline is for {', '.join(map(repr, baseline.metrics)) or 'nothing'}, "
-            f"this run evaluates {', '.join(map(repr, names))}",
-            hint="evaluate the same --prob-col/--map as the baseline, or save a new one with --save-baseline")
-    regressed = {lim.metric for lim in spec.max_regression}
-    if regressed & {"field_ece", "field_rce"} and baseline.field_col != field_col:
-        raise UsageError(f"{baseline.path}: baseline field metrics are for --field-col "
-                         f"{baseline.field_col!r}, this run uses {field_col!r}")
-    if "calbin" in regressed and baseline.calbin_window not in (None, calbin_window):
-        raise UsageError(f"{baseline.path}: baseline CalBin used --calbin-window "
-                         f"{baseline.calbin_window}, this run uses {calbin_window}")
-    for name in names:
-        for metric in sorted(regressed):
-            if metric not in baseline.metrics[name]:
-                raise UsageError(f"{baseline.path}: baseline has no {metric} for {name!r}")
-
-
-# ---------------------------------------------------------------------------- decisions
 
 
 def require_field_col(spec: GateSpec, field_col: str | None) -> None:
@@ -324,7 +250,7 @@ def decide(spec: GateSpec, results: Sequence[tuple[str, Mapping[str, float], Map
 
 def _check(name: str, metric: str, kind: str, value: float, compared: float, limit: float,
            excess: float, **extra: Any) -> Check:
-    if value != value or compared != compared:
+    if value != value or compared != compared or limit != limit:  # n/a never passes a gate
         return Check(name, metric, kind, value, compared, limit, False, math.nan, **extra)
     failed = excess > 0
     return Check(name, metric, kind, value, compared, limit, not failed, excess if failed else 0.0, **extra)
@@ -336,88 +262,3 @@ def _num(v: float | None) -> str:
 
 def _clean(v: Any) -> Any:
     return None if isinstance(v, float) and v != v else v
-
-
-# ---------------------------------------------------------------------------- bootstrap
-
-
-@dataclass
-class BootstrapPlan:
-    """How many resamples, with which seed, for which interval level."""
-
-    replicates: int
-    seed: int
-    level: float = CONFIDENCE
-
-    def to_json(self) -> dict[str, Any]:
-        return {"replicates": self.replicates, "seed": self.seed, "level": self.level,
-                "method": "percentile"}
-
-
-def bootstrap_replicates(y: np.ndarray, p: np.ndarray, groups: np.ndarray | None,
-                         calbin_window: int, plan: BootstrapPlan) -> dict[str, np.ndarray]:
-    """Every metric on `plan.replicates` row resamples (one array per metric).
-
-    The same seed gives the same resamples for every column of the same length.
-    """
-    n = y.size
-    rng = np.random.default_rng(plan.seed)
-    order = np.argsort(p)
-    ps = p[order]
-    ys = y[order].astype(np.float64)
-    tie = metrics.tie_groups(ps)
-    n_ties = int(tie[-1]) + 1
-    q = np.clip(ps, metrics.LOG_LOSS_EPS, 1 - metrics.LOG_LOSS_EPS)
-    row_ll = -np.where(ys == 1, np.log(q), np.log1p(-q))
-    row_sq = (ps - ys) ** 2
-    ece_bin = np.minimum((ps * metrics.ECE_BINS).astype(np.int64), metrics.ECE_BINS - 1)
-    gap = ps - ys
-    gs = groups[order] if groups is not None else None
-    n_groups = int(groups.max()) + 1 if groups is not None else 0
-    keys = [k for k in metrics.METRICS if groups is not None or not k.startswith("field_")]
-    out = {k: np.empty(plan.replicates) for k in keys}
-    for b in range(plan.replicates):
-        w = np.bincount(rng.integers(0, n, n), minlength=n)[order].astype(np.float64)
-        out["log_loss"][b] = w @ row_ll / n
-        out["brier"][b] = w @ row_sq / n
-        out["ece"][b] = np.abs(np.bincount(ece_bin, weights=w * gap, minlength=metrics.ECE_BINS)).sum() / n
-        if n_ties == n:  # no tied p: each row is its own tie group
-            cnt, pos = w, w * ys
-        else:
-            cnt = np.bincount(tie, weights=w, minlength=n_ties)
-            pos = np.bincount(tie, weights=w * ys, minlength=n_ties)
-        neg = cnt - pos
-        out["auc"][b] = metrics.auc_from_ties(pos, neg)
-        wi = w.astype(np.int64)
-        pooled = np.divide(pos, cnt, out=np.zeros_like(pos), where=cnt > 0)
-        out["calbin"][b] = metrics.calbin_sorted(np.repeat(ps, wi), np.repeat(pooled[tie], wi), calbin_window)
-        if gs is not None:
-            fc = np.bincount(gs, weights=w, minlength=n_groups)
-            resid = np.bincount(gs, weights=-w * gap, minlength=n_groups)
-            fpos = np.bincount(gs, weights=w * ys, minlength=n_groups)
-            out["field_ece"][b] = np.abs(resid).sum() / n
-            keep = fc > 0
-            out["field_rce"][b] = (fc[keep] * np.abs(resid[keep])
-                                   / (fpos[keep] + metrics.FIELD_RCE_EPS * fc[keep])).sum() / n
-    return out
-
-
-def percentile_intervals(replicates: Mapping[str, np.ndarray], level: float = CONFIDENCE
-                         ) -> dict[str, tuple[float, float]]:
-    """Percentile interval of each metric; n/a replicates (AUC with one class) are left out."""
-    tail = (1 - level) / 2 * 100
-    out = {}
-    for key, values in replicates.items():
-        finite = values[np.isfinite(values)]
-        if finite.size == 0:
-            out[key] = (math.nan, math.nan)
-        else:
-            lo, hi = np.percentile(finite, [tail, 100 - tail])
-            out[key] = (float(lo), float(hi))
-    return out
-
-
-def bootstrap_intervals(y: np.ndarray, p: np.ndarray, groups: np.ndarray | None,
-                        calbin_window: int, plan: BootstrapPlan) -> dict[str, tuple[float, float]]:
-    """Seeded percentile confidence intervals of every metric of one probability column."""
-    return percentile_intervals(bootstrap_replicates(y, p, groups, calbin_window, plan), plan.level)

@@ -1,0 +1,102 @@
+"""The Python API: fit, save, load and evaluate calibration maps without the CLI.
+
+Everything here is what the `calib` commands do, minus the files: the same registry, the
+same calibrators, the same map schema, the same metrics, so a map fitted here and saved
+predicts bit-for-bit what `calib fit` + `calib apply` give.
+
+    >>> import calibcli
+    >>> cal = calibcli.fit(scores, labels, method="bayes-iso", seed=1)
+    >>> p = cal.predict(new_scores)
+    >>> calibcli.save_map(cal, "map.json"); cal2 = calibcli.load_map("map.json")
+    >>> calibcli.evaluate(labels, p, fields=countries)   # {"log_loss": ..., "field_rce": ...}
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from calibcli.calibrators import Calibrator, registry
+
+__all__ = ["Calibrator", "evaluate", "fit", "load_map", "methods", "save_map"]
+
+
+def methods() -> list[str]:
+    """The registered method names (`calib methods`)."""
+    return registry.available()
+
+
+def fit(
+    scores: Sequence[float] | np.ndarray,
+    labels: Sequence[float] | np.ndarray,
+    method: str = "isotonic",
+    *,
+    weights: Sequence[float] | np.ndarray | None = None,
+    features: Mapping[str, Sequence[Any]] | None = None,
+    weight_kind: str = "frequency",
+    **params: Any,
+) -> Calibrator:
+    """Fit `method` on scores and 0/1 labels; `params` are the method's options (`calib methods`).
+
+    `features` maps column names to arrays for field-aware methods (categorical values may be
+    any strings). `weight_kind`: "frequency" (weight k = k rows) or "importance" (only the
+    weights' ratios matter), as `calib fit --weight-kind`. Returns the fitted calibrator
+    (`.predict(scores, features=...)`).
+    """
+    cal = registry.create(method, params)
+    feats = None
+    if features is not None:
+        feats = {k: (np.asarray(v, dtype=np.float64) if np.asarray(v).dtype.kind in "fiub"
+                     else np.asarray([str(x) for x in v], dtype=object)) for k, v in features.items()}
+    return cal.fit(np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=np.float64),
+                   weights=None if weights is None else np.asarray(weights, dtype=np.float64),
+                   features=feats, weight_kind=weight_kind)
+
+
+def save_map(calibrator: Calibrator, path: str, training: Mapping[str, Any] | None = None) -> None:
+    """Write a fitted calibrator as a map file (.json or .parquet), as `calib fit -o` does."""
+    from calibcli import maps
+
+    maps.save_map(calibrator, path, training)
+
+
+def load_map(path: str) -> Calibrator:
+    """Read a map file written by `calib fit` or `save_map` (checked like every map calib reads)."""
+    from calibcli import maps
+
+    return maps.load_map(path)[0]
+
+
+def _field_codes(fields: Sequence[Any] | np.ndarray) -> np.ndarray:
+    """Any field values (strings, numbers, None) as integer codes, equal values sharing one."""
+    values = np.asarray(["" if v is None else str(v) for v in fields], dtype=object)
+    return np.unique(values, return_inverse=True)[1].astype(np.int64)
+
+
+def evaluate(
+    labels: Sequence[float] | np.ndarray,
+    probs: Sequence[float] | np.ndarray,
+    *,
+    fields: Sequence[Any] | np.ndarray | None = None,
+    calbin_window: int = 100,
+) -> dict[str, float]:
+    """Every metric `calib evaluate` reports for one probability column (NaN where n/a).
+
+    `fields` (any values, e.g. country names) adds Field-ECE and Field-RCE.
+    """
+    from calibcli.evaluation import metrics
+    from calibcli.errors import UsageError
+
+    y = np.asarray(labels, dtype=np.float64)
+    p = np.asarray(probs, dtype=np.float64)
+    if y.shape != p.shape or y.ndim != 1 or y.size == 0:
+        raise UsageError(f"labels and probs must be 1-D of one length, got {y.shape} and {p.shape}")
+    if not np.all((y == 0) | (y == 1)):
+        raise UsageError("labels must be 0 or 1")
+    if not np.all((p >= 0) & (p <= 1)):
+        raise UsageError("probs must be probabilities in [0, 1]")
+    groups = None if fields is None else _field_codes(fields)
+    if groups is not None and groups.size != y.size:
+        raise UsageError(f"fields has {groups.size} values for {y.size} labels")
+    return metrics.compute_all(y, p, groups, calbin_window)

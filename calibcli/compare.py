@@ -1,0 +1,167 @@
+"""`calib compare`: which method calibrates these scores best? k-fold cross-validation.
+
+Every method is fitted on k-1 folds and scored on the held-out fold with the same shuffled
+split (one `--seed`), so the methods are compared on identical data. Per method the
+out-of-fold log-loss, Brier, ECE and CalBin are reported as mean ± sd over the folds; the
+best mean of the chosen metric wins, and its map can be refitted on all rows and saved.
+A method that cannot fit a fold (one class in it, say) is reported as failed, not fatal.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from calibcli import io, maps, output
+from calibcli.evaluation import metrics
+from calibcli.calibrators import registry
+from calibcli.errors import CalibError, CalibWarning, InputError, UsageError
+
+COMPARED = ("log_loss", "brier", "ece", "calbin")
+LOWER_IS_BETTER = {"log_loss": True, "brier": True, "ece": True, "calbin": True}
+
+
+@dataclass
+class MethodScore:
+    """Out-of-fold results of one method: per-fold metric values, or why it failed."""
+
+    method: str
+    folds: dict[str, list[float]] = field(default_factory=dict)
+    error: str | None = None
+
+    def mean(self, metric: str) -> float:
+        return float(np.mean(self.folds[metric])) if not self.error else float("nan")
+
+    def sd(self, metric: str) -> float:
+        values = self.folds.get(metric, [])
+        return float(np.std(values, ddof=1)) if not self.error and len(values) > 1 else float("nan")
+
+    def to_json(self) -> dict[str, Any]:
+        if self.error:
+            return {"method": self.method, "error": self.error}
+        return {"method": self.method, "folds": self.folds,
+                "mean": {m: self.mean(m) for m in COMPARED}, "sd": {m: self.sd(m) for m in COMPARED}}
+
+
+@dataclass
+class Comparison:
+    input: str
+    rows: int
+    folds: int
+    seed: int
+    metric: str
+    scores: list[MethodScore]
+
+    @property
+    def best(self) -> MethodScore | None:
+        ok = [s for s in self.scores if not s.error]
+        if not ok:
+            return None
+        sign = 1 if LOWER_IS_BETTER[self.metric] else -1
+        return min(ok, key=lambda s: sign * s.mean(self.metric))
+
+    def to_json(self) -> dict[str, Any]:
+        best = self.best
+        return {"format": "calibcli.comparison", "schema_version": 1, "input": self.input,
+                "rows": self.rows, "folds": self.folds, "seed": self.seed, "metric": self.metric,
+                "best": best.method if best else None, "methods": [s.to_json() for s in self.scores]}
+
+
+def default_methods() -> list[str]:
+    """Every registered method that needs only the score."""
+    return [m for m in registry.available() if not registry.get(m).uses_features]
+
+
+def fold_ids(n: int, k: int, seed: int) -> np.ndarray:
+    """Fold number of each row: a seeded shuffle cut into k near-equal folds."""
+    ids = np.empty(n, dtype=np.int64)
+    ids[np.random.default_rng(seed).permutation(n)] = np.arange(n) % k
+    return ids
+
+
+def _fold_metrics(y: np.ndarray, p: np.ndarray, calbin_window: int) -> dict[str, float]:
+    return {"log_loss": metrics.log_loss(y, p), "brier": metrics.brier(y, p),
+            "ece": metrics.prob_ece(y, p), "calbin": metrics.calbin(y, p, min(calbin_window, y.size))}
+
+
+def _params(method: str, seed: int) -> dict[str, Any]:
+    return {"seed": seed} if "seed" in {p.name for p in registry.get(method).params} else {}
+
+
+def compare(s: np.ndarray, y: np.ndarray, methods: Sequence[str], folds: int, seed: int,
+            calbin_window: int = metrics.CALBIN_WINDOW) -> list[MethodScore]:
+    """Cross-validated scores of each method on scores `s` and labels `y`."""
+    ids = fold_ids(s.size, folds, seed)
+    results = []
+    for method in methods:
+        score = MethodScore(method, {m: [] for m in COMPARED})
+        try:
+            for k in range(folds):
+                test = ids == k
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", CalibWarning)
+                    cal = registry.create(method, _params(method, seed)).fit(s[~test], y[~test])
+                    with np.errstate(over="ignore", under="ignore"):
+                        p = cal.predict(s[test])
+                for m, v in _fold_metrics(y[test], p, calbin_window).items():
+                    score.folds[m].append(v)
+        except CalibError as exc:
+            score.error = exc.message
+        results.append(score)
+    return results
+
+
+def compare_file(path: str, methods: Sequence[str] | None = None, folds: int = 5, seed: int = 0,
+                 metric: str = "log_loss", score_col: str = "score", label_col: str = "label",
+                 fmt: str | None = None, out: str | None = None,
+                 calbin_window: int = metrics.CALBIN_WINDOW) -> Comparison:
+    """Compare methods on a score/label file; with `out`, save the best method's map fitted on all rows."""
+    chosen = list(methods) if methods else default_methods()
+    for m in chosen:
+        if registry.get(m).uses_features:
+            raise UsageError(f"method {m!r} needs feature columns; compare takes score-only methods")
+    if metric not in COMPARED:
+        raise UsageError(f"--metric {metric!r}: expected one of {', '.join(COMPARED)}")
+    if out is not None:
+        output.check_output(out, [path])
+        maps.map_format(out)
+    source = io.display_name(path)
+    table = io.read_table(path, fmt)
+    s = io.scores_from(table, score_col, source)
+    y = io.labels_from(table, label_col, source)
+    if s.size < 2 * folds:
+        raise InputError(f"{source}: {s.size} rows are too few for {folds} folds")
+    result = Comparison(source, int(s.size), folds, seed, metric, compare(s, y, chosen, folds, seed, calbin_window))
+    best = result.best
+    if best is None:
+        raise InputError(f"{source}: no method could be fitted: {result.scores[0].error}")
+    if out is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CalibWarning)
+            cal = registry.create(best.method, _params(best.method, seed)).fit(s, y)
+        maps.save_map(cal, out, {"input": source, "rows": int(s.size), "chosen_by": {
+            "compare": metric, "folds": folds, "seed": seed}})
+    return result
+
+
+def table(result: Comparison):
+    """The comparison as a rich Table: mean ± sd per metric, the best method marked with *."""
+    from rich.table import Table
+
+    best = result.best
+    names = {"log_loss": "log-loss", "brier": "Brier", "ece": "ECE", "calbin": "CalBin"}
+    out = Table(title=f"{result.input}: {result.rows} rows, {result.folds}-fold cross-validation "
+                f"(seed {result.seed}), best by {names[result.metric]}", title_justify="left")
+    out.add_column("method")
+    for m in COMPARED:
+        out.add_column(f"{names[m]} ↓", justify="right")
+    for s in result.scores:
+        mark = " *" if best is not None and s.method == best.method else ""
+        if s.error:
+            out.add_row(s.method, f"failed: {s.error}", *[""] * (len(COMPARED) - 1))
+        else:
+            out.add_row(s.method + mark, *[f"{s.mean(m):.4f} ± {s.sd(m):.4f}" for m in COMPARED])
+    return out

@@ -1,0 +1,204 @@
+"""calibcli on Dask DataFrames (`pip install calibcli[dask]`).
+
+    import dask.dataframe as dd
+    from calibcli.engines import dask as cd
+    df = dd.read_parquet("scores/")
+    summary = cd.summarize(df)                                    # per-partition summaries, merged
+    fitted = cd.fit(df, "isotonic", output="map.json")            # FitResult
+    scored = cd.apply(df, "map.json", out_col="p")                # lazy, map_partitions
+    report = cd.evaluate(scored, prob_cols=["p"], field_col="field")
+
+Every partition is summarised with `calibcli.summary.summarize` (the CLI's own code) and
+the partial summaries are merged pairwise in a tree of delayed tasks, so maps are
+bit-identical to `calib summarize` + `calib fit --from-summary` (for fractional weights
+when the per-score sums are exact in any order, e.g. whole-number or dyadic weights).
+`apply` runs the map's `predict` on each partition (`map_partitions`). Works with any
+scheduler; the tests use the threaded one.
+
+Invalid rows (missing, NaN or infinite scores, labels other than 0/1, negative or
+non-finite weights) make `summarize`, `fit` and `evaluate` raise InputError with their
+count; `apply` gives NaN for missing or non-finite scores.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import dask
+import numpy as np
+import pandas as pd
+
+from calibcli import engines
+from calibcli.errors import UsageError
+
+SOURCE = "Dask DataFrame"
+_TRUE_TEXT = {"1", "1.0", "true"}
+_FALSE_TEXT = {"0", "0.0", "false"}
+
+
+def floats(series: pd.Series) -> np.ndarray:
+    """A numeric or boolean column as float64, missing values as NaN (text that is no number too)."""
+    if pd.api.types.is_bool_dtype(series) or pd.api.types.is_numeric_dtype(series):
+        return series.to_numpy(dtype=np.float64, na_value=np.nan)
+    return pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def labels(series: pd.Series) -> np.ndarray:
+    """0.0/1.0 from numbers, booleans or the texts 0/1/true/false; anything else NaN."""
+    if pd.api.types.is_bool_dtype(series) or pd.api.types.is_numeric_dtype(series):
+        y = floats(series)
+    else:
+        text = series.astype("string").str.strip().str.lower()
+        y = np.where(text.isin(_TRUE_TEXT).to_numpy(dtype=bool, na_value=False), 1.0,
+                     np.where(text.isin(_FALSE_TEXT).to_numpy(dtype=bool, na_value=False), 0.0, np.nan))
+    return np.where((y == 0) | (y == 1), y, np.nan)
+
+
+def _partial_summary(pdf: pd.DataFrame, score_col: str, label_col: str, weight_col: str | None,
+                     step: float | None):
+    """(summary of the valid rows, bad-row counts) of one partition."""
+    from calibcli import summary
+
+    s, y = floats(pdf[score_col]), labels(pdf[label_col])
+    w = floats(pdf[weight_col]) if weight_col else None
+    bad_s, bad_y = ~np.isfinite(s), np.isnan(y)
+    bad_w = ~np.isfinite(w) | (w < 0) if w is not None else np.zeros(s.size, dtype=bool)
+    ok = ~(bad_s | bad_y | bad_w)
+    part = summary.summarize(s[ok], y[ok], None if w is None else w[ok], step=step)
+    return part, np.array([bad_s.sum(), bad_y.sum(), bad_w.sum()], dtype=np.int64)
+
+
+def _merge_pair(a, b):
+    from calibcli import summary
+
+    return summary.merge([a[0], b[0]]), a[1] + b[1]
+
+
+def tree_reduce(parts: list, combine) -> Any:
+    """Combine delayed values pairwise, level by level (depth log2 of the partitions)."""
+    while len(parts) > 1:
+        pairs = [dask.delayed(combine)(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
+        parts = pairs + ([parts[-1]] if len(parts) % 2 else [])
+    return parts[0]
+
+
+def summarize(df, score_col: str = "score", label_col: str = "label", weight_col: str | None = None,
+              step: float | None = None):
+    """The ScoreSummary of `calib summarize` (optionally bucketed to multiples of `step`)."""
+    step = engines.check_step(step)
+    engines.check_columns(list(df.columns), SOURCE, score_col=score_col, label_col=label_col,
+                          weight_col=weight_col)
+    columns = [c for c in dict.fromkeys((score_col, label_col, weight_col)) if c is not None]
+    parts = [dask.delayed(_partial_summary)(p, score_col, label_col, weight_col, step)
+             for p in df[columns].to_delayed()]
+    merged, bad = dask.compute(tree_reduce(parts, _merge_pair))[0]
+    engines.check_bad_rows(SOURCE, {
+        score_col: ("a null, NaN or infinite score", int(bad[0])),
+        label_col: ("a label that is not 0 or 1", int(bad[1])),
+        **({weight_col: ("a null, negative or non-finite weight", int(bad[2]))} if weight_col else {}),
+    })
+    meta = {"input": SOURCE, "score_col": score_col, "label_col": label_col,
+            **({"weight_col": weight_col} if weight_col else {})}
+    merged.weighted = weight_col is not None
+    return engines.build_summary(merged.score, merged.n0, merged.n1, merged.rows, merged.positives,
+                                 merged.score_range, merged.weighted, step, meta)
+
+
+def fit(df, method: str = "isotonic", params: Mapping[str, Any] | None = None, *,
+        score_col: str = "score", label_col: str = "label", weight_col: str | None = None,
+        step: float | None = None, seed: int | None = None, output: str | None = None,
+        strict: bool = False):
+    """Fit `method` on the summary of `df`; returns a `pipeline.FitResult` (map saved to `output`)."""
+    summ = summarize(df, score_col, label_col, weight_col, step)
+    return engines.fit_summary(summ, method, params, seed, output, strict)
+
+
+def _apply_partition(pdf: pd.DataFrame, cal, score_col: str, out_col: str) -> pd.DataFrame:
+    categorical, numeric = cal.input_features()
+    features = {c: pdf[c].astype("string").fillna("").to_numpy(dtype=object) for c in categorical}
+    features.update({c: floats(pdf[c]) for c in numeric})
+    p = engines.predict_array(cal, floats(pdf[score_col]), features or None)
+    return pdf.assign(**{out_col: p})
+
+
+def apply(df, map: Any, score_col: str = "score", out_col: str = "calibrated"):
+    """`df` with `out_col` added, partition by partition (`map_partitions`)."""
+    cal, _ = engines.resolve_map(map)
+    categorical, numeric = cal.input_features()
+    engines.check_columns(list(df.columns), SOURCE, score_col=score_col,
+                          **{f"feature {c!r}": c for c in (*categorical, *numeric)})
+    if out_col in df.columns:
+        raise UsageError(f"{SOURCE}: already has a column {out_col!r}", hint="choose another out_col")
+    meta = df._meta.assign(**{out_col: pd.Series(dtype="float64")})
+    return df.map_partitions(_apply_partition, cal, score_col, out_col, meta=meta)
+
+
+def _partial_evaluation(pdf: pd.DataFrame, columns: list[str], label_col: str, field_col: str | None):
+    """Per probability column: (distribution of distinct p, per-field sums), and bad-row counts."""
+    from calibcli import summary
+
+    y = labels(pdf[label_col])
+    bad = [int(np.isnan(y).sum())]
+    field = pdf[field_col].astype("string").fillna("").to_numpy(dtype=object) if field_col else None
+    states = []
+    for column in columns:
+        p = floats(pdf[column])
+        invalid = ~np.isfinite(p) | (p < 0) | (p > 1)
+        bad.append(int(invalid.sum()))
+        ok = ~(invalid | np.isnan(y))
+        dist = summary.summarize(p[ok], y[ok])
+        fields = None
+        if field is not None:
+            names, codes = np.unique(field[ok].astype(str), return_inverse=True)
+            fields = (names, np.bincount(codes, minlength=names.size).astype(np.float64),
+                      np.bincount(codes, weights=y[ok] - p[ok], minlength=names.size),
+                      np.bincount(codes, weights=y[ok], minlength=names.size))
+        states.append((dist, fields))
+    return states, np.array(bad, dtype=np.int64)
+
+
+def _merge_evaluations(a, b):
+    from calibcli import summary
+
+    merged = []
+    for (dist_a, fields_a), (dist_b, fields_b) in zip(a[0], b[0]):
+        fields = None
+        if fields_a is not None:
+            table = engines.field_table(*(np.concatenate([u, v]) for u, v in zip(fields_a, fields_b)))
+            fields = (table["names"], table["rows"], table["resid"], table["positives"])
+        merged.append((summary.merge([dist_a, dist_b]), fields))
+    return merged, a[1] + b[1]
+
+
+def evaluate(df, prob_cols=(), maps=(), *, label_col: str = "label", score_col: str = "score",
+             field_col: str | None = None, calbin_window: int = 100):
+    """The report of `calib evaluate` (an `Evaluation`; `.to_json()` is its --json).
+
+    Each partition becomes, per probability column (and per map applied to `score_col`),
+    the distribution of distinct p and the per-field sums; those merge pairwise in a tree.
+    """
+    from calibcli import io
+
+    names = engines.check_evaluate_args(prob_cols, maps, score_col)
+    engines.check_columns(list(df.columns), SOURCE, label_col=label_col, field_col=field_col,
+                          **{f"prob_col {c!r}": c for c in names})
+    columns = [(c, "column", c) for c in names]
+    for i, m in enumerate(maps):
+        cal, _ = engines.resolve_map(m)
+        df = apply(df, cal, score_col, f"__calibcli_map_{i}")
+        columns.append((io.display_name(m) if isinstance(m, str) else cal.name, "map", f"__calibcli_map_{i}"))
+    keep = list(dict.fromkeys([label_col, *(c for _, _, c in columns), *([field_col] if field_col else [])]))
+    parts = [dask.delayed(_partial_evaluation)(p, [c for _, _, c in columns], label_col, field_col)
+             for p in df[keep].to_delayed()]
+    states, bad = dask.compute(tree_reduce(parts, _merge_evaluations))[0]
+    engines.check_bad_rows(SOURCE, {label_col: ("a label that is not 0 or 1", int(bad[0]))})
+    engines.check_bad_rows(SOURCE, {
+        (column if kind == "column" else score_col): (
+            "a probability that is null, NaN or outside [0, 1]" if kind == "column"
+            else "a null, NaN or infinite score", int(n))
+        for (_, kind, column), n in zip(columns, bad[1:])})
+    results = []
+    for (name, kind, _), (dist, fields) in zip(columns, states):
+        table = None if fields is None else dict(zip(("names", "rows", "resid", "positives"), fields))
+        results.append((name, kind, engines.EvalParts(dist, table)))
+    return engines.evaluation(SOURCE, results, field_col, calbin_window)

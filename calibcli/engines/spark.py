@@ -1,0 +1,191 @@
+"""calibcli on Spark DataFrames (`pip install calibcli[spark]`, pyspark 4).
+
+    from calibcli.engines import spark as cs
+    summary = cs.summarize(df, score_col="score", label_col="label")       # one aggregation
+    fitted = cs.fit(df, "isotonic", output="map.json")                     # FitResult
+    scored = cs.apply(df, "map.json", score_col="score", out_col="p")      # lazy DataFrame
+    report = cs.evaluate(scored, prob_cols=["p"], field_col="field")       # metrics dict
+
+`summarize` and `fit` run one `groupBy` on the (optionally bucketed) score and collect one
+row per distinct key to the driver, where the same code as `calib fit --from-summary` fits:
+maps are bit-identical to the single-process CLI on the same rows (with fractional weights
+the per-score sums are added in Spark's order, so they match exactly when those sums are
+exact, e.g. for whole-number or dyadic weights). `apply` is a native column expression
+(the SQL of `calib export --sql`, no Python worker) for isotonic, enir, near-isotonic,
+binning, logistic, beta and ilps maps, and `mapInArrow` with the map's own `predict` for
+the others. Executors then need calibcli installed, and Python workers the same
+interpreter as the driver (`PYSPARK_PYTHON`).
+
+Invalid rows (null, NaN or infinite scores, labels other than 0/1, negative or non-finite
+weights) make `summarize`, `fit` and `evaluate` raise InputError with their count, as the
+CLI refuses them; `apply` passes them through: a null score gives null, NaN gives NaN.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from calibcli import engines
+from calibcli.errors import UsageError
+
+SOURCE = "Spark DataFrame"
+_INF = float("inf")
+
+
+def quote(name: str) -> str:
+    """A column name as a Spark SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _score(name: str) -> Column:
+    return F.col(quote(name)).cast("double")
+
+
+def _label(df: DataFrame, name: str) -> Column:
+    """0.0/1.0 from numbers, booleans or the texts 0/1/true/false; anything else is null."""
+    col = F.col(quote(name))
+    if isinstance(df.schema[name].dataType, T.StringType):
+        text = F.lower(F.trim(col))
+        return F.when(text.isin("1", "1.0", "true"), 1.0).when(text.isin("0", "0.0", "false"), 0.0)
+    y = col.cast("double")
+    return F.when(y.isin(0.0, 1.0), y)
+
+
+def _not_finite(c: Column) -> Column:
+    return c.isNull() | F.isnan(c) | (F.abs(c) == _INF)
+
+
+def _count(condition: Column) -> Column:
+    return F.sum(F.when(condition, 1).otherwise(0))
+
+
+def summarize(df: DataFrame, score_col: str = "score", label_col: str = "label",
+              weight_col: str | None = None, step: float | None = None):
+    """The ScoreSummary of `calib summarize` (optionally bucketed to multiples of `step`)."""
+    step = engines.check_step(step)
+    engines.check_columns(df.columns, SOURCE, score_col=score_col, label_col=label_col, weight_col=weight_col)
+    s, y = _score(score_col), _label(df, label_col)
+    w = _score(weight_col) if weight_col else F.lit(1.0)
+    key = s if step is None else F.rint(s / F.lit(step)) * F.lit(step)
+    rows = df.select(key.alias("k"), s.alias("s"), y.alias("y"), w.alias("w"))
+    k, s, y, w = (F.col(c) for c in ("k", "s", "y", "w"))
+    table = rows.groupBy("k").agg(
+        F.sum(F.when(y == 0.0, w).otherwise(0.0)).alias("n0"),
+        F.sum(F.when(y == 1.0, w).otherwise(0.0)).alias("n1"),
+        F.count(F.lit(1)).alias("rows"), _count(y == 1.0).alias("positives"),
+        _count(_not_finite(s)).alias("bad_score"), _count(y.isNull()).alias("bad_label"),
+        _count(_not_finite(w) | (w < 0)).alias("bad_weight"),
+        F.min("s").alias("lo"), F.max("s").alias("hi"),
+    ).toArrow()
+    col = {name: table.column(name).to_numpy(zero_copy_only=False) for name in table.column_names}
+    engines.check_bad_rows(SOURCE, {
+        score_col: ("a null, NaN or infinite score", int(col["bad_score"].sum())),
+        label_col: ("a label that is not 0 or 1", int(col["bad_label"].sum())),
+        **({weight_col: ("a null, negative or non-finite weight", int(col["bad_weight"].sum()))}
+           if weight_col else {}),
+    })
+    meta = {"input": SOURCE, "score_col": score_col, "label_col": label_col,
+            **({"weight_col": weight_col} if weight_col else {})}
+    rng = (float(col["lo"].min()), float(col["hi"].max())) if table.num_rows else (0.0, 0.0)
+    return engines.build_summary(col["k"].astype(np.float64), col["n0"], col["n1"], int(col["rows"].sum()),
+                                 int(col["positives"].sum()), rng, weight_col is not None, step, meta)
+
+
+def fit(df: DataFrame, method: str = "isotonic", params: Mapping[str, Any] | None = None, *,
+        score_col: str = "score", label_col: str = "label", weight_col: str | None = None,
+        step: float | None = None, seed: int | None = None, output: str | None = None,
+        strict: bool = False):
+    """Fit `method` on the summary of `df`; returns a `pipeline.FitResult` (map saved to `output`)."""
+    summ = summarize(df, score_col, label_col, weight_col, step)
+    return engines.fit_summary(summ, method, params, seed, output, strict)
+
+
+def map_column(cal, score_col: str) -> Column:
+    """The calibrated probability of `score_col` as a native Spark expression (SQL-exportable maps)."""
+    from calibcli import export
+
+    sql = export.sql_expression(cal, f"CAST({quote(score_col)} AS DOUBLE)")
+    return F.when(F.isnan(_score(score_col)), F.lit(float("nan"))).otherwise(F.expr(sql))
+
+
+def apply(df: DataFrame, map: Any, score_col: str = "score", out_col: str = "calibrated") -> DataFrame:
+    """`df` with `out_col` added: a native expression where the map allows, else `mapInArrow`."""
+    from calibcli import export
+
+    cal, envelope = engines.resolve_map(map)
+    categorical, numeric = cal.input_features()
+    engines.check_columns(df.columns, SOURCE, score_col=score_col,
+                          **{f"feature {c!r}": c for c in (*categorical, *numeric)})
+    if out_col in df.columns:
+        raise UsageError(f"{SOURCE}: already has a column {out_col!r}", hint="choose another out_col")
+    if export.supports_sql(cal):
+        return df.withColumn(out_col, map_column(cal, score_col))
+    schema = T.StructType([*df.schema.fields, T.StructField(out_col, T.DoubleType())])
+
+    def predict_partition(batches):
+        from calibcli import engines as shared, maps
+
+        calibrator = maps.envelope_to_calibrator(envelope, "map")
+        for batch in batches:
+            yield shared.predict_arrow_batch(calibrator, batch, score_col, out_col)
+
+    return df.mapInArrow(predict_partition, schema)
+
+
+def _map_name(map: Any, cal) -> str:
+    from calibcli import io
+
+    return io.display_name(map) if isinstance(map, str) else cal.name
+
+
+def evaluate(df: DataFrame, prob_cols: Sequence[str] = (), maps: Sequence[Any] = (), *,
+             label_col: str = "label", score_col: str = "score", field_col: str | None = None,
+             calbin_window: int = 100):
+    """The report of `calib evaluate` (an `Evaluation`; `.to_json()` is its --json).
+
+    Per probability column (and per map, applied to `score_col`) one `groupBy` on p gives
+    the negatives and positives per distinct p, and one on the field the per-field sums;
+    the metrics are computed from those on the driver.
+    """
+    names = engines.check_evaluate_args(prob_cols, maps, score_col)
+    engines.check_columns(df.columns, SOURCE, label_col=label_col, field_col=field_col,
+                          **{f"prob_col {c!r}": c for c in names})
+    columns = [(c, "column", c) for c in names]
+    for i, m in enumerate(maps):
+        cal, envelope = engines.resolve_map(m)
+        df = apply(df, envelope, score_col, f"__calibcli_map_{i}")
+        columns.append((_map_name(m, cal), "map", f"__calibcli_map_{i}"))
+    y = _label(df, label_col)
+    field = F.coalesce(F.col(quote(field_col)).cast("string"), F.lit("")) if field_col else F.lit("")
+    states = []
+    for name, kind, column in columns:
+        rows = df.select(_score(column).alias("p"), y.alias("y"), field.alias("f"))
+        p, y_ = F.col("p"), F.col("y")
+        bad_p = _not_finite(p) | (p < 0) | (p > 1)
+        dist = rows.groupBy("p").agg(
+            _count(y_ == 0.0).alias("n0"), _count(y_ == 1.0).alias("n1"),
+            _count(y_.isNull()).alias("bad_label"), _count(bad_p).alias("bad_p"),
+        ).toArrow()
+        col = {c: dist.column(c).to_numpy(zero_copy_only=False) for c in dist.column_names}
+        engines.check_bad_rows(SOURCE, {
+            label_col: ("a label that is not 0 or 1", int(col["bad_label"].sum())),
+            column if kind == "column" else score_col: (
+                "a probability that is null, NaN or outside [0, 1]" if kind == "column"
+                else "a null, NaN or infinite score", int(col["bad_p"].sum())),
+        })
+        n0, n1 = col["n0"].astype(np.float64), col["n1"].astype(np.float64)
+        summ = engines.build_summary(col["p"].astype(np.float64), n0, n1, int(n0.sum() + n1.sum()),
+                                     int(n1.sum()), (0.0, 1.0), False, None, {"input": SOURCE})
+        fields = None
+        if field_col:
+            table = rows.groupBy("f").agg(F.count(F.lit(1)).alias("rows"), F.sum(y_ - p).alias("resid"),
+                                          F.sum(y_).alias("positives")).toArrow()
+            fields = engines.field_table(*(table.column(c).to_numpy(zero_copy_only=False)
+                                           for c in ("f", "rows", "resid", "positives")))
+        states.append((name, kind, engines.EvalParts(summ, fields)))
+    return engines.evaluation(SOURCE, states, field_col, calbin_window)

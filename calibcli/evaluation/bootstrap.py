@@ -1,0 +1,116 @@
+"""Bootstrap confidence intervals of the evaluation metrics (`calib evaluate --bootstrap N`).
+
+A Poisson bootstrap drawn from the evaluation state (`state.py`), never from a copy of the
+rows: every row gets an independent Poisson(1) count, so the rows of one cell (one distinct
+p, or one (p, field value) pair, and one class) together get a Poisson(cell count) count.
+Drawing one Poisson number per cell and class is therefore exactly the row-level Poisson
+bootstrap, and each replicate is evaluated by the metric functions themselves
+(`metrics.compute_all` with the drawn counts as `sample_weight`; CalBin counts a cell of
+count k as k rows). The field metrics need the state kept per (p, field value) cell
+(`field_cells=True`); the other metrics only per distinct p. Intervals are percentile
+intervals of the replicates, seeded (`BootstrapPlan.seed`).
+
+When it is not exact, it is refused: with row weights (a cell's resampled weight depends on
+which of its rows are drawn, not only how many) and with `step` bucketing (the state no
+longer holds each row's p, so log-loss, Brier and ECE of a resample could not be exact).
+
+Cost per replicate: one Poisson draw per cell and the metrics on the cells, O(cells) plus
+CalBin's O(rows) windows; the sort of the cells is done once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+
+from calibcli.errors import UsageError
+from calibcli.evaluation import metrics
+from calibcli.evaluation.state import EvalState
+
+CONFIDENCE = 0.95
+
+
+@dataclass
+class BootstrapPlan:
+    """How many resamples, with which seed, for which interval level."""
+
+    replicates: int
+    seed: int
+    level: float = CONFIDENCE
+
+    def to_json(self) -> dict[str, Any]:
+        return {"replicates": self.replicates, "seed": self.seed, "level": self.level,
+                "method": "percentile", "resampling": "poisson"}
+
+
+def poisson_counts(state: EvalState, plan: BootstrapPlan) -> Iterator[np.ndarray]:
+    """Per replicate, the Poisson counts of the cells' negatives then positives (2 * cells)."""
+    if state.weighted:
+        raise UsageError("--bootstrap cannot resample weighted rows exactly: a cell's resampled weight "
+                         "depends on which of its rows are drawn", hint="drop --weight-col to get intervals")
+    if state.step is not None:
+        raise UsageError("--bootstrap needs the exact probabilities; it cannot be combined with --step")
+    if state.field_names is not None and state.cell_field is None:
+        raise UsageError("a bootstrap of the field metrics needs a state built with field_cells=True")
+    rng = np.random.default_rng(plan.seed)
+    lam = np.concatenate([state.n0, state.n1])
+    for _ in range(plan.replicates):
+        yield rng.poisson(lam).astype(np.float64)
+
+
+def state_replicates(state: EvalState, calbin_window: int, plan: BootstrapPlan, **ece: Any
+                     ) -> dict[str, np.ndarray]:
+    """Every metric on `plan.replicates` Poisson resamples of the rows behind `state`."""
+    m = state.p.size
+    y = np.concatenate([np.zeros(m), np.ones(m)])
+    p = np.concatenate([state.p, state.p])
+    groups = None if state.cell_field is None else np.concatenate([state.cell_field, state.cell_field])
+    order = np.argsort(p, kind="stable")
+    keys = [k for k in metrics.METRICS if groups is not None or not k.startswith("field_")]
+    out = {k: np.full(plan.replicates, math.nan) for k in keys}
+    for b, w in enumerate(poisson_counts(state, plan)):
+        if w.sum() > 0:
+            for k, v in metrics.compute_all(y, p, groups, calbin_window, sample_weight=w, order=order,
+                                            **ece).items():
+                out[k][b] = v
+    return out
+
+
+def bootstrap_replicates(y: np.ndarray, p: np.ndarray, groups: np.ndarray | None,
+                         calbin_window: int, plan: BootstrapPlan) -> dict[str, np.ndarray]:
+    """Every metric on `plan.replicates` Poisson resamples of the rows (y, p, field codes)."""
+    fields = None if groups is None else (groups, [str(i) for i in range(int(groups.max()) + 1 if groups.size else 0)])
+    state = EvalState.from_arrays(y, p, fields=fields, field_cells=groups is not None)
+    return state_replicates(state, calbin_window, plan)
+
+
+
+def percentile_intervals(replicates: Mapping[str, np.ndarray], level: float = CONFIDENCE
+                         ) -> dict[str, tuple[float, float]]:
+    """Percentile interval of each metric; n/a replicates (AUC with one class) are left out."""
+    tail = (1 - level) / 2 * 100
+    out = {}
+    for key, values in replicates.items():
+        finite = values[np.isfinite(values)]
+        if finite.size == 0:
+            out[key] = (math.nan, math.nan)
+        else:
+            lo, hi = np.percentile(finite, [tail, 100 - tail])
+            out[key] = (float(lo), float(hi))
+    return out
+
+
+def bootstrap_intervals(y: np.ndarray, p: np.ndarray, groups: np.ndarray | None,
+                        calbin_window: int, plan: BootstrapPlan) -> dict[str, tuple[float, float]]:
+    """Seeded percentile confidence intervals of every metric of one probability column."""
+    return percentile_intervals(bootstrap_replicates(y, p, groups, calbin_window, plan), plan.level)
+
+
+def state_intervals(state: EvalState, calbin_window: int, plan: BootstrapPlan, **ece: Any
+                    ) -> dict[str, tuple[float, float]]:
+    """Seeded percentile confidence intervals of every metric, drawn from an evaluation state
+    (`ece`: the ECE/MCE bin options of `metrics.compute_all`)."""
+    return percentile_intervals(state_replicates(state, calbin_window, plan, **ece), plan.level)

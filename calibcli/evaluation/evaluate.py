@@ -1,0 +1,168 @@
+"""`calib evaluate` as a library function: read the input, compute every metric per column
+and map, add the optional views (bootstrap, per-field, reliability bins) and decide gates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from calibcli import io, maps
+from calibcli.errors import InputError, UsageError
+from calibcli.evaluation import diagnostics, gates, metrics
+from calibcli.evaluation.baseline import EvalRow, Evaluation, check_baseline, load_baseline
+from calibcli.evaluation.bootstrap import BootstrapPlan, state_intervals
+from calibcli.evaluation.state import EvalState, StateBuilder
+from calibcli.pipeline import _check_map_scores as check_map_scores, predict_quietly
+
+
+@dataclass
+class EvaluateOptions:
+    """The optional parts of `calib evaluate`: gates, bootstrap, per-field view, reliability bins."""
+
+    gates: gates.GateSpec = field(default_factory=gates.GateSpec)
+    bootstrap: BootstrapPlan | None = None
+    by_field_top: int | None = None
+    reliability_bins: int | None = None
+    weight_col: str | None = None  # row weights for every metric
+    step: float | None = None  # bucket width of p for AUC and CalBin (bounded memory)
+    ece_bins: int = metrics.ECE_BINS  # bins of ECE and MCE
+    ece_strategy: str = "uniform"  # uniform (equal width) or quantile (equal mass) bins
+
+
+def evaluate_file(
+    path: str,
+    prob_cols: Sequence[str],
+    map_paths: Sequence[str],
+    label_col: str = "label",
+    score_col: str = "score",
+    field_col: str | None = None,
+    calbin_window: int = metrics.CALBIN_WINDOW,
+    fmt: str | None = None,
+    options: EvaluateOptions | None = None,
+) -> Evaluation:
+    """Metrics for each probability column and each map applied to the score column.
+
+    With `options`: bootstrap intervals, the per-field view, reliability bins and the gate
+    decisions (a baseline is checked against the evaluated names before the input is read).
+    """
+    opts = options or EvaluateOptions()
+    if calbin_window < 1:
+        raise UsageError("--calbin-window must be at least 1")
+    if path == "-" and "-" in map_paths:
+        raise UsageError("the input and a map cannot both come from stdin")
+    if path == "-" and opts.gates.baseline == "-":
+        raise UsageError("the input and the baseline cannot both come from stdin")
+    if opts.by_field_top is not None and field_col is None:
+        raise UsageError("--by-field needs --field-col")
+    if opts.by_field_top is not None and opts.by_field_top < 1:
+        raise UsageError("--top must be at least 1")
+    if opts.bootstrap is not None and opts.bootstrap.replicates < 1:
+        raise UsageError("--bootstrap must be at least 1")
+    if opts.bootstrap is not None and opts.weight_col is not None:
+        raise UsageError("--bootstrap cannot resample weighted rows exactly (a resampled weight depends on "
+                         "which rows are drawn, not only how many)", hint="drop --weight-col or --bootstrap")
+    if opts.bootstrap is not None and opts.step is not None:
+        raise UsageError("--bootstrap needs the exact probabilities; it cannot be combined with --step")
+    if opts.step is not None and not (np.isfinite(opts.step) and opts.step > 0):
+        raise UsageError(f"--step must be a positive number, got {opts.step!r}")
+    gates.require_field_col(opts.gates, field_col)
+    loaded = [(m, maps.load_map(m)[0]) for m in map_paths]
+    if not prob_cols and not loaded:
+        prob_cols = [score_col]
+    baseline = None
+    if opts.gates.baseline is not None:
+        baseline = load_baseline(opts.gates.baseline)
+        check_baseline(baseline, [*prob_cols, *(io.display_name(m) for m, _ in loaded)],
+                             field_col, calbin_window, opts.gates)
+    source, rows, positives, columns = _evaluation_states(
+        path, fmt, label_col, score_col, prob_cols, loaded, field_col, opts)
+
+    def evaluate_one(name: str, kind: str, state: EvalState) -> EvalRow:
+        ece = {"ece_bins": opts.ece_bins, "ece_strategy": opts.ece_strategy}
+        row = EvalRow(name, kind, state.metrics(calbin_window, **ece))
+        if opts.bootstrap is not None:
+            row.intervals = state_intervals(state, calbin_window, opts.bootstrap, **ece)
+        if opts.by_field_top is not None and state.field_names is not None:
+            row.by_field = diagnostics.field_breakdown_sums(state.field_w, state.field_y, state.field_p,
+                                                            state.field_names, opts.by_field_top)
+        if opts.reliability_bins is not None:
+            row.reliability = diagnostics.reliability_from_distribution(*state.pooled(), opts.reliability_bins)
+            row.histogram = diagnostics.histogram_of_distribution(*state.pooled())
+        row.step_bounds = state.step_bounds(calbin_window)
+        return row
+
+    results = [evaluate_one(name, kind, state) for name, kind, state in columns]
+    report = Evaluation(source, rows, positives, field_col, calbin_window, results, opts.bootstrap,
+                        weight_col=opts.weight_col, step=opts.step, ece_bins=opts.ece_bins,
+                        ece_strategy=opts.ece_strategy)
+    report.gate = gates.decide(opts.gates, [(r.name, r.metrics, r.intervals) for r in results],
+                               baseline, field_col)
+    return report
+
+
+def _evaluation_states(path, fmt, label_col, score_col, prob_cols, loaded, field_col, opts):
+    """Stream the input in record batches into one evaluation state per column and map.
+
+    No row is kept: each batch becomes a partial state (sums, per-field sums, its
+    distribution of p), merged as they accumulate, so memory follows the number of distinct
+    p (or 1/step with --step) and of field values. Maps predict batch by batch. Returns
+    (source name, rows, positives, [(name, kind, state)]).
+    """
+    strings = ((field_col,) if field_col else ()) + tuple(
+        c for _, cal in loaded for c in cal.input_features()[0])
+    source, schema, batches = io.iter_batches(path, fmt, string_columns=strings)
+    name = source.name
+    needed = [(label_col, "--label-col"), *((c, "--prob-col") for c in prob_cols)]
+    if loaded:
+        needed.append((score_col, "--score-col"))
+    if field_col:
+        needed.append((field_col, "--field-col"))
+    if opts.weight_col:
+        needed.append((opts.weight_col, "--weight-col"))
+    for col, flag in needed:
+        if col not in schema.names:
+            raise io.missing_column(col, schema.names, name, flag)
+    cells = opts.bootstrap is not None and field_col is not None
+    builders = [StateBuilder(opts.step, cells) for _ in (*prob_cols, *loaded)]
+    offset = positives = 0
+    for batch in batches:
+        y = io.labels_from(batch, label_col, name, offset)
+        positives += int(np.count_nonzero(y == 1))
+        w = io.weights_from(batch, opts.weight_col, name, offset) if opts.weight_col else None
+        fields = io.field_codes(batch, field_col, name) if field_col else None
+        for k, col in enumerate(prob_cols):
+            p = io.scores_from(batch, col, name, offset, flag="--prob-col")
+            _check_probabilities(p, col, name, offset)
+            builders[k].add(y, p, fields, w)
+        if loaded:
+            s = io.scores_from(batch, score_col, name, offset)
+            for k, (map_path, cal) in enumerate(loaded, start=len(prob_cols)):
+                check_map_scores(cal, s, score_col, name, map_path, offset)
+                categorical, numeric = cal.input_features()
+                feats = {c: io.field_values(batch, c, name) for c in categorical}
+                feats.update({c: io.scores_from(batch, c, name, offset, flag="--feature-col")
+                              for c in numeric})
+                builders[k].add(y, predict_quietly(cal, s, feats or None), fields, w)
+        offset += batch.num_rows
+    if offset == 0:
+        raise InputError(f"{name}: no data rows")
+    pa.default_memory_pool().release_unused()  # the read buffers, before the distributions are built
+    names = [(c, "column") for c in prob_cols] + [(io.display_name(m), "map") for m, _ in loaded]
+    return name, offset, positives, [(n, kind, b.result()) for (n, kind), b in zip(names, builders)]
+
+
+def _check_probabilities(p: np.ndarray, col: str, source: str, offset: int = 0) -> None:
+    bad = (p < 0) | (p > 1)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InputError(
+            f"{source}: column {col!r}, row {i + 1 + offset}: {float(p[i])!r} is not a probability in [0, 1]",
+            hint="evaluate raw scores through a map with --map, or pick the probability column with --prob-col",
+        )
+
+
+__all__ = ["EvaluateOptions", "evaluate_file"]

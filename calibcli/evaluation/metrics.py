@@ -1,0 +1,483 @@
+"""Evaluation metrics for binary probabilities: pure functions of labels y (0/1) and p in [0, 1].
+
+Definitions (means over the N rows; with `sample_weight` a row of weight w counts as w rows
+and N is the total weight):
+
+- log-loss: -mean(y ln p + (1-y) ln(1-p)), p clipped to [1e-15, 1 - 1e-15] (`LOG_LOSS_EPS`).
+- Brier score: mean((p - y)^2).
+- AUC: Mann-Whitney probability that a positive outranks a negative, ties counted half
+  (average ranks); NaN when only one class is present.
+- Prob-ECE: 10 equal-width bins on [0, 1], bin k = min(floor(10 p), 9) (so p = 1 is in the
+  last bin); sum over bins of (n_k / N) |mean p - mean y|.
+- CalBin (Zitnik et al. 2012, section II.B; "calibration by overlapping bins"): rows sorted
+  by p; for each window b = 1 .. n-s of s consecutive rows, the mean over the window of
+  |p_i - ybar_b|, where ybar_b is the window's positive rate; CalBin is the mean of that over
+  the n-s windows. The paper's formula sums (not averages) inside each window; we divide by
+  s so CalBin lies in [0, 1] like the values in the paper's tables, and keep its 1/(n-s)
+  and its window count n-s. When n <= s there is one window of all n rows. Rows with tied
+  p get their tie group's mean label first, so the result does not depend on row order.
+- Field-ECE (Pan et al. 2020, eq. 5): (1/N) sum_z |sum_{i in z} (y_i - p_i)|.
+- Field-RCE (eq. 6): (1/N) sum_z N_z |sum_{i in z}(y_i - p_i)| / sum_{i in z}(y_i + eps),
+  eps = 0.01 per row as the paper writes it, so fields without positives still count.
+
+References
+----------
+Zitnik, Bosnic, Kononenko (2012); Pan, Zhou, Wang, Ji, Zheng (2020), "Field-aware
+Calibration: A Simple and Empirically Strong Method for Reliable Probabilistic Predictions".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+LOG_LOSS_EPS = 1e-15
+FIELD_RCE_EPS = 0.01
+ECE_BINS = 10
+CALBIN_WINDOW = 100
+_CALBIN_CHUNK = 1 << 20
+
+# Display name and direction of every metric, in table order: "lower" or "higher" is better,
+# or "target": best at the value in TARGETS (gates can bound it, not count a regression).
+METRICS: dict[str, tuple[str, str]] = {
+    "log_loss": ("log-loss", "lower"),
+    "brier": ("Brier", "lower"),
+    "auc": ("AUC", "higher"),
+    "ece": ("ECE", "lower"),
+    "mce": ("MCE", "lower"),
+    "calbin": ("CalBin", "lower"),
+    "cal_slope": ("slope", "target"),
+    "cal_intercept": ("intercept", "target"),
+    "spiegelhalter_z": ("Spiegelhalter z", "target"),
+    "spiegelhalter_p": ("Spiegelhalter p", "higher"),
+    "field_ece": ("Field-ECE", "lower"),
+    "field_rce": ("Field-RCE", "lower"),
+}
+TARGETS = {"cal_slope": 1.0, "cal_intercept": 0.0, "spiegelhalter_z": 0.0}
+
+
+def _weight(sample_weight, n: int) -> np.ndarray | None:
+    return None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64).reshape(n)
+
+
+def _mean(values: np.ndarray, w: np.ndarray | None) -> float:
+    return float(np.mean(values)) if w is None else float(values @ w / w.sum())
+
+
+def log_loss_terms(y: np.ndarray, p: np.ndarray, eps: float = LOG_LOSS_EPS) -> np.ndarray:
+    """Each row's negative log-likelihood, p clipped to [eps, 1-eps]."""
+    q = np.clip(p, eps, 1 - eps)
+    return -np.where(y == 1, np.log(q), np.log1p(-q))
+
+
+def log_loss(y: np.ndarray, p: np.ndarray, eps: float = LOG_LOSS_EPS, sample_weight=None) -> float:
+    """Mean (weighted mean with `sample_weight`) negative log-likelihood, p clipped to [eps, 1-eps]."""
+    return _mean(log_loss_terms(y, p, eps), _weight(sample_weight, p.size))
+
+
+def brier(y: np.ndarray, p: np.ndarray, sample_weight=None) -> float:
+    """Mean (weighted) squared difference between probability and label."""
+    return _mean((p - y) ** 2, _weight(sample_weight, p.size))
+
+
+def tie_groups(sorted_p: np.ndarray) -> np.ndarray:
+    """Group index of each position in a sorted array (equal values share a group)."""
+    return np.concatenate([[0], np.cumsum(sorted_p[1:] != sorted_p[:-1])])
+
+
+def auc_from_ties(pos: np.ndarray, neg: np.ndarray) -> float:
+    """AUC from positive and negative counts per tie group of p, groups in ascending p.
+
+    Each positive beats the negatives of lower groups and ties half of its own group's.
+    Counts may be weights (a weighted Mann-Whitney statistic).
+    """
+    n1, n0 = float(pos.sum()), float(neg.sum())
+    if n1 <= 0 or n0 <= 0:
+        return float("nan")
+    return float(pos @ (np.cumsum(neg) - 0.5 * neg)) / (n1 * n0)
+
+
+def _sorted_ties(y: np.ndarray, p: np.ndarray, order: np.ndarray | None, w: np.ndarray | None = None):
+    """Sorted p, tie group of each sorted row, positives and rows (weights) per tie group."""
+    if order is None:
+        order = np.argsort(p)  # any tie order: everything below is per tie group
+    ps = p[order]
+    group = tie_groups(ps)
+    if w is None:
+        pos = np.bincount(group, weights=y[order])
+        count = np.bincount(group).astype(np.float64)
+    else:
+        wo = w[order]
+        pos = np.bincount(group, weights=wo * y[order])
+        count = np.bincount(group, weights=wo)
+    return ps, group, pos, count
+
+
+def distribution(y: np.ndarray, p: np.ndarray, sample_weight=None, order: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(distinct p ascending, weight of negatives, weight of positives) at each distinct p.
+
+    AUC and CalBin depend on the rows only through this distribution (tied p are pooled).
+    """
+    ps, group, pos, count = _sorted_ties(y, p, order, _weight(sample_weight, p.size))
+    starts = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]])) if ps.size else group
+    return ps[starts], count - pos, pos
+
+
+def auc(y: np.ndarray, p: np.ndarray, order: np.ndarray | None = None, sample_weight=None) -> float:
+    """Area under the ROC curve with ties counted half; NaN for a single class.
+
+    `order` is an argsort of p when the caller already has one (any tie order works).
+    """
+    _, _, pos, count = _sorted_ties(y, p, order, _weight(sample_weight, p.size))
+    return auc_from_ties(pos, count - pos)
+
+
+def ece_sums(y: np.ndarray, p: np.ndarray, w: np.ndarray | None = None, bins: int = ECE_BINS
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Per equal-width bin: the sum of (weighted) p and of (weighted) y; ECE is their gap."""
+    k = np.minimum((p * bins).astype(np.int64), bins - 1)
+    return (np.bincount(k, weights=p if w is None else w * p, minlength=bins),
+            np.bincount(k, weights=y if w is None else w * y, minlength=bins))
+
+
+def prob_ece(y: np.ndarray, p: np.ndarray, bins: int = ECE_BINS, sample_weight=None) -> float:
+    """Expected calibration error over equal-width probability bins (weighted with `sample_weight`)."""
+    w = _weight(sample_weight, p.size)
+    sp, sy = ece_sums(y, p, w, bins)
+    return float(np.sum(np.abs(sp - sy)) / (y.size if w is None else w.sum()))
+
+
+def calbin(y: np.ndarray, p: np.ndarray, window: int = CALBIN_WINDOW,
+           order: np.ndarray | None = None, sample_weight=None) -> float:
+    """Calibration by overlapping bins (Zitnik et al. 2012), normalised as the module says.
+
+    `order` is an argsort of p when the caller already has one: tied p share their mean
+    label, so the order inside a tie does not matter and the sort need not be stable.
+    With `sample_weight` a row of weight w counts as w rows (`calbin_counts`).
+    """
+    if sample_weight is not None:
+        return calbin_counts(*distribution(y, p, sample_weight, order), window)
+    ps, group, pos, count = _sorted_ties(y, p, order)
+    return calbin_sorted(ps, (pos / count)[group], window)
+
+
+def _prefix_sum(values: np.ndarray) -> np.ndarray:
+    """0 followed by the running sums of `values`, written into one array."""
+    out = np.empty(values.size + 1)
+    out[0] = 0.0
+    np.cumsum(values, out=out[1:])
+    return out
+
+
+def calbin_sorted(ps: np.ndarray, ys: np.ndarray, window: int = CALBIN_WINDOW) -> float:
+    """CalBin of ascending `ps` whose labels `ys` are already pooled within ties.
+
+    Vectorised with prefix sums: within a window the sorted p_i below ybar_b contribute
+    ybar_b - p_i and the rest p_i - ybar_b, and the split point comes from one searchsorted.
+    Windows go in chunks, each with prefix sums over only the rows its windows cover, so
+    the temporaries stay a few chunk-sized arrays whatever n is.
+    """
+    n = ps.size
+    s = min(window, n)
+    n_windows = max(n - s, 1)
+    total = 0.0
+    for lo in range(0, n_windows, _CALBIN_CHUNK):
+        hi = min(lo + _CALBIN_CHUNK, n_windows)
+        total += _window_deviations(ps[lo:hi - 1 + s], ys[lo:hi - 1 + s], hi - lo, s)
+    return total / s / n_windows
+
+
+def _window_deviations(rows: np.ndarray, ys: np.ndarray, n_starts: int, s: int) -> float:
+    """Sum over the windows starting at rows 0 .. n_starts-1 of sum_i |p_i - ybar| (rows sorted)."""
+    cy = _prefix_sum(ys)
+    cp = _prefix_sum(rows)
+    starts = np.arange(n_starts)
+    ybar = (cy[starts + s] - cy[starts]) / s
+    # the split lies inside the window, so searching this chunk's rows is enough
+    split = np.clip(np.searchsorted(rows, ybar, side="left"), starts, starts + s)
+    below = split - starts
+    dev = (ybar * below - (cp[split] - cp[starts])) + ((cp[starts + s] - cp[split]) - ybar * (s - below))
+    return float(np.sum(dev))
+
+
+class SortedRuns:
+    """Prefix sums of rows sorted by p, stored per distinct p: row position t (a mass, so
+    fractional with weights) -> sum of p and of pooled y over the first t rows. Both are
+    piecewise linear in t, so any window of the expanded rows costs two binary searches."""
+
+    def __init__(self, v: np.ndarray, n0: np.ndarray, n1: np.ndarray):
+        c = n0 + n1
+        self.v = v
+        self.rate = np.divide(n1, c, out=np.zeros_like(c), where=c > 0)
+        self.at = _prefix_sum(c)
+        self.cy = _prefix_sum(n1)
+        self.cp = _prefix_sum(c * v)
+        self.total = float(self.at[-1])
+
+    def sums(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(sum of p, sum of pooled y) over the first t rows."""
+        g = np.clip(np.searchsorted(self.at, t, side="right") - 1, 0, self.v.size - 1)
+        dt = t - self.at[g]
+        return self.cp[g] + dt * self.v[g], self.cy[g] + dt * self.rate[g]
+
+
+def calbin_counts(v: np.ndarray, n0: np.ndarray, n1: np.ndarray, window: int = CALBIN_WINDOW) -> float:
+    """CalBin of the rows behind a distribution: ascending distinct p `v` with n0 negatives
+    and n1 positives each (weights allowed: a weight of w counts as w rows, windows start
+    at masses 0, 1, 2, ...). Equal to `calbin` of the expanded rows, without expanding them
+    when p has ties; with one row per distinct p it is `calbin_sorted` itself."""
+    c = n0 + n1
+    keep = c > 0
+    if not keep.all():
+        v, n0, n1, c = v[keep], n0[keep], n1[keep], c[keep]
+    if v.size == 0:
+        return float("nan")
+    if np.all(c == 1):
+        return calbin_sorted(v, n1, window)
+    if np.all(c == np.floor(c)):
+        return _calbin_whole_counts(v, c, n1 / c, window)
+    runs = SortedRuns(v, n0, n1)
+    n = runs.total
+    s = min(float(window), n)
+    n_windows = max(int(np.floor(n - s)), 1)
+    total = 0.0
+    for lo in range(0, n_windows, _CALBIN_CHUNK):
+        starts = np.arange(lo, min(lo + _CALBIN_CHUNK, n_windows), dtype=np.float64)
+        ends = starts + s
+        p_lo, y_lo = runs.sums(starts)
+        p_hi, y_hi = runs.sums(ends)
+        ybar = (y_hi - y_lo) / s
+        split = np.clip(runs.at[np.searchsorted(v, ybar, side="left")], starts, ends)
+        p_split, _ = runs.sums(split)
+        below = split - starts
+        dev = (ybar * below - (p_split - p_lo)) + ((p_hi - p_split) - ybar * (s - below))
+        total += float(np.sum(dev))
+    return total / s / n_windows
+
+
+def _calbin_whole_counts(v: np.ndarray, c: np.ndarray, rate: np.ndarray, window: int) -> float:
+    """`calbin_sorted` of the rows behind whole-number counts, expanding one chunk of
+    windows at a time (`np.repeat` of the groups the chunk's rows fall in)."""
+    at = _prefix_sum(c)
+    n = int(at[-1])
+    s = min(window, n)
+    n_windows = max(n - s, 1)
+    total = 0.0
+    for lo in range(0, n_windows, _CALBIN_CHUNK):
+        hi = min(lo + _CALBIN_CHUNK, n_windows)
+        end = hi - 1 + s  # rows lo .. end-1 hold every window starting in lo .. hi-1
+        first = int(np.searchsorted(at, lo, side="right")) - 1
+        last = int(np.searchsorted(at, end, side="left"))  # groups first .. last-1 meet the rows
+        take = np.minimum(at[first + 1:last + 1], end) - np.maximum(at[first:last], lo)
+        reps = take.astype(np.int64)
+        total += _window_deviations(np.repeat(v[first:last], reps), np.repeat(rate[first:last], reps),
+                                    hi - lo, s)
+    return total / s / n_windows
+
+
+def field_sums(y: np.ndarray, p: np.ndarray, groups: np.ndarray, w: np.ndarray | None = None,
+               minlength: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per field code: (weight of rows, weighted sum of y, weighted sum of p)."""
+    count = np.bincount(groups, weights=w, minlength=minlength).astype(np.float64)
+    pos = np.bincount(groups, weights=y if w is None else w * y, minlength=count.size)
+    psum = np.bincount(groups, weights=p if w is None else w * p, minlength=count.size)
+    return count, pos, psum
+
+
+def field_ece_from_sums(count: np.ndarray, pos: np.ndarray, psum: np.ndarray) -> float:
+    """Field-ECE from per-field sums (`field_sums`)."""
+    return float(np.sum(np.abs(pos - psum)) / count.sum())
+
+
+def field_rce_from_sums(count: np.ndarray, pos: np.ndarray, psum: np.ndarray, eps: float = FIELD_RCE_EPS) -> float:
+    """Field-RCE from per-field sums (`field_sums`)."""
+    keep = count > 0
+    c, r = count[keep], pos[keep] - psum[keep]
+    return float(np.sum(c * np.abs(r) / (pos[keep] + eps * c)) / count.sum())
+
+
+def field_ece(y: np.ndarray, p: np.ndarray, groups: np.ndarray, sample_weight=None) -> float:
+    """Field-level ECE (Pan et al. 2020, eq. 5); `groups` are integer codes of the field."""
+    return field_ece_from_sums(*field_sums(y, p, groups, _weight(sample_weight, p.size)))
+
+
+def field_rce(y: np.ndarray, p: np.ndarray, groups: np.ndarray, eps: float = FIELD_RCE_EPS,
+              sample_weight=None) -> float:
+    """Field-level relative calibration error (Pan et al. 2020, eq. 6); a row of weight w counts w times."""
+    return field_rce_from_sums(*field_sums(y, p, groups, _weight(sample_weight, p.size)), eps)
+
+
+def compute_all(
+    y: np.ndarray,
+    p: np.ndarray,
+    groups: np.ndarray | None = None,
+    calbin_window: int = CALBIN_WINDOW,
+    sample_weight=None,
+    order: np.ndarray | None = None,
+    ece_bins: int = ECE_BINS,
+    ece_strategy: str = "uniform",
+) -> dict[str, float]:
+    """Every metric for one probability column, in METRICS order; field metrics need groups.
+
+    The in-memory reference that `EvalState` equals; `order` is an argsort of p if known.
+    """
+    w = _weight(sample_weight, p.size)
+    if w is None:
+        ps, group, pos, count = _sorted_ties(y, p, order)  # the one sort, shared by AUC and CalBin
+        cal = calbin_sorted(ps, (pos / count)[group], calbin_window)
+        starts = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]])) if ps.size else group
+        v, n0, n1 = ps[starts], count - pos, pos
+    else:
+        v, n0, n1 = distribution(y, p, w, order)
+        pos, count = n1, n0 + n1
+        cal = calbin_counts(v, n0, n1, calbin_window)
+    out = {
+        "log_loss": log_loss(y, p, sample_weight=w),
+        "brier": brier(y, p, sample_weight=w),
+        "auc": auc_from_ties(pos, count - pos),
+        "ece": prob_ece(y, p, sample_weight=w),
+        "calbin": cal,
+        **distribution_metrics(v, n0, n1, ece_bins, ece_strategy),
+    }
+    if groups is not None:
+        sums = field_sums(y, p, groups, w)
+        out["field_ece"] = field_ece_from_sums(*sums)
+        out["field_rce"] = field_rce_from_sums(*sums)
+    return out
+
+
+def log_loss_counts(p: np.ndarray, n0: np.ndarray, n1: np.ndarray, eps: float = LOG_LOSS_EPS) -> float:
+    """log-loss of probabilities `p` for rows aggregated as n0 negatives and n1 positives each."""
+    q = np.clip(p, eps, 1 - eps)
+    return float(-(np.sum(n1 * np.log(q)) + np.sum(n0 * np.log1p(-q))) / (np.sum(n0) + np.sum(n1)))
+
+
+def brier_counts(p: np.ndarray, n0: np.ndarray, n1: np.ndarray) -> float:
+    """Brier score of `p` for rows aggregated as n0 negatives and n1 positives each."""
+    return float((np.sum(n1 * (p - 1.0) ** 2) + np.sum(n0 * p ** 2)) / (np.sum(n0) + np.sum(n1)))
+
+
+# ---------------------------------------------------------------------------- binned and test-based
+# These read the distribution of probabilities: distinct p (sorted) with the weight of its
+# negatives n0 and positives n1, so they are exact from a merged summary as from rows.
+
+ECE_STRATEGIES = ("uniform", "quantile")
+
+
+def _weighted_percentiles(xs: np.ndarray, weight: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """`np.percentile(np.repeat(xs, weight), q)` (linear interpolation) without repeating rows."""
+    cum = np.cumsum(weight)
+    pos = q / 100.0 * (cum[-1] - 1)  # fractional 0-based rank among the repeated rows
+    lo = np.floor(pos)
+    i = np.minimum(np.searchsorted(cum, lo, side="right"), xs.size - 1)
+    j = np.minimum(np.searchsorted(cum, lo + 1, side="right"), xs.size - 1)
+    return xs[i] + (pos - lo) * (xs[j] - xs[i])
+
+
+def calibration_bins(xs: np.ndarray, n0: np.ndarray, n1: np.ndarray, bins: int = ECE_BINS,
+                     strategy: str = "uniform") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(weight, mean p, positive rate) of each non-empty bin of p.
+
+    uniform: bin k = min(floor(bins p), bins - 1), as `prob_ece`; quantile: edges at the
+    0, 100/bins, ..., 100 percentiles of p, a p assigned as scikit-learn's
+    `calibration_curve(strategy="quantile")` does (`searchsorted` on the inner edges).
+    """
+    if strategy not in ECE_STRATEGIES:
+        raise ValueError(f"ECE strategy {strategy!r}: expected one of {', '.join(ECE_STRATEGIES)}")
+    count = n0 + n1
+    if strategy == "uniform":
+        k = np.minimum((xs * bins).astype(np.int64), bins - 1)
+    else:
+        edges = _weighted_percentiles(xs, count, np.linspace(0, 100, bins + 1))
+        k = np.searchsorted(edges[1:-1], xs)
+    weight = np.bincount(k, weights=count, minlength=bins)
+    psum = np.bincount(k, weights=count * xs, minlength=bins)
+    pos = np.bincount(k, weights=n1, minlength=bins)
+    keep = weight > 0
+    return weight[keep], psum[keep] / weight[keep], pos[keep] / weight[keep]
+
+
+def ece_from_distribution(xs, n0, n1, bins: int = ECE_BINS, strategy: str = "uniform") -> float:
+    """Expected calibration error: sum over bins of (weight_b / total) |mean p_b - rate_b|."""
+    weight, mean_p, rate = calibration_bins(xs, n0, n1, bins, strategy)
+    return float(np.sum(weight * np.abs(mean_p - rate)) / np.sum(weight))
+
+
+def mce_from_distribution(xs, n0, n1, bins: int = ECE_BINS, strategy: str = "uniform") -> float:
+    """Maximum calibration error: the largest |mean p_b - rate_b| over non-empty bins."""
+    _, mean_p, rate = calibration_bins(xs, n0, n1, bins, strategy)
+    return float(np.max(np.abs(mean_p - rate)))
+
+
+def spiegelhalter(xs, n0, n1) -> tuple[float, float]:
+    """Spiegelhalter's (1986) z test of calibration and its two-sided p-value.
+
+    z = sum (y - p)(1 - 2p) / sqrt(sum (1 - 2p)^2 p (1 - p)); under perfect calibration z is
+    approximately standard normal. NaN when every p is 0, 1/2 or 1 (no information).
+    """
+    from math import erfc, sqrt
+
+    count = n0 + n1
+    num = float(np.sum((n1 - count * xs) * (1 - 2 * xs)))
+    var = float(np.sum(count * (1 - 2 * xs) ** 2 * xs * (1 - xs)))
+    if var <= 0:
+        return float("nan"), float("nan")
+    z = num / sqrt(var)
+    return z, erfc(abs(z) / sqrt(2))
+
+
+def calibration_slope_intercept(xs, n0, n1, eps: float = LOG_LOSS_EPS, iterations: int = 200
+                                ) -> tuple[float, float]:
+    """(slope, intercept) of the logistic recalibration logit P(y=1) = a + b logit(p), by
+    maximum likelihood (Cox 1958): slope 1 and intercept 0 for a calibrated model. Damped
+    Newton on the 2x2 problem over distinct p; NaN when it has no finite optimum (one class,
+    one distinct p, or perfectly separated)."""
+    count = n0 + n1
+    q = np.clip(xs, eps, 1 - eps)
+    x = np.log(q) - np.log1p(-q)
+    if n0.sum() <= 0 or n1.sum() <= 0 or np.unique(x).size < 2:
+        return float("nan"), float("nan")
+
+    def loglik(a: float, b: float) -> float:
+        eta = a + b * x
+        return float(np.sum(n1 * eta - count * np.logaddexp(0.0, eta)))
+
+    a, b = 0.0, 1.0
+    current = loglik(a, b)
+    for _ in range(iterations):
+        eta = a + b * x
+        m = np.exp(-np.logaddexp(0.0, -eta))
+        r = n1 - count * m
+        v = count * m * (1 - m)
+        g = np.array([r.sum(), (r * x).sum()])
+        h = np.array([[v.sum(), (v * x).sum()], [(v * x).sum(), (v * x * x).sum()]])
+        try:
+            step = np.linalg.solve(h, g)
+        except np.linalg.LinAlgError:
+            return float("nan"), float("nan")
+        t = 1.0
+        while t > 1e-10 and not loglik(a + t * step[0], b + t * step[1]) >= current:
+            t /= 2
+        a, b = a + t * step[0], b + t * step[1]
+        current = loglik(a, b)
+        if not (np.isfinite(a) and np.isfinite(b)) or abs(b) > 1e6:
+            return float("nan"), float("nan")
+        if np.max(np.abs(t * step)) < 1e-12 * (1 + abs(a) + abs(b)):
+            break
+    return float(b), float(a)
+
+
+def distribution_metrics(v: np.ndarray, n0: np.ndarray, n1: np.ndarray, ece_bins: int = ECE_BINS,
+                         ece_strategy: str = "uniform") -> dict[str, float]:
+    """MCE, calibration slope/intercept and the Spiegelhalter test from the p distribution; ECE
+    too when its bins are not the default 10 equal-width ones (which the callers sum exactly)."""
+    nan = float("nan")
+    if v.size == 0:
+        return {"mce": nan, "cal_slope": nan, "cal_intercept": nan, "spiegelhalter_z": nan, "spiegelhalter_p": nan}
+    slope, intercept = calibration_slope_intercept(v, n0, n1)
+    z, pval = spiegelhalter(v, n0, n1)
+    out = {"mce": mce_from_distribution(v, n0, n1, ece_bins, ece_strategy), "cal_slope": slope,
+           "cal_intercept": intercept, "spiegelhalter_z": z, "spiegelhalter_p": pval}
+    if ece_bins != ECE_BINS or ece_strategy != "uniform":
+        out["ece"] = ece_from_distribution(v, n0, n1, ece_bins, ece_strategy)
+    return out

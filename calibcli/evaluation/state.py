@@ -1,0 +1,443 @@
+"""Mergeable evaluation state: every metric of `calib evaluate` from per-batch partial results.
+
+Build a state per record batch, file part or engine partition, merge the states, then read
+the metrics off the merged state::
+
+    from calibcli.evaluation.state import EvalState
+    state = EvalState.from_arrays(y, p, fields=field_values, weights=w, step=None)
+    state = state.merge(EvalState.from_arrays(y2, p2, fields=field_values2))
+    state.metrics(calbin_window=100)   # {"log_loss": ..., "auc": ..., "field_rce": ...}
+    table = state.to_arrow()           # one row: ship it, concatenate, then
+    EvalState.from_arrow(table)        # merges every row of a table of states
+
+What a state holds (see docs/algorithms.md, "Evaluation state"):
+
+- sums for the additive metrics: total weight, rows, positives, the log-loss and Brier
+  sums, per ECE bin the weighted sums of p and of y;
+- per field value (by name, so states from different partitions align): the weight, the
+  weighted sum of y and of p, from which Field-ECE and Field-RCE follow;
+- the distribution of distinct probabilities: ascending p with the weight of negatives n0
+  and of positives n1 at each, from which AUC and CalBin follow (both pool tied p).
+
+Merging adds sums and merges distributions (sorted merge, equal p pooled); the result
+equals the in-memory `metrics.compute_all` of all rows to rounding of the sums, in any
+split and order. `step` buckets p in the distribution only (p -> rint(p / step) * step),
+bounding it to 1/step + 1 entries: log-loss, Brier, ECE and the field metrics stay exact,
+AUC and CalBin move by at most the bounds documented in docs/algorithms.md.
+
+With `field_cells=True` the distribution is kept per (p, field value) cell instead of per
+p, which is what an exact Poisson bootstrap of the field metrics needs (`bootstrap.py`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from calibcli.errors import UsageError
+from calibcli.evaluation import metrics as _metrics
+
+STATE_VERSION = 1
+ARROW_KEY = b"calibcli.evaluation_state"
+
+
+@dataclass
+class EvalState:
+    """Partial sums and the probability distribution of some rows of one probability column."""
+
+    p: np.ndarray  # ascending distinct (or bucketed) p; with cell_field, one entry per (p, field)
+    n0: np.ndarray  # weight of negatives at each entry
+    n1: np.ndarray  # weight of positives at each entry
+    rows: int
+    positives: int
+    weight: float
+    log_loss_sum: float
+    brier_sum: float
+    ece_p: np.ndarray  # per ECE bin, the weighted sum of p
+    ece_y: np.ndarray  # per ECE bin, the weighted sum of y
+    field_names: list[str] | None = None
+    field_w: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    field_y: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    field_p: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    cell_field: np.ndarray | None = None  # field code of each entry (field_cells=True)
+    step: float | None = None
+    weighted: bool = False
+
+    # ------------------------------------------------------------------------ building
+
+    @classmethod
+    def from_arrays(cls, y: Any, p: Any, fields: Any = None, weights: Any = None,
+                    step: float | None = None, field_cells: bool = False,
+                    distribution: bool = True) -> "EvalState":
+        """The state of rows with labels y (0/1), probabilities p in [0, 1], optional field
+        values (an array of values, or a `(codes, names)` pair of integer codes into names),
+        optional non-negative weights and an optional bucket width `step` for p.
+
+        `distribution=False` leaves the distribution empty (sums only), for callers that
+        build it themselves (`StateBuilder`)."""
+        y = np.asarray(y, dtype=np.float64).ravel()
+        p = np.asarray(p, dtype=np.float64).ravel()
+        if y.shape != p.shape:
+            raise UsageError(f"labels and probabilities differ in length ({y.size} vs {p.size})")
+        if step is not None and not (np.isfinite(step) and step > 0):
+            raise UsageError(f"--step must be a positive number, got {step!r}")
+        w = None if weights is None else np.asarray(weights, dtype=np.float64).ravel()
+        if w is not None and w.shape != p.shape:
+            raise UsageError(f"weights and probabilities differ in length ({w.size} vs {p.size})")
+        codes, names = _codes(fields, p.size)
+        if field_cells and codes is None:
+            raise UsageError("field_cells needs fields")
+        sp, sy = _metrics.ece_sums(y, p, w)
+        terms = _metrics.log_loss_terms(y, p)
+        sq = (p - y) ** 2
+        state = cls(
+            np.zeros(0), np.zeros(0), np.zeros(0), int(y.size), int(np.count_nonzero(y == 1)),
+            float(y.size if w is None else w.sum()),
+            float(terms.sum() if w is None else terms @ w), float(sq.sum() if w is None else sq @ w),
+            sp, sy, names, step=step, weighted=w is not None)
+        if codes is not None:
+            state.field_w, state.field_y, state.field_p = _metrics.field_sums(y, p, codes, w, len(names))
+        if not distribution:
+            return state
+        w1 = y if w is None else w * y
+        w0 = (1.0 - y) if w is None else w - w1
+        if step is not None and not field_cells and p.size:
+            from calibcli.summary import _bucket  # the summary's grid aggregation: bincount, no sort
+
+            state.p, state.n0, state.n1 = _bucket(p, w0, w1, float(step))
+            return state
+        key = p if step is None else np.rint(p / step) * step
+        state.p, state.n0, state.n1, state.cell_field = _pool(key, w0, w1, codes if field_cells else None)
+        return state
+
+    # ------------------------------------------------------------------------ merging
+
+    def merge(self, *others: "EvalState") -> "EvalState":
+        """A new state of the rows behind this state and `others` (any number, any order)."""
+        return merge_states([self, *others])
+
+    # ------------------------------------------------------------------------ reading
+
+    def pooled(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(distinct p ascending, n0, n1): the distribution with field cells pooled."""
+        if self.cell_field is None:
+            return self.p, self.n0, self.n1
+        starts = _starts(self.p)
+        return (self.p[starts], np.add.reduceat(self.n0, starts) if starts.size else self.n0,
+                np.add.reduceat(self.n1, starts) if starts.size else self.n1)
+
+    def metrics(self, calbin_window: int = _metrics.CALBIN_WINDOW, ece_bins: int = _metrics.ECE_BINS,
+                ece_strategy: str = "uniform") -> dict[str, float]:
+        """Every metric, in `metrics.METRICS` order (field metrics when the state has fields)."""
+        nan = float("nan")
+        if self.weight <= 0:
+            keys = [k for k in _metrics.METRICS if self.field_names is not None or not k.startswith("field_")]
+            return {k: nan for k in keys}
+        v, n0, n1 = self.pooled()
+        out = {
+            "log_loss": self.log_loss_sum / self.weight,
+            "brier": self.brier_sum / self.weight,
+            "auc": _metrics.auc_from_ties(n1, n0),
+            "ece": float(np.sum(np.abs(self.ece_p - self.ece_y)) / self.weight),
+            "calbin": _metrics.calbin_counts(v, n0, n1, calbin_window),
+            **_metrics.distribution_metrics(v, n0, n1, ece_bins, ece_strategy),
+        }
+        if self.field_names is not None:
+            sums = (self.field_w, self.field_y, self.field_p)
+            out["field_ece"] = _metrics.field_ece_from_sums(*sums)
+            out["field_rce"] = _metrics.field_rce_from_sums(*sums)
+        return out
+
+    def step_bounds(self, calbin_window: int = _metrics.CALBIN_WINDOW) -> dict[str, float] | None:
+        """With `step`: how far AUC and CalBin may be from their exact values (None without).
+
+        AUC: only positive/negative pairs in the same bucket change (from 0 or 1 to a half
+        tie), so |error| <= sum_b n0_b n1_b / (2 N0 N1). CalBin: each p moves by at most
+        step/2, and a window's pooled positive rate only through the buckets cut by its two
+        ends, each by at most half its rows, so |error| <= step/2 + min(1, c_max / s) with
+        c_max the most rows (weight) in one bucket. docs/algorithms.md has the derivation.
+        """
+        if self.step is None:
+            return None
+        v, n0, n1 = self.pooled()
+        w0, w1 = float(n0.sum()), float(n1.sum())
+        auc = float(n0 @ n1) / (2 * w0 * w1) * (1 + 1e-9) if w0 > 0 and w1 > 0 else float("nan")
+        c_max = float((n0 + n1).max()) if v.size else 0.0
+        s = min(float(calbin_window), max(self.weight, 1.0))
+        # the bounds are inflated by a relative 1e-9 (AUC) and a few ulps (p / step rounding)
+        return {"auc": auc, "calbin": self.step / 2 * (1 + 1e-12) + 1e-15 + min(1.0, c_max / s)}
+
+    # ------------------------------------------------------------------------ Arrow
+
+    def to_arrow(self) -> pa.Table:
+        """The state as a one-row Arrow table (list columns), for shipping between processes."""
+        header = {"version": STATE_VERSION, "rows": self.rows, "positives": self.positives,
+                  "weight": self.weight, "log_loss_sum": self.log_loss_sum, "brier_sum": self.brier_sum,
+                  "step": self.step, "weighted": self.weighted, "has_fields": self.field_names is not None,
+                  "field_cells": self.cell_field is not None}
+        f64 = pa.list_(pa.float64())
+        cols = {
+            "header": pa.array([json.dumps(header)]),
+            "p": pa.array([self.p], f64), "n0": pa.array([self.n0], f64), "n1": pa.array([self.n1], f64),
+            "cell_field": pa.array([self.cell_field if self.cell_field is not None else []], pa.list_(pa.int64())),
+            "ece_p": pa.array([self.ece_p], f64), "ece_y": pa.array([self.ece_y], f64),
+            "field_names": pa.array([self.field_names or []], pa.list_(pa.string())),
+            "field_w": pa.array([self.field_w], f64), "field_y": pa.array([self.field_y], f64),
+            "field_p": pa.array([self.field_p], f64),
+        }
+        return pa.table(cols).replace_schema_metadata({ARROW_KEY: str(STATE_VERSION).encode()})
+
+    @classmethod
+    def from_arrow(cls, table: pa.Table) -> "EvalState":
+        """The merge of every state row of `table` (rows of `to_arrow` tables, concatenated)."""
+        if table.num_rows == 0:
+            raise UsageError("no evaluation states to read: the table is empty")
+        missing = {"header", "p", "n0", "n1"} - set(table.column_names)
+        if missing:
+            raise UsageError(f"not an evaluation state table: no column {sorted(missing)[0]!r}")
+        data = table.to_pydict()
+        states = []
+        for i in range(table.num_rows):
+            h = json.loads(data["header"][i])
+            if h.get("version", 0) > STATE_VERSION:
+                raise UsageError(f"evaluation state version {h.get('version')} is newer than this calibcli reads")
+            arr = {k: np.asarray(data[k][i], dtype=np.float64) for k in
+                   ("p", "n0", "n1", "ece_p", "ece_y", "field_w", "field_y", "field_p")}
+            states.append(cls(
+                arr["p"], arr["n0"], arr["n1"], int(h["rows"]), int(h["positives"]), float(h["weight"]),
+                float(h["log_loss_sum"]), float(h["brier_sum"]), arr["ece_p"], arr["ece_y"],
+                list(data["field_names"][i]) if h["has_fields"] else None,
+                arr["field_w"], arr["field_y"], arr["field_p"],
+                np.asarray(data["cell_field"][i], dtype=np.int64) if h["field_cells"] else None,
+                h["step"], bool(h["weighted"])))
+        return merge_states(states)
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _codes(fields: Any, n: int) -> tuple[np.ndarray | None, list[str] | None]:
+    if fields is None:
+        return None, None
+    if isinstance(fields, tuple) and len(fields) == 2:
+        codes, names = fields
+        codes = np.asarray(codes, dtype=np.int64).ravel()
+        names = [str(x) for x in names]
+    else:
+        values = np.asarray(fields).ravel().astype(str)
+        uniq, codes = np.unique(values, return_inverse=True)
+        names = uniq.tolist()
+    if codes.size != n:
+        raise UsageError(f"fields and probabilities differ in length ({codes.size} vs {n})")
+    return codes, names
+
+
+def _starts(keys: np.ndarray) -> np.ndarray:
+    """Index of the first entry of each run of equal values in a sorted array."""
+    if keys.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+
+
+def _pool(key: np.ndarray, w0: np.ndarray, w1: np.ndarray, cell: np.ndarray | None, presorted_runs: bool = False):
+    """Sort entries by key (then field cell) and add the weights of equal entries.
+
+    `presorted_runs`: the input is a concatenation of sorted runs, so a stable sort
+    (timsort) merges them in about linear time.
+    """
+    if cell is None:
+        order = np.argsort(key, kind="stable" if presorted_runs else None)
+    else:
+        order = np.lexsort((cell, key))
+    ks = key[order]
+    if cell is None:
+        starts = _starts(ks)
+        cs = None
+        if starts.size == ks.size:  # no ties: nothing to add up
+            return ks, w0[order], w1[order], None
+    else:
+        cs = cell[order]
+        change = np.concatenate([[True], (ks[1:] != ks[:-1]) | (cs[1:] != cs[:-1])]) if ks.size else np.zeros(0, bool)
+        starts = np.flatnonzero(change)
+        cs = cs[starts]
+    if starts.size == 0:
+        return ks, w0[:0].astype(np.float64), w1[:0].astype(np.float64), cs
+    return ks[starts], np.add.reduceat(w0[order], starts), np.add.reduceat(w1[order], starts), cs
+
+
+def merge_states(states: Sequence[EvalState] | Iterable[EvalState]) -> EvalState:
+    """One state of the union of the rows behind `states` (one sorted merge of all of them)."""
+    parts = list(states)
+    if not parts:
+        raise UsageError("nothing to merge: no evaluation states")
+    if len(parts) == 1:
+        return replace(parts[0])
+    first = parts[0]
+    for s in parts[1:]:
+        if s.step != first.step:
+            raise UsageError(f"cannot merge evaluation states bucketed with different steps "
+                             f"({first.step} and {s.step})")
+        if (s.field_names is None) != (first.field_names is None) or \
+                (s.cell_field is None) != (first.cell_field is None):
+            raise UsageError("cannot merge evaluation states with and without fields")
+    names: list[str] | None = None
+    remaps: list[np.ndarray | None] = [None] * len(parts)
+    if first.field_names is not None:
+        index: dict[str, int] = {}
+        for i, s in enumerate(parts):
+            remaps[i] = np.array([index.setdefault(n, len(index)) for n in s.field_names], dtype=np.int64)
+        names = list(index)
+    k = len(names) if names is not None else 0
+
+    def fields_of(attr: str) -> np.ndarray:
+        out = np.zeros(k)
+        for s, lut in zip(parts, remaps):
+            if lut is not None and lut.size:
+                np.add.at(out, lut, getattr(s, attr))
+        return out
+
+    cells = None
+    if first.cell_field is not None:
+        cells = np.concatenate([lut[s.cell_field] if s.cell_field.size else s.cell_field
+                                for s, lut in zip(parts, remaps)])
+    p, n0, n1, cell = _pool(np.concatenate([s.p for s in parts]), np.concatenate([s.n0 for s in parts]),
+                            np.concatenate([s.n1 for s in parts]), cells, presorted_runs=True)
+    return EvalState(
+        p, n0, n1, sum(s.rows for s in parts), sum(s.positives for s in parts),
+        float(sum(s.weight for s in parts)), float(sum(s.log_loss_sum for s in parts)),
+        float(sum(s.brier_sum for s in parts)), sum(s.ece_p for s in parts), sum(s.ece_y for s in parts),
+        names, fields_of("field_w"), fields_of("field_y"), fields_of("field_p"), cell,
+        first.step, any(s.weighted for s in parts))
+
+
+def _runs(sorted_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct values of a sorted array and how often each occurs."""
+    starts = _starts(sorted_values)
+    if starts.size == sorted_values.size:
+        return sorted_values, np.ones(sorted_values.size)
+    return sorted_values[starts], np.diff(np.append(starts, sorted_values.size)).astype(np.float64)
+
+
+def _distribution_of_rows(p_all: np.ndarray, p_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(distinct p, n0, n1) from the probabilities of all rows and of the positive rows.
+
+    Both are sorted in place and run-length encoded; every positive's p is among all p, so
+    one binary search of the (sorted) distinct positive p places their counts. About 12
+    bytes a row plus 24 a distinct p, and no index array over the rows.
+    """
+    p_all.sort()
+    p_pos.sort()
+    v, c = _runs(p_all)
+    v1, c1 = _runs(p_pos)
+    n1 = np.zeros(v.size)
+    n1[np.searchsorted(v, v1)] = c1
+    c -= n1
+    return v, c, n1
+
+
+def _drain(chunks: list[np.ndarray]) -> np.ndarray:
+    """Concatenate `chunks`, releasing each as it is copied (peak: the result plus one chunk)."""
+    out = np.empty(sum(c.size for c in chunks))
+    at = 0
+    chunks.reverse()
+    while chunks:
+        c = chunks.pop()
+        out[at:at + c.size] = c
+        at += c.size
+        del c
+    return out
+
+
+class StateBuilder:
+    """Streams batches into one state.
+
+    - Unweighted exact p (the default): the sums are merged batch by batch and p is kept (8
+      bytes a row, and 8 more a positive row), then sorted in place once
+      (`_distribution_of_rows`).
+    - With `step`: the sums likewise, and the bucketed distribution is added up on a dense
+      grid of bucket indices (three float arrays of 1/step + 1 entries for p in [0, 1]).
+    - Otherwise (field cells, or a grid wider than 2^24 buckets): a state per batch,
+      merged whenever the pending ones grow, so memory follows the distribution's size.
+    """
+
+    _GRID_MAX = 1 << 24
+
+    def __init__(self, step: float | None = None, field_cells: bool = False):
+        self.step = step
+        self.field_cells = field_cells
+        self._pending: list[EvalState] = []
+        self._pending_size = 0
+        self._merged_size = 0
+        self._sums: EvalState | None = None
+        self._classes: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])
+        self._grid: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None  # (lowest index, rows, n0, n1)
+
+    def add(self, y: Any, p: Any, fields: Any = None, weights: Any = None) -> None:
+        y = np.asarray(y, dtype=np.float64).ravel()
+        p = np.asarray(p, dtype=np.float64).ravel()
+        if not self.field_cells and (self.step is None and weights is None or self.step is not None):
+            if self.step is None or self._to_grid(y, p, weights):
+                part = EvalState.from_arrays(y, p, fields, weights, self.step, distribution=False)
+                self._sums = part if self._sums is None else merge_states([self._sums, part])
+                if self.step is None:
+                    self._classes[0].append(p)
+                    self._classes[1].append(p[y == 1])
+                return
+        part = EvalState.from_arrays(y, p, fields, weights, self.step, self.field_cells)
+        self._pending.append(part)
+        self._pending_size += part.p.size
+        if self._pending_size > 2 * self._merged_size + (1 << 22):
+            self._pending = [merge_states(self._pending)]
+            self._pending_size = self._merged_size = self._pending[0].p.size
+
+    def _to_grid(self, y: np.ndarray, p: np.ndarray, weights: Any) -> bool:
+        """Add a batch's bucketed distribution to the grid; False when the grid would be too wide."""
+        if p.size == 0:
+            return True
+        k = np.rint(p / self.step)
+        lo, hi = float(k.min()), float(k.max())
+        if self._grid is not None:
+            lo, hi = min(lo, self._grid[0]), max(hi, self._grid[0] + self._grid[1].size - 1)
+        if self._pending or hi - lo >= self._GRID_MAX:
+            return False
+        size, base = int(hi - lo) + 1, int(lo)
+        if self._grid is None or self._grid[0] != base or self._grid[1].size != size:
+            grown = [np.zeros(size) for _ in range(3)]
+            if self._grid is not None:
+                at = self._grid[0] - base
+                for new, old in zip(grown, self._grid[1:]):
+                    new[at:at + old.size] = old
+            self._grid = (base, *grown)
+        idx = (k - base).astype(np.int64)
+        w = None if weights is None else np.asarray(weights, dtype=np.float64).ravel()
+        w1 = y if w is None else w * y
+        _, rows, n0, n1 = self._grid
+        rows += np.bincount(idx, minlength=size)
+        n1 += np.bincount(idx, weights=w1, minlength=size)
+        n0 += np.bincount(idx, weights=(1.0 - y) if w is None else w - w1, minlength=size)
+        return True
+
+    def result(self) -> EvalState:
+        parts = list(self._pending)
+        if self._sums is not None:
+            if self._grid is not None:
+                base, rows, n0, n1 = self._grid
+                used = np.flatnonzero(rows > 0)
+                self._sums.p, self._sums.n0, self._sums.n1 = (used + base) * self.step, n0[used], n1[used]
+                self._grid = None
+            elif self.step is None:
+                p_all, p_pos = _drain(self._classes[0]), _drain(self._classes[1])
+                self._sums.p, self._sums.n0, self._sums.n1 = _distribution_of_rows(p_all, p_pos)
+                del p_all, p_pos
+            parts.append(self._sums)
+            self._sums = None
+        if not parts:
+            return EvalState.from_arrays(np.empty(0), np.empty(0), step=self.step)
+        return merge_states(parts)
+
+
+__all__ = ["EvalState", "StateBuilder", "merge_states"]

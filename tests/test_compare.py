@@ -1,0 +1,89 @@
+"""`calib compare`: k-fold cross-validation of methods, checked against a hand-written loop."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import calibcli
+from calibcli import compare
+from calibcli.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def scores(tmp_path):
+    rng = np.random.default_rng(5)
+    s = rng.random(900)
+    y = (rng.random(900) < s**1.5).astype(int)
+    path = tmp_path / "cal.csv"
+    path.write_text("score,label\n" + "".join(f"{float(a)!r},{b}\n" for a, b in zip(s, y)))
+    return path, s, y.astype(float)
+
+
+@pytest.mark.parametrize("n,k,seed", [(10, 3, 0), (901, 5, 7), (64, 64, 1)])
+def test_folds_partition_the_rows_evenly_and_repeat_with_the_seed(n, k, seed):
+    ids = compare.fold_ids(n, k, seed)
+    sizes = np.bincount(ids, minlength=k)
+    assert sizes.sum() == n and sizes.max() - sizes.min() <= 1
+    assert np.array_equal(ids, compare.fold_ids(n, k, seed))
+
+
+def test_cross_validated_metrics_match_a_hand_loop(scores):
+    from sklearn.metrics import brier_score_loss, log_loss
+
+    _, s, y = scores
+    got = {r.method: r for r in compare.compare(s, y, ["isotonic", "logistic"], folds=4, seed=2)}
+    ids = compare.fold_ids(s.size, 4, 2)
+    for method in ("isotonic", "logistic"):
+        ll, br = [], []
+        for k in range(4):
+            test = ids == k
+            p = calibcli.fit(s[~test], y[~test], method=method).predict(s[test])
+            ll.append(log_loss(y[test], np.clip(p, 1e-15, 1 - 1e-15)))
+            br.append(brier_score_loss(y[test], p))
+        assert got[method].folds["log_loss"] == pytest.approx(ll, rel=1e-9)
+        assert got[method].folds["brier"] == pytest.approx(br, rel=1e-12)
+        assert got[method].sd("brier") == pytest.approx(np.std(br, ddof=1), rel=1e-9)
+
+
+def test_cli_marks_the_best_and_saves_its_map_refitted_on_all_rows(scores, tmp_path):
+    path, s, y = scores
+    out = tmp_path / "best.json"
+    res = runner.invoke(app, ["compare", str(path), "-m", "isotonic", "-m", "logistic", "-m", "beta",
+                              "--folds", "3", "--json", "-o", str(out)])
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    means = {m["method"]: m["mean"]["log_loss"] for m in doc["methods"]}
+    assert doc["best"] == min(means, key=means.get)
+    saved = calibcli.load_map(str(out))
+    want = calibcli.fit(s, y, method=doc["best"])
+    grid = np.linspace(0, 1, 301)
+    assert saved.name == doc["best"] and saved.predict(grid).tobytes() == want.predict(grid).tobytes()
+    table = runner.invoke(app, ["compare", str(path), "-m", "isotonic", "-m", "logistic", "--folds", "3"])
+    assert table.exit_code == 0 and "isotonic" in table.stdout and "±" in table.stdout
+    assert table.stdout.count(" *") == 1
+
+
+def test_a_method_that_cannot_fit_is_reported_not_fatal(tmp_path):
+    rng = np.random.default_rng(0)
+    s = rng.normal(size=300) * 3  # log-odds: beta needs probabilities in [0, 1]
+    y = (rng.random(300) < 1 / (1 + np.exp(-s))).astype(float)
+    results = {r.method: r for r in compare.compare(s, y, ["logistic", "beta"], folds=3, seed=0)}
+    assert results["beta"].error and "[0, 1]" in results["beta"].error
+    assert not results["logistic"].error
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--folds", "1"], "--folds 1 is out of range"),
+    (["-m", "field-aware"], "needs feature columns"),
+    (["--metric", "auc"], "--metric 'auc'"),
+])
+def test_bad_options_are_usage_errors(scores, args, message):
+    path, _, _ = scores
+    res = runner.invoke(app, ["compare", str(path), *args])
+    assert res.exit_code == 2 and message in res.stderr, res.stderr

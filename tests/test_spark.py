@@ -1,0 +1,111 @@
+"""calibcli.engines.spark on a real local[2] SparkSession, against the single-process CLI.
+
+Skipped, with the reason shown by `pytest -ra`, when pyspark (calibcli[spark]) or Java is
+missing. The session is shared by the module (small shuffle partitions, no UI).
+"""
+
+import os
+import shutil
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+pytest.importorskip("pyspark", reason="pyspark is not installed (pip install calibcli[spark])")
+if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+    pytest.skip("Java is not installed: the Spark tests need a JVM (Java 17)", allow_module_level=True)
+
+from engine_contract import *  # noqa: E402,F401,F403 - the shared engine tests
+from engine_contract import data  # noqa: E402,F401
+from sql_cases import CASES, build  # noqa: E402
+
+from calibcli import export  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers run this interpreter (with calibcli)
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("calibcli-tests")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "4").config("spark.default.parallelism", "2")
+               .config("spark.driver.memory", "1g").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def engine(spark):
+    from calibcli.engines import spark as module
+
+    return module
+
+
+@pytest.fixture
+def read(spark):
+    return lambda path: spark.read.parquet(path)
+
+
+@pytest.fixture
+def collect():
+    return lambda df: df.toArrow()
+
+
+@pytest.fixture
+def native():
+    return True
+
+
+def _plan(df) -> str:
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+def test_sql_exportable_maps_apply_without_a_python_worker(engine, read, data, tmp_path):
+    from engine_contract import _fit_cli_map
+
+    for method in ("isotonic", "logistic", "beta", "ilps", "binning"):
+        plan = _plan(engine.apply(read(data["single"]), _fit_cli_map(data, tmp_path, method), "score", "p"))
+        assert "Python" not in plan and "Arrow" not in plan, method
+    plan = _plan(engine.apply(read(data["single"]), _fit_cli_map(data, tmp_path, "bayes-iso"), "score", "p"))
+    assert "MapInArrow" in plan
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_sql_export_in_spark_sql_equals_calib_apply(spark, tmp_path, case):
+    map_path, _, scores, expected = build(tmp_path, case)
+    spark.createDataFrame(pa.table({"score": scores, "i": np.arange(scores.size)})).createOrReplaceTempView("q")
+    got = spark.sql(f"SELECT {export.export_sql(map_path)} AS p FROM q ORDER BY i").toArrow().column("p").to_numpy()
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+    if case[1] in {"isotonic", "binning", "enir", "near-isotonic"}:
+        assert np.array_equal(got, expected)
+
+
+def test_apply_keeps_null_and_nan_apart(engine, spark, tmp_path, data):
+    from engine_contract import _fit_cli_map
+
+    df = spark.createDataFrame(pa.table({"id": [0, 1], "score": pa.array([None, float("nan")], pa.float64())}))
+    for method in ("isotonic", "bayes-iso"):  # native expression and mapInArrow
+        got = engine.apply(df, _fit_cli_map(data, tmp_path, method), "score", "p").toArrow()
+        p = got.sort_by("id").column("p").to_pylist()
+        assert p[0] is None and np.isnan(p[1]), method
+
+
+def test_example_job_runs_end_to_end(spark, tmp_path):
+    """examples/spark_job.py on the test session: calibration improves log-loss, ECE and Field-RCE."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "spark_job.py"
+    spec = importlib.util.spec_from_file_location("spark_job", path)
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+    report = job.run(spark, 20_000, "isotonic", tmp_path)
+    raw, calibrated = (r["metrics"] for r in report["results"])
+    assert report["rows"] == 4000 and (tmp_path / "map.json").exists()
+    for metric in ("log_loss", "ece", "field_rce"):
+        assert calibrated[metric] < raw[metric], metric
