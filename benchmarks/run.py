@@ -176,7 +176,7 @@ def make_data(folder: Path, n: int, field_rows: int) -> None:
     pq.write_table(pa.table({"score": s, "label": y, "field": field}), folder / "eval.parquet")
     from bench_field_aware import make_data as field_data
 
-    fs, fy, feats, _ = field_data(field_rows, 0, 1000, 5)
+    fs, fy, feats = field_data(field_rows, 0, 1000, 5)[:3]
     pq.write_table(pa.table({"score": fs, "label": fy, **feats}), folder / "field.parquet")
 
 
