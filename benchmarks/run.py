@@ -68,7 +68,7 @@ def _fit_sklearn_isotonic(s, y):
 def _fit_calib(method):
     from calibcli.calibrators import create
 
-    return lambda s, y: create(method).fit(s, y)
+    return lambda s, y: create(method, {"platt_correction": False}).fit(s, y)  # the peers' objective
 
 
 def _fit_sklearn_logistic(s, y):
@@ -330,7 +330,8 @@ def main() -> None:
         "rows": n, "repeat": repeat, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
         "seconds": round(time.time() - started, 1),
         "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-                    "cpus": os.cpu_count(), "loadavg_start": load_start, "loadavg_end": os.getloadavg()},
+                    "cpus": os.cpu_count(), "loadavg_start": load_start, "loadavg_end": os.getloadavg(),
+                    "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS")},
         "versions": versions(),
         "table": rows,
         "all_met": all(r["met"] is not False for r in rows),
