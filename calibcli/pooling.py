@@ -85,17 +85,16 @@ def _two_target_sums(s: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarr
     xs, rows, n_hi = _unit_counts(s, positive)
     if lo == 0.0 and hi == 1.0:
         return xs, rows, n_hi
-    n_lo = rows - n_hi
-    if bool(np.any((n_hi > 0) & (n_lo > 0))):
+    is_hi = n_hi > 0
+    if bool(np.any(is_hi & (n_hi < rows))):
         return None
-    return xs, rows, np.where(n_hi > 0, _repeated_sums(hi, n_hi), _repeated_sums(lo, n_lo))
-
-
-def _repeated_sums(t: float, counts: np.ndarray) -> np.ndarray:
-    """t + t + ... (count terms, left to right from 0.0) for each count; 0 where the count is 0."""
-    k = counts.astype(np.intp)
-    table = np.cumsum(np.full(max(int(k.max()), 1), t))
-    return np.where(k > 0, np.take(table, np.maximum(k - 1, 0)), 0.0)
+    sums = np.where(is_hi, hi, lo)  # a one-row group sums to its target exactly
+    multi = np.flatnonzero(rows > 1)
+    if multi.size:
+        k = rows[multi].astype(np.intp) - 1
+        table = {t: np.cumsum(np.full(int(k.max()) + 1, t)) for t in (lo, hi)}
+        sums[multi] = np.where(is_hi[multi], np.take(table[hi], k), np.take(table[lo], k))
+    return xs, rows, sums
 
 
 def _has_negative_zero(s: np.ndarray) -> bool:
