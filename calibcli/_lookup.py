@@ -78,13 +78,16 @@ def interp(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
     if table is None:
         return np.interp(x, xp, fp)
     start, scale, passes, slope, xp_next = table
+    # np.take rather than fancy indexing: the same gather, several times faster on numpy 2.
     xc = np.clip(x, xp[0], xp[-1])
     t = xc - xp[0]
     t *= scale
-    j = start[t.astype(np.intp)]
+    j = np.take(start, t.astype(np.intp))
+    del t
     for _ in range(passes):
-        j += xc >= xp_next[j]  # xp_next[j] = xp[j+1]; inf past the last knot
-    out = xc - xp[j]
-    out *= slope[j]
-    out += fp[j]
+        j += xc >= np.take(xp_next, j)  # xp_next[j] = xp[j+1]; inf past the last knot
+    out = np.take(xp, j)
+    np.subtract(xc, out, out=out)
+    out *= np.take(slope, j)
+    out += np.take(fp, j)
     return out

@@ -290,6 +290,8 @@ def evaluate(
     score_col: ScoreCol = "score",
     field_col: Annotated[Optional[str], typer.Option("--field-col", help="Categorical column for Field-ECE and Field-RCE.")] = None,
     calbin_window: Annotated[int, typer.Option("--calbin-window", help="CalBin window size s." + _range("--calbin-window"))] = 100,
+    ece_bins: Annotated[int, typer.Option("--ece-bins", help="Bins of ECE and MCE (as scikit-learn's calibration_curve n_bins)." + _range("--ece-bins"))] = 10,
+    ece_strategy: Annotated[str, typer.Option("--ece-strategy", help="ECE/MCE bins: uniform (equal width) or quantile (equal mass), as scikit-learn's calibration_curve.")] = "uniform",
     weight_col: Annotated[Optional[str], typer.Option("--weight-col", help="Column of non-negative row weights (every metric is weighted).")] = None,
     step: Annotated[Optional[float], typer.Option("--step", help="Bucket p to multiples of STEP for AUC and CalBin (bounded memory; error bounds in docs/algorithms.md); default exact.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (versioned schema): the same as --output json.")] = False,
@@ -324,7 +326,9 @@ def evaluate(
     from calibcli.evaluation.bootstrap import BootstrapPlan
     from calibcli.output import check_output
 
-    bounds.check(calbin_window=calbin_window, bootstrap=bootstrap, seed=seed, top=top)
+    bounds.check(calbin_window=calbin_window, bootstrap=bootstrap, seed=seed, top=top, ece_bins=ece_bins)
+    if ece_strategy not in ("uniform", "quantile"):
+        raise UsageError(f"--ece-strategy {ece_strategy!r}: expected uniform or quantile")
     if output_kind not in ("table", "json", "csv", "markdown"):
         raise UsageError(f"--output {output_kind!r}: expected table, json, csv or markdown")
     if as_json:
@@ -349,6 +353,8 @@ def evaluate(
         reliability_bins=10 if plot is not None else None,
         weight_col=weight_col,
         step=step,
+        ece_bins=ece_bins,
+        ece_strategy=ece_strategy,
     )
     with progress.working("evaluate"):
         result = evaluation.evaluate_file(input, prob_col, map, label_col, score_col, field_col,
@@ -444,12 +450,12 @@ def methods(
     as_json: Annotated[bool, typer.Option("--json", help="Print the catalogue as JSON (name, description, properties, params with type, default and bounds).")] = False,
 ) -> None:
     """List the calibration methods and their options."""
-    from calibcli import pipeline
+    from calibcli.calibrators import registry  # not pipeline: no pyarrow for a listing
 
     if as_json:
-        typer.echo(json.dumps(pipeline.method_catalogue_json(), indent=2))
+        typer.echo(json.dumps(registry.catalogue_json(), indent=2))
         return
-    for name, description, params in pipeline.method_catalogue():
+    for name, description, params in registry.catalogue():
         typer.echo(f"{name}: {description}")
         for line in params:
             typer.echo(f"    --param {line}")

@@ -348,30 +348,4 @@ def _check_map_scores(cal: Calibrator, s: np.ndarray, col: str, source: str, map
         )
 
 
-def method_catalogue() -> list[tuple[str, str, list[str]]]:
-    """(name, description and behaviour at 0/1, parameter lines) for every registered method."""
-    out = []
-    for name in registry.available():
-        cls = registry.get(name)
-        extremes = cls.default_extremes()
-        description = f"{cls.description}; at 0/1: {extremes}" if extremes else cls.description
-        out.append((name, description, [p.describe() for p in cls.params]))
-    return out
-
-
-def method_catalogue_json() -> list[dict[str, Any]]:
-    """Every registered method as data, for `calib methods --json` and tools built on it."""
-    out = []
-    for name in registry.available():
-        cls = registry.get(name)
-        out.append({
-            "name": name, "description": cls.description, "monotone": cls.monotone,
-            "needs_probabilities": cls.needs_probabilities, "uses_features": cls.uses_features,
-            "params": [{"name": p.name, "type": p.type.__name__, "default": p.default, "low": p.low,
-                        "high": p.high, "choices": list(p.choices) if p.choices else None,
-                        "optional": p.optional, "help": p.help} for p in cls.params],
-        })
-    return out
-
-
-__all__ = ["CalibError", "Columns", "FitResult", "apply_file", "fit_file", "fit_summary", "method_catalogue"]
+__all__ = ["CalibError", "Columns", "FitResult", "apply_file", "fit_file", "fit_summary"]

@@ -69,7 +69,9 @@ def test_json_report_carries_the_gate_result(scores):
     assert result.exit_code == 1
     doc = json.loads(result.stdout)
     assert doc["format"] == "calibcli.evaluation" and doc["schema_version"] == 2
-    assert set(doc["results"][0]["metrics"]) == {"log_loss", "brier", "auc", "ece", "calbin", "field_ece", "field_rce"}
+    assert set(doc["results"][0]["metrics"]) == {"log_loss", "brier", "auc", "ece", "mce", "calbin", "cal_slope",
+                                                 "cal_intercept", "spiegelhalter_z", "spiegelhalter_p",
+                                                 "field_ece", "field_rce"}
     gate = doc["gate"]
     assert gate["passed"] is False and gate["checked"] == 1
     (failed,) = gate["failed"]

@@ -118,3 +118,86 @@ def test_binning_map_matches_plain_quantiles(strategy):
     idx = np.searchsorted(inner, s, side="left")
     ref = np.bincount(idx, weights=y, minlength=20) / np.bincount(idx, minlength=20)
     assert cal.values_.tobytes() == ref[: inner.size + 1].tobytes()
+
+
+def mean_log_loss(eta, y, w):
+    return float(np.sum(w * (np.logaddexp(0.0, eta) - y * eta)) / np.sum(w))
+
+
+def reference_optimum(design, y, w, bounds=None):
+    """Lowest mean log-loss scipy reaches on the raw rows (tight tolerances, exact gradient)."""
+    from scipy.optimize import minimize
+
+    def f(beta):
+        eta = design @ beta
+        return mean_log_loss(eta, y, w), design.T @ (w * (1 / (1 + np.exp(-eta)) - y)) / np.sum(w)
+
+    x0 = np.zeros(design.shape[1])
+    if bounds is None:
+        res = minimize(f, x0, jac=True, method="BFGS", options={"gtol": 1e-13, "maxiter": 10_000})
+    else:
+        res = minimize(f, x0, jac=True, method="L-BFGS-B", bounds=bounds,
+                       options={"ftol": 1e-16, "gtol": 1e-13, "maxiter": 10_000})
+    return float(res.fun)
+
+
+def logistic_case(n, seed, ties, weights, platt):
+    rng = np.random.default_rng(seed)
+    s = rng.beta(1, 3, n)
+    if ties:
+        s = np.round(s, 2)
+    y = (rng.random(n) < 0.2 + 0.6 * s).astype(np.float64)
+    w = rng.integers(0, 4, n).astype(np.float64) if weights else np.ones(n)
+    return s, y, w, {"platt_correction": platt}
+
+
+@pytest.mark.parametrize("n,ties,weights,platt", [
+    (500, False, False, False), (500, True, True, False), (500, False, True, True),
+    (800_000, False, False, False), (800_000, False, True, True),  # subsample warm start
+])
+def test_logistic_reaches_reference_optimum(n, ties, weights, platt):
+    s, y, w, params = logistic_case(n, 4, ties, weights, platt)
+    cal = create("logistic", params).fit(s, y, w)
+    target = cal_targets(y, w, platt)
+    z = (s - s.mean()) / s.std()
+    ref = reference_optimum(np.column_stack([z, np.ones(n)]), target, w)
+    ours = mean_log_loss(cal.a_ * s + cal.b_, target, w)
+    assert abs(ours - ref) <= 1e-12
+
+
+def cal_targets(y, w, platt):
+    from calibcli.calibrators.base import platt_targets
+
+    return platt_targets(y, w) if platt else y
+
+
+@pytest.mark.parametrize("method", ["beta", "beta-am", "beta-ab"])
+@pytest.mark.parametrize("n,ties,weights", [(800, True, True), (800_000, False, False), (300_000, False, True)])
+def test_beta_reaches_reference_optimum(method, n, ties, weights):
+    s, y, w, _ = logistic_case(n, 9, ties, weights, False)
+    s = np.clip(s, 1e-12, 1 - 1e-12)
+    cal = create(method).fit(s, y, w)
+    f1, f2 = np.log(s), -np.log1p(-s)
+    design, bounds = {
+        "beta": (np.column_stack([f1, f2, np.ones(n)]), [(0, None), (0, None), (None, None)]),
+        "beta-am": (np.column_stack([f1 + f2, np.ones(n)]), [(0, None), (None, None)]),
+        "beta-ab": (np.column_stack([f1 + np.log(2), f2 - np.log(2)]), [(0, None), (0, None)]),
+    }[method]
+    ref = reference_optimum(design, y, w, bounds)
+    ours = mean_log_loss(cal.a_ * f1 + cal.b_ * f2 + cal.c_, y, w)
+    assert abs(ours - ref) <= 1e-12
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), scale=st.sampled_from([1e-100, 1e-8, 1.0, 1e8, 1e100]))
+def test_logistic_tiny_and_huge_scores(seed, scale):
+    rng = np.random.default_rng(seed)
+    s = rng.normal(size=200) * scale
+    y = (rng.random(200) < 1 / (1 + np.exp(-s / scale))).astype(np.float64)
+    if y.min() == y.max():
+        return
+    cal = create("logistic").fit(s, y)
+    z = (s - s.mean()) / s.std()
+    ref = reference_optimum(np.column_stack([z, np.ones(z.size)]), y, np.ones(z.size))
+    ours = mean_log_loss(cal.a_ * s + cal.b_, y, np.ones(z.size))
+    assert ours <= ref + 1e-12

@@ -11,9 +11,8 @@ Choices where the paper and the released code (`mlkruup/bayesiso`, distr=8) diff
 
 - Bounds (section 4.3): bins of B instances give p +/- margin, but the defaults follow the
   released code, not the paper's text: B = N/20 and margin 1/sqrt(N) instead of B = N/10 and
-  1/sqrt(B). On the synthetic study of section 5.1 (benchmarks/bayes_iso_table1.py) the code's
-  constants reproduce Table 1 (the paper's numbers came from that code) and the text's wider
-  bounds do worse at both 100 and 3000 rows. Past 8000 instances B = N^(2/3) (= N/20 at 8000),
+  1/sqrt(B), since the paper's numbers came from that code (`benchmarks/bayes_iso_table1.py
+  --ablations` compares both on the section 5.1 data). Past 8000 instances B = N^(2/3) (= N/20 at 8000),
   so bins keep shrinking relative to N and the bounds stay tight enough for large data.
   `bin_size` and `margin` override them (bin_size=N/10 with margin=1/sqrt(N/10) is the
   paper's text). The bin for the upper bound of a score
@@ -43,9 +42,9 @@ Choices where the paper and the released code (`mlkruup/bayesiso`, distr=8) diff
   below `target_ess` then get more, sized from their ESS, until they reach it or the extra
   work passes `budget` times the first round's.
 - Large data: the paper notes instability beyond ~3000 instances and suggests blocks of ~1000
-  consecutive ranks. The ranking is cut into blocks of about `block_size` = max(1000, B),
-  at most 3000, instances that are sampled and weighted independently (bounds still come
-  from all data); up to 1500 instances this is the paper's single block. A block's edge values are held
+  consecutive ranks. The ranking is cut into blocks of about `block_size` = 1000 instances
+  that are sampled and weighted independently (bounds still come from all data); up to
+  1500 instances this is the paper's single block. A block's edge values are held
   only by the bounds, not by the neighbouring block's values, which biases them; so each
   block also samples `overlap` instances of context on each side (likelihood included) and
   keeps only its own ranks. Blocks approximate the single-block estimator (see
@@ -437,9 +436,8 @@ class BayesIsoCalibrator(Calibrator):
             "block_size",
             float,
             None,
-            "instances per independently sampled block of consecutive ranks; auto: "
-            "max(1000, bin_size) up to 3000 (the paper's stable size), so up to 1500 instances "
-            "are one block",
+            "instances per independently sampled block of consecutive ranks; auto: 1000 (the "
+            "paper's suggestion), so up to 1500 instances are one block",
             low=1.0,
             high=1e12,
             optional=True,
@@ -466,9 +464,7 @@ class BayesIsoCalibrator(Calibrator):
         xs, sw, swy = pool_cells(xs[keep], sw[keep], swy[keep], self.params["grid"])
         total = float(sw.sum())
         bin_size = self.params["bin_size"] or max(1.0, min(total / 20.0, total ** (2.0 / 3.0)))
-        block_size = self.params["block_size"]
-        if block_size is None:
-            block_size = min(max(1000.0, bin_size), 3000.0)
+        block_size = self.params["block_size"] or 1000.0
         iso = pav(swy / sw, sw)
         margin = self.params["margin"]
         if margin is None:

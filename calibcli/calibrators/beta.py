@@ -1,7 +1,7 @@
 """Beta calibration: mu(s; a, b, c) = 1 / (1 + 1 / (e^c s^a / (1-s)^b)), with a, b >= 0.
 
 Three registered variants, all fitted by maximum likelihood (weighted log-loss, exact Newton
-through `fit_logistic`) in the feature space of the paper's section 3.3:
+through `fit_logistic_columns`) in the feature space of the paper's section 3.3:
 
 - `beta` (3 parameters, Algorithm 2): logistic regression on ln(s) and -ln(1-s) with an
   intercept c;
@@ -12,7 +12,7 @@ through `fit_logistic`) in the feature space of the paper's section 3.3:
 Every variant predicts through the same formula sigmoid(a ln s - b ln(1-s) + c) from the
 stored (a, b, c); m (the midpoint, LR(m) = 1 in section 3.2) is stored and reported only.
 
-Choices, where the paper and the released `betacal` code differ (ALGORITHMS.md 1c):
+Choices, where the paper and the released `betacal` code differ:
 
 - Clipping: s is clipped to [EPS, 1 - EPS] with EPS = 1e-12 whatever the input dtype
   (betacal uses the dtype's machine epsilon, so float32 and float64 inputs give different
@@ -38,7 +38,9 @@ Choices, where the paper and the released `betacal` code differ (ALGORITHMS.md 1
   of [0, 1] the map never reaches 1/2 before: 1 if mu < 1/2 everywhere, 0 if mu > 1/2
   everywhere, and 1/2 for the flat map a = b = c = 0, which equals 1/2 everywhere.
 - Tied scores are pooled first (weights and weighted targets summed), which makes the fit
-  cost per distinct score and independent of row order.
+  cost per distinct score; large inputs whose scores are nearly all distinct (judged on a
+  strided sample) are fitted on the rows instead, which reaches the same optimum without
+  the sort.
 - Soft (Platt-corrected) targets are supported directly, as in the bayesiso copy of betacal.
 
 References
@@ -65,8 +67,8 @@ from calibcli.calibrators.base import (
     StateSpec,
     as_float_array,
 )
-from calibcli.pooling import unique_with_sums
-from calibcli.calibrators.logistic import fit_logistic, sigmoid
+from calibcli.pooling import mostly_distinct, unique_with_sums
+from calibcli.calibrators.logistic import fit_logistic_columns, sigmoid
 from calibcli.calibrators.registry import register
 from calibcli.errors import CalibWarning, FitError
 
@@ -134,9 +136,10 @@ def _fit_subset(x: np.ndarray, y: np.ndarray, w: np.ndarray, intercept: bool) ->
             return np.zeros(0), 0.0, True
         rate = float(np.sum(w * y) / np.sum(w))
         return np.zeros(0), math.log(rate) - math.log1p(-rate), True
-    design = np.column_stack([x, np.ones(x.shape[0])]) if intercept else x
-    beta, converged = fit_logistic(design, y, w)
+    columns = [np.ascontiguousarray(x[:, j]) for j in range(x.shape[1])]
+    beta, converged = fit_logistic_columns(columns, y, w, intercept)
     if not converged:
+        design = np.column_stack([x, np.ones(x.shape[0])]) if intercept else x
         # trust-exact also stops unsuccessfully when the loss change drops below float
         # precision (large n) at an optimum; judge by the gradient of the mean loss instead.
         grad = design.T @ (w * (sigmoid(design @ beta) - y)) / np.sum(w)
@@ -148,8 +151,9 @@ def _fit_subset(x: np.ndarray, y: np.ndarray, w: np.ndarray, intercept: bool) ->
 
 def separated(xs: np.ndarray, ybar: np.ndarray) -> bool:
     """True when every score holding negative mass lies below every score holding positive mass."""
-    neg, pos = xs[ybar < 1], xs[ybar > 0]
-    return bool(neg.size and pos.size and neg.max() < pos.min())
+    top_neg = np.max(xs, where=ybar < 1, initial=-np.inf)
+    low_pos = np.min(xs, where=ybar > 0, initial=np.inf)
+    return bool(top_neg < low_pos and np.isfinite(top_neg) and np.isfinite(low_pos))
 
 
 def midpoint(a: float, b: float, c: float) -> float:
@@ -214,9 +218,13 @@ class _BetaFamily(Calibrator):
                 f"scores outside [{EPS:g}, 1-{EPS:g}]"
             )
             warnings.warn(f"{self.clipped_} {what} were clipped before the beta fit", CalibWarning, stacklevel=4)
-        xs, sw, swy = unique_with_sums(s, y, w)
-        keep = sw > 0
-        xs, sw, ybar = xs[keep], sw[keep], swy[keep] / sw[keep]
+        if mostly_distinct(s):  # pooling would cost a sort and save nothing: fit on the rows
+            keep = w > 0
+            xs, sw, ybar = (s, w, y) if keep.all() else (s[keep], w[keep], y[keep])
+        else:
+            xs, sw, swy = unique_with_sums(s, y, w)
+            keep = sw > 0
+            xs, sw, ybar = xs[keep], sw[keep], swy[keep] / sw[keep]
         f1, f2 = log_features(xs, kind)
         if xs.size == 1 and self._has_intercept:
             # One distinct score: the features are constant, only the base rate is identifiable.

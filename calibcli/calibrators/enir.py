@@ -31,7 +31,7 @@ about 3.2e5 events: 5 s for the path and 7.6 s for the whole ENIR fit as measure
 shared 2-core machine (benchmarks/bench_enir.py; netcal's ENIR needs > 200 s at 1e5). No
 coarse-graining is done, so the path is exact.
 
-ENIR choices (ALGORITHMS.md 1b lists what the original R code and netcal do):
+ENIR choices, against what the original R code and netcal do:
 
 - lambda grid: the sorted distinct merge lambdas with 0 prepended, evenly sub-sampled to at
   most `models` values by R's `nearisoGetBreakpoints` rule (index round(k (L-1)/(M-1))).

@@ -38,7 +38,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from calibcli.calibrators.base import PLATT_CORRECTION, SEED, Calibrator, Field, Param, StateSpec, as_float_array
+from calibcli.calibrators.base import PLATT_CORRECTION, SEED, Calibrator, Field, Param, StateSpec
 from calibcli.calibrators.ilps import (
     K_PARAM,
     LAM_PARAM,
@@ -493,13 +493,6 @@ def train(
 # ---- the calibrator ---------------------------------------------------------------------
 
 
-def _finite(value: Any, what: str, ndim: int) -> np.ndarray:
-    arr = np.array(value, dtype=np.float64)
-    if arr.ndim != ndim or not np.all(np.isfinite(arr)):
-        raise FitError(f"field-aware state: {what} must be a finite {ndim}-d array")
-    return arr
-
-
 @register
 class FieldAwareCalibrator(Calibrator):
     """Field-aware calibration: ILPS(logit) + shrunk per-level shifts + linear numeric + MLP."""
@@ -654,42 +647,27 @@ class FieldAwareCalibrator(Calibrator):
         return super().from_state(params, state)
 
     def _set_state(self, state: dict[str, Any]) -> None:
-        """Load a (validated, or freshly fitted) state into the named Network."""
-        self.a_ = np.array(as_float_array(state["a"], "state a"))
-        b = np.array(as_float_array(state["b"], "state b"))
-        if self.a_.size < 2 or self.a_.size != b.size:
-            raise FitError("field-aware state needs as many knot values b as splits a (at least 2)")
+        """Load a state (checked by `state_spec` when read from a map) into the named Network."""
+
+        def floats(value: Any) -> np.ndarray:
+            return np.array(value, dtype=np.float64)
+
+        self.a_ = floats(state["a"])
         self.cat_ = [str(c) for c in state["categorical"]]
         self.num_ = [str(c) for c in state["numeric"]]
         self.vocab_ = [np.array([str(x) for x in v], dtype=str) for v in state["vocab"]]
-        self.mean_ = np.array(as_float_array(state["mean"], "state mean"))
-        self.std_ = np.array(as_float_array(state["std"], "state std"))
-        n_cat, n_num = len(self.cat_), len(self.num_)
-        if len(self.vocab_) != n_cat or self.mean_.size != n_num or self.std_.size != n_num:
-            raise FitError("field-aware state: vocabularies or scalings do not match the feature columns")
-        rows = [v.size + 1 for v in self.vocab_]
-        if not n_cat and not n_num:
-            self.net_ = Network(b, [], np.zeros(0), [], [], [], np.zeros(0), np.zeros(1))
-            return
-        shifts = [_finite(v, "shifts", 1) for v in state["shifts"]]
-        linear = _finite(state["linear"], "linear", 1)
-        embeddings = [_finite(e, "embeddings", 2) for e in state["embeddings"]]
-        if [v.size for v in shifts] != rows or linear.size != n_num:
-            raise FitError("field-aware state: one shift per level (+ unknown) and one coefficient per numeric column")
-        if len(embeddings) != n_cat or any(e.shape[0] != r for e, r in zip(embeddings, rows)):
-            raise FitError("field-aware state: one embedding row per level (+ unknown) of each categorical column")
-        weights = [_finite(m, "weights", 2) for m in state["weights"]]
-        biases = [_finite(v, "biases", 1) for v in state["biases"]]
-        out_w = _finite(state["out_w"], "out_w", 1)
-        width = sum(e.shape[1] for e in embeddings) + n_num
-        for weight, bias in zip(weights, biases, strict=True):
-            if weight.shape[0] != width or weight.shape[1] != bias.size:
-                raise FitError("field-aware state: a layer's weights and biases do not match")
-            width = bias.size
-        if out_w.size != width:
-            raise FitError("field-aware state: the output layer does not match the last hidden layer")
-        out_b = _finite([state["out_b"]], "out_b", 1)
-        self.net_ = Network(b, shifts, linear, embeddings, weights, biases, out_w, out_b)
+        self.mean_, self.std_ = floats(state["mean"]), floats(state["std"])
+        has_net = bool(self.cat_ or self.num_)
+        self.net_ = Network(
+            b=floats(state["b"]),
+            shifts=[floats(v) for v in state["shifts"]],
+            linear=floats(state["linear"]),
+            embeddings=[floats(e) for e in state["embeddings"]] if has_net else [],
+            weights=[floats(m) for m in state["weights"]] if has_net else [],
+            biases=[floats(v) for v in state["biases"]] if has_net else [],
+            out_w=floats(state["out_w"]) if has_net else np.zeros(0),
+            out_b=floats([state["out_b"]]) if has_net else np.zeros(1),
+        )
 
     def input_features(self) -> tuple[list[str], list[str]]:
         self._check_fitted()

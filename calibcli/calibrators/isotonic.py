@@ -46,8 +46,12 @@ def isotonic_knots(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndar
     """
     xs, sw, swy = unique_with_sums(s, y, w)
     keep = sw > 0
-    xs, sw, swy = xs[keep], sw[keep], swy[keep]
-    fitted = pav(swy / sw, sw)
+    if not keep.all():
+        xs, sw, swy = xs[keep], sw[keep], swy[keep]
+    del keep
+    swy /= sw  # the mean target per distinct score, in place: the fit's largest arrays are n long
+    fitted = pav(swy, sw)
+    del swy, sw
     return compress_knots(xs, fitted)
 
 

@@ -2,8 +2,8 @@
 
 Scores are standardised before the fit (Platt's and scikit-learn's overflow issue #6888),
 then the coefficients are mapped back, so a and b apply to the raw score. The optimiser is
-scipy's trust-region Newton (`trust-exact`) with the exact gradient and Hessian of the
-weighted log-loss, which also accepts Platt-corrected (fractional) targets.
+Newton's method with the exact gradient and Hessian of the weighted log-loss (warm-started
+on a subsample for large inputs), which also accepts Platt-corrected (fractional) targets.
 
 References
 ----------
@@ -31,52 +31,110 @@ def sigmoid(t: np.ndarray) -> np.ndarray:
 def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, bool]:
     """Maximum-likelihood coefficients of y ~ sigmoid(X @ beta) for a design matrix X.
 
-    Minimises the mean weighted log-loss with exact gradient and Hessian; returns
-    (beta, converged). `x` has one column per coefficient (add a column of ones for an
-    intercept); `y` may be fractional.
+    `x` has one column per coefficient (add a column of ones for an intercept); `y` may be
+    fractional. Returns (beta, converged); see `fit_logistic_columns`.
     """
-    from scipy.optimize import minimize
+    beta, converged = fit_logistic_columns([np.ascontiguousarray(x[:, j]) for j in range(x.shape[1])], y, w, False)
+    return beta, converged
 
-    total = float(w.sum())
-    cache: dict[str, np.ndarray] = {}
 
-    def objective(beta):
-        # One exp per row: softplus(eta) and sigmoid(eta) from e = exp(-|eta|), no overflow.
-        eta = x @ beta
-        e = np.exp(-np.abs(eta))
-        p = np.where(eta >= 0, 1.0, e) / (1.0 + e)
-        cache["beta"], cache["p"] = beta.copy(), p
-        loss = float(np.sum(w * (np.maximum(eta, 0.0) + np.log1p(e) - y * eta))) / total
-        grad = x.T @ (w * (p - y)) / total
-        return loss, grad
+def fit_logistic_columns(
+    columns: list[np.ndarray], y: np.ndarray, w: np.ndarray, intercept: bool
+) -> tuple[np.ndarray, bool]:
+    """Logistic maximum likelihood on feature columns (+ an implicit intercept, last in beta).
 
-    def hessian(beta):
-        p = cache["p"] if np.array_equal(cache.get("beta"), beta) else sigmoid(x @ beta)
-        return (x * (w * p * (1 - p))[:, None]).T @ x / total
+    Newton's method with the exact gradient and Hessian of the mean weighted log-loss and a
+    backtracking line search. With many rows the Newton steps start from the fit on a
+    strided subsample, so the full data costs the last two quadratically converging steps;
+    once the Newton decrement g'H^-1 g (twice the predicted loss decrease) is below
+    `_LAST_STEP`, the step is taken without another pass (what it leaves is of the order of
+    its square, far below float precision of the loss).
+    """
+    k = len(columns) + intercept
+    if bool(np.all(w == 1)):
+        w = np.broadcast_to(1.0, y.shape)
+    beta = np.zeros(k)
+    n = y.size
+    if n > 3 * _WARM_ROWS:
+        step = n // _WARM_ROWS
+        sub = [np.ascontiguousarray(c[::step]) for c in columns]
+        beta, _ = _newton(sub, y[::step], w[::step], intercept, beta)
+        if not np.all(np.isfinite(beta)):
+            beta = np.zeros(k)
+    return _newton(columns, y, w, intercept, beta)
 
-    res = minimize(
-        objective,
-        np.zeros(x.shape[1]),
-        jac=True,
-        hess=hessian,
-        method="trust-exact",
-        options={"gtol": 1e-9, "maxiter": 200},
-    )
-    beta = np.asarray(res.x, dtype=np.float64)
-    # trust-exact stops when rounding noise spoils its model ("bad approximation"); a few
-    # plain Newton steps, kept only while the loss does not rise or the gradient shrinks
-    # (near the optimum the loss is flat to rounding), finish at machine precision.
-    loss, grad = objective(beta)
-    for _ in range(3):
+
+_WARM_ROWS = 250_000
+_MAX_NEWTON = 60
+_LAST_STEP = 1e-8  # decrement below which the Newton step is taken without another pass
+GRAD_TOL_CONVERGED = 1e-7
+
+
+def _loss_grad_hess(cols, y, w, intercept, beta, total):
+    """Mean weighted log-loss of sigmoid(eta), its gradient and Hessian (one exp per row)."""
+    eta = np.full(y.shape, beta[-1]) if intercept else np.zeros(y.shape)
+    for c, b in zip(cols, beta):
+        eta += b * c
+    e = np.abs(eta)
+    np.negative(e, out=e)
+    np.exp(e, out=e)  # e = exp(-|eta|): softplus and sigmoid without overflow
+    q = 1.0 + e
+    np.reciprocal(q, out=q)  # q = 1 / (1 + e)
+    terms = np.log1p(e)
+    terms += np.maximum(eta, 0.0)
+    terms -= y * eta
+    r = np.where(eta >= 0, 1.0, e)
+    r *= q  # p = sigmoid(eta)
+    r -= y
+    h = e
+    h *= q
+    h *= q  # p (1 - p) = e q^2
+    if not _unit(w):
+        terms *= w
+        r *= w
+        h *= w
+    features = list(cols) + ([None] if intercept else [])
+    grad = np.array([r.sum() if c is None else c @ r for c in features]) / total
+    hess = np.empty((len(features), len(features)))
+    for i, ci in enumerate(features):
+        hc = h if ci is None else h * ci
+        for j in range(i, len(features)):
+            cj = features[j]
+            hess[i, j] = hess[j, i] = hc.sum() if cj is None else hc @ cj
+    return float(terms.sum()) / total, grad, hess / total
+
+
+def _unit(w: np.ndarray) -> bool:
+    return (w.strides[0] == 0 and bool(w[0] == 1)) if w.ndim == 1 and w.size else False
+
+
+def _newton(cols, y, w, intercept, beta):
+    """Damped Newton from `beta` until the Newton decrement is at rounding level."""
+    total = float(y.size) if _unit(w) else float(w.sum())
+    loss, grad, hess = _loss_grad_hess(cols, y, w, intercept, beta, total)
+    decrement = np.inf
+    for _ in range(_MAX_NEWTON):
         try:
-            step = np.linalg.solve(hessian(beta), grad)
+            step = np.linalg.solve(hess, grad)
         except np.linalg.LinAlgError:
+            step = np.linalg.lstsq(hess, grad, rcond=None)[0]
+        decrement = float(grad @ step)
+        if not np.isfinite(decrement):
             break
-        new_loss, new_grad = objective(beta - step)
-        if not (new_loss <= loss or np.max(np.abs(new_grad)) < np.max(np.abs(grad))):
+        if decrement <= _LAST_STEP:
+            beta = beta - step
             break
-        beta, loss, grad = beta - step, new_loss, new_grad
-    converged = bool(np.max(np.abs(grad)) < 1e-7)
+        t = 1.0
+        while t > 1e-12:
+            new = _loss_grad_hess(cols, y, w, intercept, beta - t * step, total)
+            if new[0] <= loss + 4e-16 * abs(loss):
+                break
+            t /= 2
+        else:
+            break
+        beta = beta - t * step
+        loss, grad, hess = new
+    converged = bool(np.all(np.isfinite(beta)) and 0 <= decrement <= _LAST_STEP)
     return beta, converged
 
 
@@ -100,7 +158,7 @@ class LogisticCalibrator(Calibrator):
             self.a_, self.b_ = 0.0, float(np.log(rate) - np.log1p(-rate))
             return
         z = (s - mu) / sd
-        beta, converged = fit_logistic(np.column_stack([z, np.ones_like(z)]), y, w)
+        beta, converged = fit_logistic_columns([z], y, w, intercept=True)
         if not converged:
             warnings.warn(
                 "logistic fit did not converge (are the classes perfectly separated?); "

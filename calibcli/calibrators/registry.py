@@ -42,3 +42,26 @@ def get(name: str) -> type[Calibrator]:
 def create(name: str, params: Mapping[str, Any] | None = None) -> Calibrator:
     """An unfitted calibrator of method `name` with typed parameters."""
     return get(name)(**dict(params or {}))
+
+
+def catalogue() -> list[tuple[str, str, list[str]]]:
+    """(name, description and behaviour at 0/1, parameter lines) for every method, for `calib methods`."""
+    out = []
+    for name in available():
+        cls = get(name)
+        extremes = cls.default_extremes()
+        description = f"{cls.description}; at 0/1: {extremes}" if extremes else cls.description
+        out.append((name, description, [p.describe() for p in cls.params]))
+    return out
+
+
+def catalogue_json() -> list[dict[str, Any]]:
+    """Every registered method as data, for `calib methods --json` and tools built on it."""
+    return [{
+        "name": name, "description": get(name).description, "extremes": get(name).default_extremes(),
+        "monotone": get(name).monotone, "needs_probabilities": get(name).needs_probabilities,
+        "uses_features": get(name).uses_features,
+        "params": [{"name": p.name, "type": p.type.__name__, "default": p.default, "low": p.low,
+                    "high": p.high, "choices": list(p.choices) if p.choices else None,
+                    "optional": p.optional, "help": p.help} for p in get(name).params],
+    } for name in available()]

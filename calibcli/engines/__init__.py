@@ -164,6 +164,7 @@ class EvalParts:
             "auc": metrics.auc_from_ties(n1, n0),
             "ece": float(np.sum(gap) / rows),
             "calbin": metrics.calbin_sorted(np.repeat(p, reps), np.repeat(n1 / count, reps), calbin_window),
+            **metrics.distribution_metrics(p, n0, n1),
         }
         if self.fields is not None:
             n, resid, pos = self.fields["rows"], self.fields["resid"], self.fields["positives"]

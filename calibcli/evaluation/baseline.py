@@ -44,6 +44,8 @@ class Evaluation:
     gate: GateReport | None = None
     weight_col: str | None = None
     step: float | None = None
+    ece_bins: int = 10
+    ece_strategy: str = "uniform"
 
     def to_json(self) -> dict[str, Any]:
         """The machine-readable report (`calib evaluate --json`, `--save-baseline`); NaN becomes null.
@@ -62,6 +64,7 @@ class Evaluation:
           p_max}, else null), `step_bounds` (with --step: {auc, calbin}, the largest
           possible distance of those two from their exact values, else null)
         - `weight_col`, `step`: the --weight-col and --step options (null when not given)
+        - `ece_bins`, `ece_strategy`: the bins of ECE and MCE (--ece-bins, --ece-strategy)
         - `bootstrap`: {replicates, seed, level, method: "percentile", resampling: "poisson"} or null
         - `gate`: {passed, gate_on, baseline (path or null), checked, failed, checks}; each
           check is {result, metric, kind ("above", "below", "regression"), value, compared,
@@ -100,6 +103,8 @@ class Evaluation:
             "calbin_window": self.calbin_window,
             "weight_col": self.weight_col,
             "step": self.step,
+            "ece_bins": self.ece_bins,
+            "ece_strategy": self.ece_strategy,
             "results": [result(r) for r in self.results],
             "bootstrap": self.bootstrap.to_json() if self.bootstrap else None,
             "gate": gate.to_json(),

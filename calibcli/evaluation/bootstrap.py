@@ -61,7 +61,8 @@ def poisson_counts(state: EvalState, plan: BootstrapPlan) -> Iterator[np.ndarray
         yield rng.poisson(lam).astype(np.float64)
 
 
-def state_replicates(state: EvalState, calbin_window: int, plan: BootstrapPlan) -> dict[str, np.ndarray]:
+def state_replicates(state: EvalState, calbin_window: int, plan: BootstrapPlan, **ece: Any
+                     ) -> dict[str, np.ndarray]:
     """Every metric on `plan.replicates` Poisson resamples of the rows behind `state`."""
     m = state.p.size
     y = np.concatenate([np.zeros(m), np.ones(m)])
@@ -72,7 +73,8 @@ def state_replicates(state: EvalState, calbin_window: int, plan: BootstrapPlan) 
     out = {k: np.full(plan.replicates, math.nan) for k in keys}
     for b, w in enumerate(poisson_counts(state, plan)):
         if w.sum() > 0:
-            for k, v in metrics.compute_all(y, p, groups, calbin_window, sample_weight=w, order=order).items():
+            for k, v in metrics.compute_all(y, p, groups, calbin_window, sample_weight=w, order=order,
+                                            **ece).items():
                 out[k][b] = v
     return out
 
@@ -107,6 +109,8 @@ def bootstrap_intervals(y: np.ndarray, p: np.ndarray, groups: np.ndarray | None,
     return percentile_intervals(bootstrap_replicates(y, p, groups, calbin_window, plan), plan.level)
 
 
-def state_intervals(state: EvalState, calbin_window: int, plan: BootstrapPlan) -> dict[str, tuple[float, float]]:
-    """Seeded percentile confidence intervals of every metric, drawn from an evaluation state."""
-    return percentile_intervals(state_replicates(state, calbin_window, plan), plan.level)
+def state_intervals(state: EvalState, calbin_window: int, plan: BootstrapPlan, **ece: Any
+                    ) -> dict[str, tuple[float, float]]:
+    """Seeded percentile confidence intervals of every metric, drawn from an evaluation state
+    (`ece`: the ECE/MCE bin options of `metrics.compute_all`)."""
+    return percentile_intervals(state_replicates(state, calbin_window, plan, **ece), plan.level)

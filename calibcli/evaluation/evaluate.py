@@ -29,6 +29,8 @@ class EvaluateOptions:
     reliability_bins: int | None = None
     weight_col: str | None = None  # row weights for every metric
     step: float | None = None  # bucket width of p for AUC and CalBin (bounded memory)
+    ece_bins: int = metrics.ECE_BINS  # bins of ECE and MCE
+    ece_strategy: str = "uniform"  # uniform (equal width) or quantile (equal mass) bins
 
 
 def evaluate_file(
@@ -80,9 +82,10 @@ def evaluate_file(
         path, fmt, label_col, score_col, prob_cols, loaded, field_col, opts)
 
     def evaluate_one(name: str, kind: str, state: EvalState) -> EvalRow:
-        row = EvalRow(name, kind, state.metrics(calbin_window))
+        ece = {"ece_bins": opts.ece_bins, "ece_strategy": opts.ece_strategy}
+        row = EvalRow(name, kind, state.metrics(calbin_window, **ece))
         if opts.bootstrap is not None:
-            row.intervals = state_intervals(state, calbin_window, opts.bootstrap)
+            row.intervals = state_intervals(state, calbin_window, opts.bootstrap, **ece)
         if opts.by_field_top is not None and state.field_names is not None:
             row.by_field = diagnostics.field_breakdown_sums(state.field_w, state.field_y, state.field_p,
                                                             state.field_names, opts.by_field_top)
@@ -94,7 +97,8 @@ def evaluate_file(
 
     results = [evaluate_one(name, kind, state) for name, kind, state in columns]
     report = Evaluation(source, rows, positives, field_col, calbin_window, results, opts.bootstrap,
-                        weight_col=opts.weight_col, step=opts.step)
+                        weight_col=opts.weight_col, step=opts.step, ece_bins=opts.ece_bins,
+                        ece_strategy=opts.ece_strategy)
     report.gate = gates.decide(opts.gates, [(r.name, r.metrics, r.intervals) for r in results],
                                baseline, field_col)
     return report

@@ -53,6 +53,16 @@ def lower_is_better(metric: str) -> bool:
     return metrics.METRICS[metric][1] == "lower"
 
 
+def refuse_targets(limits: Sequence["Limit"]) -> None:
+    """A regression needs a direction: metrics best at a target (slope 1, z 0) take thresholds."""
+    for lim in limits:
+        if metrics.METRICS[lim.metric][1] == "target":
+            name = lim.metric.replace("_", "-")
+            raise UsageError(f"--max-regression {name}: {name} is best at {metrics.TARGETS[lim.metric]:g}, "
+                             "neither higher nor lower",
+                             hint=f"bound it with --fail-above/--fail-below {name}=X instead")
+
+
 @dataclass(frozen=True)
 class Limit:
     """One `METRIC=VALUE` option: a threshold, or an allowed regression (`relative`: a fraction)."""
@@ -114,6 +124,7 @@ class GateSpec:
         spec = cls(parse_limits(fail_above, "--fail-above"), parse_limits(fail_below, "--fail-below"),
                    parse_limits(max_regression, "--max-regression", allow_percent=True),
                    baseline, gate_on)
+        refuse_targets(spec.max_regression)
         if baseline is not None and not spec.max_regression:
             raise UsageError("--baseline needs --max-regression METRIC=VALUE",
                              hint="e.g. --max-regression field-rce=0.01 or --max-regression log-loss=5%")

@@ -36,16 +36,23 @@ ECE_BINS = 10
 CALBIN_WINDOW = 100
 _CALBIN_CHUNK = 1 << 20
 
-# Display name and direction ("lower" or "higher" is better) of every metric, in table order.
+# Display name and direction of every metric, in table order: "lower" or "higher" is better,
+# or "target": best at the value in TARGETS (gates can bound it, not count a regression).
 METRICS: dict[str, tuple[str, str]] = {
     "log_loss": ("log-loss", "lower"),
     "brier": ("Brier", "lower"),
     "auc": ("AUC", "higher"),
     "ece": ("ECE", "lower"),
+    "mce": ("MCE", "lower"),
     "calbin": ("CalBin", "lower"),
+    "cal_slope": ("slope", "target"),
+    "cal_intercept": ("intercept", "target"),
+    "spiegelhalter_z": ("Spiegelhalter z", "target"),
+    "spiegelhalter_p": ("Spiegelhalter p", "higher"),
     "field_ece": ("Field-ECE", "lower"),
     "field_rce": ("Field-RCE", "lower"),
 }
+TARGETS = {"cal_slope": 1.0, "cal_intercept": 0.0, "spiegelhalter_z": 0.0}
 
 
 def _weight(sample_weight, n: int) -> np.ndarray | None:
@@ -310,6 +317,8 @@ def compute_all(
     calbin_window: int = CALBIN_WINDOW,
     sample_weight=None,
     order: np.ndarray | None = None,
+    ece_bins: int = ECE_BINS,
+    ece_strategy: str = "uniform",
 ) -> dict[str, float]:
     """Every metric for one probability column, in METRICS order; field metrics need groups.
 
@@ -319,6 +328,8 @@ def compute_all(
     if w is None:
         ps, group, pos, count = _sorted_ties(y, p, order)  # the one sort, shared by AUC and CalBin
         cal = calbin_sorted(ps, (pos / count)[group], calbin_window)
+        starts = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]])) if ps.size else group
+        v, n0, n1 = ps[starts], count - pos, pos
     else:
         v, n0, n1 = distribution(y, p, w, order)
         pos, count = n1, n0 + n1
@@ -329,6 +340,7 @@ def compute_all(
         "auc": auc_from_ties(pos, count - pos),
         "ece": prob_ece(y, p, sample_weight=w),
         "calbin": cal,
+        **distribution_metrics(v, n0, n1, ece_bins, ece_strategy),
     }
     if groups is not None:
         sums = field_sums(y, p, groups, w)
@@ -456,3 +468,19 @@ def calibration_slope_intercept(xs, n0, n1, eps: float = LOG_LOSS_EPS, iteration
         if np.max(np.abs(t * step)) < 1e-12 * (1 + abs(a) + abs(b)):
             break
     return float(b), float(a)
+
+
+def distribution_metrics(v: np.ndarray, n0: np.ndarray, n1: np.ndarray, ece_bins: int = ECE_BINS,
+                         ece_strategy: str = "uniform") -> dict[str, float]:
+    """MCE, calibration slope/intercept and the Spiegelhalter test from the p distribution; ECE
+    too when its bins are not the default 10 equal-width ones (which the callers sum exactly)."""
+    nan = float("nan")
+    if v.size == 0:
+        return {"mce": nan, "cal_slope": nan, "cal_intercept": nan, "spiegelhalter_z": nan, "spiegelhalter_p": nan}
+    slope, intercept = calibration_slope_intercept(v, n0, n1)
+    z, pval = spiegelhalter(v, n0, n1)
+    out = {"mce": mce_from_distribution(v, n0, n1, ece_bins, ece_strategy), "cal_slope": slope,
+           "cal_intercept": intercept, "spiegelhalter_z": z, "spiegelhalter_p": pval}
+    if ece_bins != ECE_BINS or ece_strategy != "uniform":
+        out["ece"] = ece_from_distribution(v, n0, n1, ece_bins, ece_strategy)
+    return out

@@ -18,6 +18,7 @@ from calibcli.console import DataConsole
 from calibcli.evaluation.metrics import METRICS
 
 BAR_WIDTH = 40
+_ARROWS = {"lower": "↓", "higher": "↑", "target": "◎"}  # ◎: best at its target (slope 1, z 0)
 
 
 def _fmt(value: float | None) -> str:
@@ -39,7 +40,7 @@ def metrics_table(report) -> Table:
     table.add_column("probabilities")
     for k in keys:
         label, direction = METRICS[k]
-        table.add_column(f"{label} {'↓' if direction == 'lower' else '↑'}", justify="right")
+        table.add_column(f"{label} {_ARROWS[direction]}", justify="right")
     for r in report.results:
         cells = []
         for k in keys:
@@ -104,7 +105,7 @@ def stacked_text(report) -> str:
         lines.append(f"{r.name} ({r.kind})")
         for k in _keys(report):
             label, direction = METRICS[k]
-            cell = f"  {label + (' ↓' if direction == 'lower' else ' ↑'):<12} {_fmt(r.metrics[k]):>8}"
+            cell = f"  {label + ' ' + _ARROWS[direction]:<18} {_fmt(r.metrics[k]):>8}"
             if r.intervals is not None:
                 lo, hi = r.intervals[k]
                 cell += f"  [{_fmt(lo)}, {_fmt(hi)}]"

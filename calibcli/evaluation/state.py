@@ -130,7 +130,8 @@ class EvalState:
         return (self.p[starts], np.add.reduceat(self.n0, starts) if starts.size else self.n0,
                 np.add.reduceat(self.n1, starts) if starts.size else self.n1)
 
-    def metrics(self, calbin_window: int = _metrics.CALBIN_WINDOW) -> dict[str, float]:
+    def metrics(self, calbin_window: int = _metrics.CALBIN_WINDOW, ece_bins: int = _metrics.ECE_BINS,
+                ece_strategy: str = "uniform") -> dict[str, float]:
         """Every metric, in `metrics.METRICS` order (field metrics when the state has fields)."""
         nan = float("nan")
         if self.weight <= 0:
@@ -143,6 +144,7 @@ class EvalState:
             "auc": _metrics.auc_from_ties(n1, n0),
             "ece": float(np.sum(np.abs(self.ece_p - self.ece_y)) / self.weight),
             "calbin": _metrics.calbin_counts(v, n0, n1, calbin_window),
+            **_metrics.distribution_metrics(v, n0, n1, ece_bins, ece_strategy),
         }
         if self.field_names is not None:
             sums = (self.field_w, self.field_y, self.field_p)
