@@ -162,6 +162,8 @@ def open_source(path: str, fmt: str | None = None) -> Source:
     fmt = check_format(fmt) or (format_from_path(path) if path != "-" else None)
     if path == "-":
         raw: IO[bytes] = sys.stdin.buffer
+    elif is_uri(path):
+        raw = _open_uri(path)
     else:
         raw = _open_binary(path, "score")
     head = _read_head(raw)
@@ -183,7 +185,7 @@ def open_source(path: str, fmt: str | None = None) -> Source:
     if fmt == "parquet":
         if path != "-":
             raw.close()
-            return Source(name, fmt, path)
+            return Source(name, fmt, _open_uri(path) if is_uri(path) else path)
         return Source(name, fmt, pa.py_buffer(head + raw.read()))
     return Source(name, fmt, _io.BufferedReader(_Prefixed(head, raw)))
 
@@ -250,7 +252,13 @@ def _check_header(source: Source, schema: pa.Schema) -> None:
 
 
 def read_table(path: str, fmt: str | None = None, string_columns: tuple[str, ...] = ()) -> pa.Table:
-    """Read a whole score file into memory (fit and evaluate need every row at once)."""
+    """Read a whole score file (or dataset of Parquet parts) into memory (fit needs every row)."""
+    if is_parts(path):
+        dataset = open_dataset(path)
+        try:
+            return _cast_strings(dataset.to_table(), string_columns)
+        except (pa.ArrowException, OSError) as exc:
+            raise InputError(f"{display_name(path)}: cannot read the Parquet parts ({str(exc).splitlines()[0]})") from None
     source = open_source(path, fmt)
     try:
         if source.format == "parquet":
@@ -279,8 +287,11 @@ def iter_batches(path: str, fmt: str | None = None, string_columns: tuple[str, .
     """Stream record batches from a score file or stdin, for `apply` on data larger than memory.
 
     The reader is opened (and the header parsed) before returning, so a bad header fails
-    before any output is created.
+    before any output is created. A directory, glob or URI of Parquet parts is read as one
+    dataset (`open_dataset`).
     """
+    if is_parts(path):
+        return _dataset_batches(path, string_columns)
     source = open_source(path, fmt)
     try:
         if source.format == "parquet":
@@ -365,39 +376,152 @@ _GLOB_CHARS = set("*?[")
 PART_SUFFIXES = (".parquet", ".pq")
 
 
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def is_uri(path: str) -> bool:
+    """True for `scheme://...` inputs (file://, s3://, gs://, hdfs://, ...), read through pyarrow.fs."""
+    return bool(_URI.match(path))
+
+
+def _filesystem(path: str) -> tuple[Any, str]:
+    """(pyarrow filesystem, path inside it) of a local path or a URI pyarrow resolves."""
+    import pyarrow.fs as pafs
+
+    if not is_uri(path):
+        return pafs.LocalFileSystem(), os.path.abspath(path) + ("/" if path.endswith("/") else "")
+    try:
+        return pafs.FileSystem.from_uri(path)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise InputError(f"{path}: cannot open this URI ({str(exc).splitlines()[0]})",
+                         hint="file://, s3://, gs:// and hdfs:// work where pyarrow has that filesystem") from None
+
+
+def _open_uri(path: str) -> Any:
+    fs, inner = _filesystem(path)
+    try:
+        return fs.open_input_file(inner)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(f"{path}: cannot read ({str(exc).splitlines()[0]})") from None
+
+
+def skipped_part(relative: str) -> bool:
+    """Files that are not data: anything under a hidden or `_`-prefixed folder (Spark's
+    `_temporary/`), hidden or `_` files (`_SUCCESS`, `.part-0.crc`) and `.crc` checksums."""
+    pieces = relative.replace("\\", "/").split("/")
+    return any(piece.startswith((".", "_")) for piece in pieces) or relative.endswith(".crc")
+
+
 def is_parts(path: str) -> bool:
-    """True for a directory or a glob pattern: an input made of several Parquet part files."""
-    return path != "-" and (Path(path).is_dir() or bool(_GLOB_CHARS & set(path)))
+    """True for a directory or a glob pattern (local or URI): an input made of Parquet part files."""
+    if path == "-":
+        return False
+    if _GLOB_CHARS & set(path):
+        return True
+    if not is_uri(path):
+        return Path(path).is_dir()
+    import pyarrow.fs as pafs
+
+    fs, inner = _filesystem(path)
+    try:
+        return fs.get_file_info(inner).type == pafs.FileType.Directory
+    except (pa.ArrowException, OSError):
+        return False
+
+
+def _split_glob(path: str) -> tuple[str, str | None]:
+    """(root folder without wildcards, pattern relative to it or None)."""
+    pieces = path.split("/")
+    fixed = next((i for i, piece in enumerate(pieces) if _GLOB_CHARS & set(piece)), len(pieces))
+    if fixed == len(pieces):
+        return path.rstrip("/") or "/", None
+    return "/".join(pieces[:fixed]) or ("/" if path.startswith("/") else "."), "/".join(pieces[fixed:])
 
 
 def list_parts(path: str) -> list[tuple[str, str]]:
     """(part file, path relative to the input root) for every Parquet part, sorted.
 
-    A directory is searched recursively (Hive-style `key=value/` folders are kept in the
-    relative paths); a glob's root is its longest leading folder without wildcards.
+    The one part lister (apply, the dataset reader and `summary.load` use it). A
+    directory is searched recursively (Hive-style `key=value/` folders are kept in the
+    relative paths); a glob's root is its longest leading folder without wildcards; a
+    URI is listed through its pyarrow filesystem and its parts are returned as URIs.
+    Spark's bookkeeping is skipped (`skipped_part`).
     """
-    import glob
+    import fnmatch
 
-    if Path(path).is_dir():
-        root = Path(path)
-        files = [p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in PART_SUFFIXES
-                 and not p.name.startswith((".", "_"))]
-    else:
-        pieces = Path(path).parts
-        fixed = next((i for i, piece in enumerate(pieces) if _GLOB_CHARS & set(piece)), len(pieces))
-        root = Path(*pieces[:fixed]) if fixed else Path(".")
-        files = [Path(p) for p in glob.glob(path, recursive=True) if Path(p).is_file()]
-    if not files:
-        raise InputError(f"{path}: no Parquet part files (*.parquet, *.pq) found")
-    return [(str(f), str(f.relative_to(root))) for f in sorted(files)]
+    import pyarrow.fs as pafs
+
+    uri = is_uri(path)
+    fs, inner = _filesystem(path)
+    root, pattern = _split_glob(inner)
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(root, recursive=True))
+    except FileNotFoundError:
+        raise InputError(f"{display_name(path)}: no such directory") from None
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(f"{display_name(path)}: cannot list ({str(exc).splitlines()[0]})") from None
+    base = root.rstrip("/") + "/"
+    found = []
+    for info in infos:
+        if info.type != pafs.FileType.File:
+            continue
+        relative = info.path[len(base):] if info.path.startswith(base) else info.base_name
+        if pattern is not None and not fnmatch.fnmatchcase(relative, pattern):
+            continue
+        if skipped_part(relative) or (pattern is None and not relative.lower().endswith(PART_SUFFIXES)):
+            continue
+        found.append((info.path, relative))
+    if not found:
+        raise InputError(f"{display_name(path)}: no Parquet part files (*.parquet, *.pq) found")
+    prefix = path[:len(path) - len(inner)] if uri and path.endswith(inner) else ""
+    return [(prefix + full if uri else full, relative) for full, relative in sorted(found)]
+
+
+def open_dataset(path: str) -> Any:
+    """The Parquet parts of a directory, glob or URI as one `pyarrow.dataset` (Hive
+    `key=value` folders become columns)."""
+    import pyarrow.dataset as pads
+
+    fs, inner = _filesystem(path)
+    root, _ = _split_glob(inner)
+    files = [p for p, _ in list_parts(path)]
+    if is_uri(path):
+        files = [_filesystem(f)[1] for f in files]
+    try:
+        return pads.dataset(files, filesystem=fs, format="parquet", partitioning="hive",
+                            partition_base_dir=root)
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(f"{display_name(path)}: cannot read the Parquet parts ({str(exc).splitlines()[0]})") from None
+
+
+def _dataset_batches(path: str, string_columns: tuple[str, ...]
+                     ) -> tuple[Source, pa.Schema, Iterator[pa.RecordBatch]]:
+    dataset = open_dataset(path)
+    source = Source(display_name(path), "parquet", dataset)
+    schema = pa.schema([pa.field(f.name, pa.string()) if f.name in string_columns else f
+                        for f in dataset.schema])
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        try:
+            for batch in dataset.to_batches(batch_size=PARQUET_BATCH_ROWS, batch_readahead=1,
+                                            fragment_readahead=1):
+                yield _cast_strings_batch(batch, string_columns)
+        except (pa.ArrowException, OSError) as exc:
+            raise InputError(f"{source.name}: cannot read the Parquet parts ({str(exc).splitlines()[0]})") from None
+
+    return source, schema, batches()
 
 
 def parquet_rows(path: str) -> int | None:
     """Row count from Parquet metadata (file, directory or glob of parts); None for other inputs."""
     import pyarrow.parquet as pq
 
+    if path == "-" or is_uri(path):
+        return None
     files = [p for p, _ in list_parts(path)] if is_parts(path) else [path]
-    if path == "-" or any(format_from_path(f) != "parquet" for f in files):
+    if any(format_from_path(f) != "parquet" for f in files):
         return None
     try:
         return sum(pq.ParquetFile(f).metadata.num_rows for f in files)

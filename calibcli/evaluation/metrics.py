@@ -93,7 +93,8 @@ def auc_from_ties(pos: np.ndarray, neg: np.ndarray) -> float:
     n1, n0 = float(pos.sum()), float(neg.sum())
     if n1 <= 0 or n0 <= 0:
         return float("nan")
-    return float(pos @ (np.cumsum(neg) - 0.5 * neg)) / (n1 * n0)
+    below = float(pos @ np.cumsum(neg))  # one temporary: the state may hold 1e8 groups
+    return (below - 0.5 * float(pos @ neg)) / (n1 * n0)
 
 
 def _sorted_ties(y: np.ndarray, p: np.ndarray, order: np.ndarray | None, w: np.ndarray | None = None):
@@ -230,9 +231,11 @@ def calbin_counts(v: np.ndarray, n0: np.ndarray, n1: np.ndarray, window: int = C
     keep = c > 0
     if not keep.all():
         v, n0, n1, c = v[keep], n0[keep], n1[keep], c[keep]
+    del keep
     if v.size == 0:
         return float("nan")
     if np.all(c == 1):
+        del c  # the distribution may hold 1e8 entries: keep temporaries to chunks
         return calbin_sorted(v, n1, window)
     if np.all(c == np.floor(c)):
         return _calbin_whole_counts(v, c, n1 / c, window)
