@@ -420,9 +420,12 @@ def spiegelhalter(xs, n0, n1) -> tuple[float, float]:
     """
     from math import erfc, sqrt
 
-    count = n0 + n1
-    num = float(np.sum((n1 - count * xs) * (1 - 2 * xs)))
-    var = float(np.sum(count * (1 - 2 * xs) ** 2 * xs * (1 - xs)))
+    num = var = 0.0
+    for lo in range(0, xs.size, _CALBIN_CHUNK):  # chunk-sized temporaries on 1e7+ distinct p
+        x, y1 = xs[lo:lo + _CALBIN_CHUNK], n1[lo:lo + _CALBIN_CHUNK]
+        count = n0[lo:lo + _CALBIN_CHUNK] + y1
+        num += float(np.sum((y1 - count * x) * (1 - 2 * x)))
+        var += float(np.sum(count * (1 - 2 * x) ** 2 * x * (1 - x)))
     if var <= 0:
         return float("nan"), float("nan")
     z = num / sqrt(var)
@@ -457,9 +460,11 @@ def calibration_slope_intercept(xs, n0, n1, eps: float = LOG_LOSS_EPS, iteration
     Newton on the 2x2 problem over distinct p; NaN when it has no finite optimum (one class,
     one distinct p, or perfectly separated)."""
     count = n0 + n1
-    q = np.clip(xs, eps, 1 - eps)
-    x = np.log(q) - np.log1p(-q)
-    del q
+    x = np.clip(xs, eps, 1 - eps)
+    below = np.log1p(-x)
+    np.log(x, out=x)
+    x -= below  # logit(p), built in place: the distribution may hold 1e8 distinct p
+    del below
     if n0.sum() <= 0 or n1.sum() <= 0 or x.size < 2 or x.min() == x.max():
         return float("nan"), float("nan")
     a, b = 0.0, 1.0
