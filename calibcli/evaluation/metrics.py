@@ -469,16 +469,20 @@ def calibration_slope_intercept(xs, n0, n1, eps: float = LOG_LOSS_EPS, iteration
     if n0.sum() <= 0 or n1.sum() <= 0 or x.size < 2 or x.min() == x.max():
         return float("nan"), float("nan")
     a, b = 0.0, 1.0
+    current, g, h = _logistic_pass(x, n0, n1, a, b, True)
     for _ in range(iterations):
-        current, g, h = _logistic_pass(x, n0, n1, a, b, True)
         try:
             step = np.linalg.solve(h, g)
         except np.linalg.LinAlgError:
             return float("nan"), float("nan")
         t = 1.0
-        while t > 1e-10 and not _logistic_pass(x, n0, n1, a + t * step[0], b + t * step[1], False)[0] >= current:
+        while True:  # the trial point's pass also gives the next Newton step: one pass per iteration
+            trial = _logistic_pass(x, n0, n1, a + t * step[0], b + t * step[1], True)
+            if trial[0] >= current or t <= 1e-10:
+                break
             t /= 2
         a, b = a + t * step[0], b + t * step[1]
+        current, g, h = trial
         if not (np.isfinite(a) and np.isfinite(b)) or abs(b) > 1e6:
             return float("nan"), float("nan")
         if np.max(np.abs(t * step)) < 1e-12 * (1 + abs(a) + abs(b)):
