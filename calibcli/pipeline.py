@@ -241,21 +241,17 @@ def _apply_parts(map_path: str, path: str, out: str, score_col: str, output_col:
 def summarize_file(path: str, cols: Columns, fmt: str | None = None, step: float | None = None,
                    on_batch: Callable[[int], None] | None = None) -> summary.ScoreSummary:
     """Stream a score/label file (or directory/glob of Parquet parts) into a mergeable summary."""
-    parts = io.is_parts(path)
-    paths = [p for p, _ in io.list_parts(path)] if parts else [path]
-
     def chunks():
-        for part in paths:
-            source, _, batches = io.iter_batches(part, fmt or ("parquet" if parts else None))
-            rows = 0
-            for batch in batches:
-                s = io.scores_from(batch, cols.score, source.name, offset=rows)
-                y = io.labels_from(batch, cols.label, source.name, offset=rows)
-                w = io.weights_from(batch, cols.weight, source.name, offset=rows) if cols.weight else None
-                rows += batch.num_rows
-                if on_batch is not None:
-                    on_batch(batch.num_rows)
-                yield s, y, w
+        source, _, batches = io.iter_batches(path, fmt)  # a directory, glob or URI of parts is one dataset
+        rows = 0
+        for batch in batches:
+            s = io.scores_from(batch, cols.score, source.name, offset=rows)
+            y = io.labels_from(batch, cols.label, source.name, offset=rows)
+            w = io.weights_from(batch, cols.weight, source.name, offset=rows) if cols.weight else None
+            rows += batch.num_rows
+            if on_batch is not None:
+                on_batch(batch.num_rows)
+            yield s, y, w
 
     result = summary.summarize_batches(chunks(), step=step)
     if result.rows == 0:

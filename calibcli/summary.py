@@ -208,6 +208,7 @@ def fit_rows(summary: ScoreSummary) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 # ---------------------------------------------------------------------------- files
 
 
+MAX_SUMMARY_BYTES = 1 << 30  # ~1.5e7 distinct scores as JSON (use Parquet beyond); /dev/zero never ends
 SUMMARY_EXTENSIONS = {".json": "json", ".parquet": "parquet", ".pq": "parquet"}
 
 
@@ -270,25 +271,15 @@ def _check_header(header: Any, source: str) -> dict[str, Any]:
     return header
 
 
-def _parquet_parts(path: str) -> list[Path]:
-    root = Path(path)
-    if root.is_dir():
-        parts = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in {".parquet", ".pq"})
-        if not parts:
-            raise InputError(f"{path}: directory holds no .parquet files")
-        return parts
-    return [root]
-
-
 def load(path: str) -> ScoreSummary:
     """Read a summary: a JSON or Parquet file from `save`, or any Parquet file or directory of
     parts with columns score, n0, n1 (e.g. written by Spark); duplicate scores are merged."""
     from calibcli import io
 
     source = io.display_name(path)
-    if path != "-" and Path(path).is_dir():
-        return _load_parquet(_parquet_parts(path), source)
-    data = io.read_bytes(path)
+    if io.is_parts(path):
+        return _load_parquet([part for part, _ in io.list_parts(path)], source)
+    data = io.read_bytes(path, "summary file", limit=MAX_SUMMARY_BYTES)
     if data[:4] == b"PAR1":
         return _load_parquet([pa.BufferReader(data)], source)
     try:

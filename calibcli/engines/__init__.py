@@ -134,69 +134,98 @@ def predict_arrow_batch(cal: Calibrator, batch, score_col: str, out_col: str):
 # ---------------------------------------------------------------------------- evaluation
 
 
-class EvalParts:
-    """What `calib evaluate`'s metrics need for one probability column, merged over partitions.
+def floats(series) -> np.ndarray:
+    """A pandas column (numbers, booleans, numeric text) as float64; missing or unparseable -> NaN."""
+    import pandas as pd
 
-    `dist` is the distribution of distinct p (a ScoreSummary of p: n0 negatives and n1
-    positives per p, sorted); `fields` maps a field name to (rows, sum of y - p, positives).
-    Log-loss, Brier, AUC, ECE and CalBin are functions of `dist` (tied p are pooled, so the
-    row order never matters); Field-ECE and Field-RCE of `fields`.
+    if pd.api.types.is_bool_dtype(series) or pd.api.types.is_numeric_dtype(series):
+        return series.to_numpy(dtype=np.float64, na_value=np.nan)
+    return pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def labels(series) -> np.ndarray:
+    """0.0/1.0 from numbers, booleans or the texts 0/1/true/false (as the CLI reads them); else NaN."""
+    import pandas as pd
+
+    if pd.api.types.is_bool_dtype(series) or pd.api.types.is_numeric_dtype(series):
+        y = floats(series)
+    else:
+        text = series.astype("string").str.strip().str.lower()
+        y = np.where(text.isin(["1", "1.0", "true"]).to_numpy(dtype=bool, na_value=False), 1.0,
+                     np.where(text.isin(["0", "0.0", "false"]).to_numpy(dtype=bool, na_value=False), 0.0, np.nan))
+    return np.where((y == 0) | (y == 1), y, np.nan)
+
+
+def field_values(series) -> np.ndarray:
+    """A categorical pandas column as strings, missing values as '' (as `calib evaluate` reads them)."""
+    return series.astype("string").fillna("").to_numpy(dtype=object)
+
+
+def partition_states(pdf, columns: list[str], label_col: str, field_col: str | None,
+                     weight_col: str | None, step: float | None):
+    """One evaluation state per probability column of a pandas partition, and bad-row counts.
+
+    Counts: [labels not 0/1, weights invalid, then per column p null/NaN/outside [0, 1]];
+    invalid rows are left out of the states (the caller raises when any count is not 0).
     """
+    from calibcli.evaluation.state import EvalState
 
-    def __init__(self, dist, fields: dict[str, np.ndarray] | None = None):
-        self.dist = dist
-        self.fields = fields
-
-    def metrics(self, calbin_window: int) -> dict[str, float]:
-        """The metrics of `metrics.compute_all`, computed from the merged state."""
-        from calibcli.evaluation import metrics
-
-        p, n0, n1 = self.dist.score, self.dist.n0, self.dist.n1
-        count = n0 + n1
-        rows = float(count.sum())
-        k = np.minimum((p * metrics.ECE_BINS).astype(np.int64), metrics.ECE_BINS - 1)
-        gap = np.abs(np.bincount(k, weights=count * p, minlength=metrics.ECE_BINS)
-                     - np.bincount(k, weights=n1, minlength=metrics.ECE_BINS))
-        reps = count.astype(np.int64)
-        out = {
-            "log_loss": metrics.log_loss_counts(p, n0, n1),
-            "brier": metrics.brier_counts(p, n0, n1),
-            "auc": metrics.auc_from_ties(n1, n0),
-            "ece": float(np.sum(gap) / rows),
-            "calbin": metrics.calbin_sorted(np.repeat(p, reps), np.repeat(n1 / count, reps), calbin_window),
-            **metrics.distribution_metrics(p, n0, n1),
-        }
-        if self.fields is not None:
-            n, resid, pos = self.fields["rows"], self.fields["resid"], self.fields["positives"]
-            out["field_ece"] = float(np.sum(np.abs(resid)) / rows)
-            out["field_rce"] = float(np.sum(n * np.abs(resid) / (pos + metrics.FIELD_RCE_EPS * n)) / rows)
-        return out
+    y = labels(pdf[label_col])
+    w = floats(pdf[weight_col]) if weight_col else None
+    bad_w = (~np.isfinite(w) | (w < 0)) if w is not None else np.zeros(y.size, dtype=bool)
+    fields = field_values(pdf[field_col]) if field_col else None
+    bad = [int(np.isnan(y).sum()), int(bad_w.sum())]
+    states = []
+    for column in columns:
+        p = floats(pdf[column])
+        invalid = ~np.isfinite(p) | (p < 0) | (p > 1)
+        bad.append(int(invalid.sum()))
+        ok = ~(invalid | np.isnan(y) | bad_w)
+        states.append(EvalState.from_arrays(y[ok], p[ok], None if fields is None else fields[ok],
+                                            None if w is None else w[ok], step))
+    return states, np.array(bad, dtype=np.int64)
 
 
-def field_table(names: np.ndarray, rows: np.ndarray, resid: np.ndarray, positives: np.ndarray) -> dict[str, np.ndarray]:
-    """Per-field sums keyed by column, merged over duplicate names (partials from partitions)."""
-    keys, inverse = np.unique(np.asarray(names, dtype=object).astype(str), return_inverse=True)
-    return {"names": keys,
-            "rows": np.bincount(inverse, weights=rows, minlength=keys.size),
-            "resid": np.bincount(inverse, weights=resid, minlength=keys.size),
-            "positives": np.bincount(inverse, weights=positives, minlength=keys.size)}
+def evaluation(source: str, columns: list[tuple[str, str, str]], states: list, bad: np.ndarray, *,
+               label_col: str, score_col: str, field_col: str | None, weight_col: str | None,
+               step: float | None, calbin_window: int):
+    """The `calib evaluate` report (`Evaluation`; `.to_json()` is --json) from merged states.
 
-
-def evaluation(source: str, parts: list[tuple[str, str, EvalParts]], field_col: str | None,
-               calbin_window: int):
-    """An `Evaluation` (the `calib evaluate --json` report) from merged states."""
+    `columns` are (name, kind, column) as evaluated; `bad` the summed `partition_states` counts.
+    """
     from calibcli.evaluation.baseline import EvalRow, Evaluation
 
-    if calbin_window < 1:
-        raise UsageError("calbin_window must be at least 1")
-    first = parts[0][2].dist
-    results = [EvalRow(name, kind, state.metrics(calbin_window)) for name, kind, state in parts]
-    report = Evaluation(source, int(first.rows), int(first.positives), field_col, calbin_window, results)
-    return report
+    check_bad_rows(source, {
+        label_col: ("a label that is not 0 or 1", int(bad[0])),
+        **({weight_col: ("a null, negative or non-finite weight", int(bad[1]))} if weight_col else {}),
+    })
+    check_bad_rows(source, {
+        (column if kind == "column" else score_col): (
+            "a probability that is null, NaN or outside [0, 1]" if kind == "column"
+            else "a null, NaN or infinite score", int(n))
+        for (_, kind, column), n in zip(columns, bad[2:])})
+    if not states or states[0].rows == 0:
+        raise InputError(f"{source}: no data rows")
+    results = []
+    for (name, kind, _), state in zip(columns, states):
+        row = EvalRow(name, kind, state.metrics(calbin_window))
+        row.step_bounds = state.step_bounds(calbin_window)
+        results.append(row)
+    return Evaluation(source, states[0].rows, states[0].positives, field_col, calbin_window, results,
+                      weight_col=weight_col, step=step)
 
 
-def check_evaluate_args(prob_cols, maps_, score_col: str) -> list[str]:
+def evaluate_columns(prob_cols, maps_, score_col: str, calbin_window: int) -> list[str]:
     """The probability columns to evaluate: the score itself when neither columns nor maps are given."""
     if isinstance(prob_cols, str) or isinstance(maps_, (str, Calibrator)):
         raise UsageError("prob_cols and maps are lists (of column names, of maps)")
+    if calbin_window < 1:
+        raise UsageError("calbin_window must be at least 1")
     return list(prob_cols) if (prob_cols or maps_) else [score_col]
+
+
+def map_name(map: Any, cal: Calibrator) -> str:
+    """The name `calib evaluate` gives a map: its file name, else the method."""
+    from calibcli import io
+
+    return io.display_name(map) if isinstance(map, str) else cal.name

@@ -32,26 +32,9 @@ from calibcli import engines
 from calibcli.errors import UsageError
 
 SOURCE = "Dask DataFrame"
-_TRUE_TEXT = {"1", "1.0", "true"}
-_FALSE_TEXT = {"0", "0.0", "false"}
 
 
-def floats(series: pd.Series) -> np.ndarray:
-    """A numeric or boolean column as float64, missing values as NaN (text that is no number too)."""
-    if pd.api.types.is_bool_dtype(series) or pd.api.types.is_numeric_dtype(series):
-        return series.to_numpy(dtype=np.float64, na_value=np.nan)
-    return pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-
-
-def labels(series: pd.Series) -> np.ndarray:
-    """0.0/1.0 from numbers, booleans or the texts 0/1/true/false; anything else NaN."""
-    if pd.api.types.is_bool_dtype(series) or pd.api.types.is_numeric_dtype(series):
-        y = floats(series)
-    else:
-        text = series.astype("string").str.strip().str.lower()
-        y = np.where(text.isin(_TRUE_TEXT).to_numpy(dtype=bool, na_value=False), 1.0,
-                     np.where(text.isin(_FALSE_TEXT).to_numpy(dtype=bool, na_value=False), 0.0, np.nan))
-    return np.where((y == 0) | (y == 1), y, np.nan)
+floats, labels = engines.floats, engines.labels
 
 
 def _partial_summary(pdf: pd.DataFrame, score_col: str, label_col: str, weight_col: str | None,
@@ -115,7 +98,7 @@ def fit(df, method: str = "isotonic", params: Mapping[str, Any] | None = None, *
 
 def _apply_partition(pdf: pd.DataFrame, cal, score_col: str, out_col: str) -> pd.DataFrame:
     categorical, numeric = cal.input_features()
-    features = {c: pdf[c].astype("string").fillna("").to_numpy(dtype=object) for c in categorical}
+    features = {c: engines.field_values(pdf[c]) for c in categorical}
     features.update({c: floats(pdf[c]) for c in numeric})
     p = engines.predict_array(cal, floats(pdf[score_col]), features or None)
     return pdf.assign(**{out_col: p})
@@ -133,72 +116,35 @@ def apply(df, map: Any, score_col: str = "score", out_col: str = "calibrated"):
     return df.map_partitions(_apply_partition, cal, score_col, out_col, meta=meta)
 
 
-def _partial_evaluation(pdf: pd.DataFrame, columns: list[str], label_col: str, field_col: str | None):
-    """Per probability column: (distribution of distinct p, per-field sums), and bad-row counts."""
-    from calibcli import summary
-
-    y = labels(pdf[label_col])
-    bad = [int(np.isnan(y).sum())]
-    field = pdf[field_col].astype("string").fillna("").to_numpy(dtype=object) if field_col else None
-    states = []
-    for column in columns:
-        p = floats(pdf[column])
-        invalid = ~np.isfinite(p) | (p < 0) | (p > 1)
-        bad.append(int(invalid.sum()))
-        ok = ~(invalid | np.isnan(y))
-        dist = summary.summarize(p[ok], y[ok])
-        fields = None
-        if field is not None:
-            names, codes = np.unique(field[ok].astype(str), return_inverse=True)
-            fields = (names, np.bincount(codes, minlength=names.size).astype(np.float64),
-                      np.bincount(codes, weights=y[ok] - p[ok], minlength=names.size),
-                      np.bincount(codes, weights=y[ok], minlength=names.size))
-        states.append((dist, fields))
-    return states, np.array(bad, dtype=np.int64)
-
-
 def _merge_evaluations(a, b):
-    from calibcli import summary
+    from calibcli.evaluation.state import merge_states
 
-    merged = []
-    for (dist_a, fields_a), (dist_b, fields_b) in zip(a[0], b[0]):
-        fields = None
-        if fields_a is not None:
-            table = engines.field_table(*(np.concatenate([u, v]) for u, v in zip(fields_a, fields_b)))
-            fields = (table["names"], table["rows"], table["resid"], table["positives"])
-        merged.append((summary.merge([dist_a, dist_b]), fields))
-    return merged, a[1] + b[1]
+    return [merge_states([u, v]) for u, v in zip(a[0], b[0])], a[1] + b[1]
 
 
 def evaluate(df, prob_cols=(), maps=(), *, label_col: str = "label", score_col: str = "score",
-             field_col: str | None = None, calbin_window: int = 100):
+             field_col: str | None = None, weight_col: str | None = None, step: float | None = None,
+             calbin_window: int = 100):
     """The report of `calib evaluate` (an `Evaluation`; `.to_json()` is its --json).
 
-    Each partition becomes, per probability column (and per map applied to `score_col`),
-    the distribution of distinct p and the per-field sums; those merge pairwise in a tree.
+    Each partition becomes one `EvalState` per probability column (and per map applied to
+    `score_col`); the states merge pairwise in a tree of delayed tasks.
     """
-    from calibcli import io
-
-    names = engines.check_evaluate_args(prob_cols, maps, score_col)
+    names = engines.evaluate_columns(prob_cols, maps, score_col, calbin_window)
+    step = engines.check_step(step)
     engines.check_columns(list(df.columns), SOURCE, label_col=label_col, field_col=field_col,
-                          **{f"prob_col {c!r}": c for c in names})
+                          weight_col=weight_col, **{f"prob_col {c!r}": c for c in names})
     columns = [(c, "column", c) for c in names]
     for i, m in enumerate(maps):
         cal, _ = engines.resolve_map(m)
         df = apply(df, cal, score_col, f"__calibcli_map_{i}")
-        columns.append((io.display_name(m) if isinstance(m, str) else cal.name, "map", f"__calibcli_map_{i}"))
-    keep = list(dict.fromkeys([label_col, *(c for _, _, c in columns), *([field_col] if field_col else [])]))
-    parts = [dask.delayed(_partial_evaluation)(p, [c for _, _, c in columns], label_col, field_col)
+        columns.append((engines.map_name(m, cal), "map", f"__calibcli_map_{i}"))
+    keep = list(dict.fromkeys([label_col, *(c for _, _, c in columns),
+                               *(c for c in (field_col, weight_col) if c)]))
+    parts = [dask.delayed(engines.partition_states)(p, [c for _, _, c in columns], label_col, field_col,
+                                                    weight_col, step)
              for p in df[keep].to_delayed()]
     states, bad = dask.compute(tree_reduce(parts, _merge_evaluations))[0]
-    engines.check_bad_rows(SOURCE, {label_col: ("a label that is not 0 or 1", int(bad[0]))})
-    engines.check_bad_rows(SOURCE, {
-        (column if kind == "column" else score_col): (
-            "a probability that is null, NaN or outside [0, 1]" if kind == "column"
-            else "a null, NaN or infinite score", int(n))
-        for (_, kind, column), n in zip(columns, bad[1:])})
-    results = []
-    for (name, kind, _), (dist, fields) in zip(columns, states):
-        table = None if fields is None else dict(zip(("names", "rows", "resid", "positives"), fields))
-        results.append((name, kind, engines.EvalParts(dist, table)))
-    return engines.evaluation(SOURCE, results, field_col, calbin_window)
+    return engines.evaluation(SOURCE, columns, states, bad, label_col=label_col, score_col=score_col,
+                              field_col=field_col, weight_col=weight_col, step=step,
+                              calbin_window=calbin_window)

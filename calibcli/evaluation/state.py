@@ -431,6 +431,7 @@ class StateBuilder:
                 self._grid = None
             elif self.step is None:
                 p_all, p_pos = _drain(self._classes[0]), _drain(self._classes[1])
+                pa.default_memory_pool().release_unused()  # the batches' buffers the chunks were views of
                 self._sums.p, self._sums.n0, self._sums.n1 = _distribution_of_rows(p_all, p_pos)
                 del p_all, p_pos
             parts.append(self._sums)
