@@ -387,15 +387,17 @@ def calibration_bins(xs: np.ndarray, n0: np.ndarray, n1: np.ndarray, bins: int =
     """
     if strategy not in ECE_STRATEGIES:
         raise ValueError(f"ECE strategy {strategy!r}: expected one of {', '.join(ECE_STRATEGIES)}")
-    count = n0 + n1
-    if strategy == "uniform":
-        k = np.minimum((xs * bins).astype(np.int64), bins - 1)
-    else:
-        edges = _weighted_percentiles(xs, count, np.linspace(0, 100, bins + 1))
-        k = np.searchsorted(edges[1:-1], xs)
-    weight = np.bincount(k, weights=count, minlength=bins)
-    psum = np.bincount(k, weights=count * xs, minlength=bins)
-    pos = np.bincount(k, weights=n1, minlength=bins)
+    inner = None
+    if strategy == "quantile":
+        inner = _weighted_percentiles(xs, n0 + n1, np.linspace(0, 100, bins + 1))[1:-1]
+    weight, psum, pos = np.zeros(bins), np.zeros(bins), np.zeros(bins)
+    for lo in range(0, xs.size, _CALBIN_CHUNK):  # chunk-sized temporaries on 1e7+ distinct p
+        x, y1 = xs[lo:lo + _CALBIN_CHUNK], n1[lo:lo + _CALBIN_CHUNK]
+        count = n0[lo:lo + _CALBIN_CHUNK] + y1
+        k = np.minimum((x * bins).astype(np.int64), bins - 1) if inner is None else np.searchsorted(inner, x)
+        weight += np.bincount(k, weights=count, minlength=bins)
+        psum += np.bincount(k, weights=count * x, minlength=bins)
+        pos += np.bincount(k, weights=y1, minlength=bins)
     keep = weight > 0
     return weight[keep], psum[keep] / weight[keep], pos[keep] / weight[keep]
 
@@ -420,23 +422,27 @@ def spiegelhalter(xs, n0, n1) -> tuple[float, float]:
     """
     from math import erfc, sqrt
 
-    count = n0 + n1
-    num = float(np.sum((n1 - count * xs) * (1 - 2 * xs)))
-    var = float(np.sum(count * (1 - 2 * xs) ** 2 * xs * (1 - xs)))
+    num = var = 0.0
+    for lo in range(0, xs.size, _CALBIN_CHUNK):  # chunk-sized temporaries on 1e7+ distinct p
+        x, y1 = xs[lo:lo + _CALBIN_CHUNK], n1[lo:lo + _CALBIN_CHUNK]
+        count = n0[lo:lo + _CALBIN_CHUNK] + y1
+        num += float(np.sum((y1 - count * x) * (1 - 2 * x)))
+        var += float(np.sum(count * (1 - 2 * x) ** 2 * x * (1 - x)))
     if var <= 0:
         return float("nan"), float("nan")
     z = num / sqrt(var)
     return z, erfc(abs(z) / sqrt(2))
 
 
-def _logistic_pass(x: np.ndarray, n1: np.ndarray, count: np.ndarray, a: float, b: float,
+def _logistic_pass(x: np.ndarray, n0: np.ndarray, n1: np.ndarray, a: float, b: float,
                    derivatives: bool) -> tuple[float, np.ndarray, np.ndarray]:
     """Log-likelihood of logit P(y=1) = a + b x over weighted distinct x, and with
     `derivatives` its gradient and Hessian in (a, b); in chunks, so the temporaries stay
     chunk-sized when the distribution holds 1e7+ distinct p."""
     ll, g, h = 0.0, np.zeros(2), np.zeros((2, 2))
     for lo in range(0, x.size, _CALBIN_CHUNK):
-        xs, y1, c = x[lo:lo + _CALBIN_CHUNK], n1[lo:lo + _CALBIN_CHUNK], count[lo:lo + _CALBIN_CHUNK]
+        xs, y1 = x[lo:lo + _CALBIN_CHUNK], n1[lo:lo + _CALBIN_CHUNK]
+        c = n0[lo:lo + _CALBIN_CHUNK] + y1
         eta = a + b * xs
         soft = np.logaddexp(0.0, eta)
         ll += float(y1 @ eta - c @ soft)
@@ -456,21 +462,21 @@ def calibration_slope_intercept(xs, n0, n1, eps: float = LOG_LOSS_EPS, iteration
     maximum likelihood (Cox 1958): slope 1 and intercept 0 for a calibrated model. Damped
     Newton on the 2x2 problem over distinct p; NaN when it has no finite optimum (one class,
     one distinct p, or perfectly separated)."""
-    count = n0 + n1
-    q = np.clip(xs, eps, 1 - eps)
-    x = np.log(q) - np.log1p(-q)
-    del q
+    x = np.empty(xs.size)  # logit(p), chunk by chunk: the distribution may hold 1e8 distinct p
+    for lo in range(0, xs.size, _CALBIN_CHUNK):
+        q = np.clip(xs[lo:lo + _CALBIN_CHUNK], eps, 1 - eps)
+        x[lo:lo + _CALBIN_CHUNK] = np.log(q) - np.log1p(-q)
     if n0.sum() <= 0 or n1.sum() <= 0 or x.size < 2 or x.min() == x.max():
         return float("nan"), float("nan")
     a, b = 0.0, 1.0
     for _ in range(iterations):
-        current, g, h = _logistic_pass(x, n1, count, a, b, True)
+        current, g, h = _logistic_pass(x, n0, n1, a, b, True)
         try:
             step = np.linalg.solve(h, g)
         except np.linalg.LinAlgError:
             return float("nan"), float("nan")
         t = 1.0
-        while t > 1e-10 and not _logistic_pass(x, n1, count, a + t * step[0], b + t * step[1], False)[0] >= current:
+        while t > 1e-10 and not _logistic_pass(x, n0, n1, a + t * step[0], b + t * step[1], False)[0] >= current:
             t /= 2
         a, b = a + t * step[0], b + t * step[1]
         if not (np.isfinite(a) and np.isfinite(b)) or abs(b) > 1e6:
