@@ -316,9 +316,14 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="where the data files go (default: a temporary folder)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
+    ap.add_argument("--make-data", help=argparse.SUPPRESS)
+    ap.add_argument("--field-rows", type=int, default=FIELD_ROWS, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         print(json.dumps(worker(args.worker, Path(args.data), args.repeat)))
+        return
+    if args.make_data:
+        make_data(Path(args.make_data), int(args.rows), args.field_rows)
         return
     n = int(args.rows or (100_000 if args.quick else FULL_ROWS))
     repeat = args.repeat or (3 if args.quick else 2)
@@ -327,7 +332,9 @@ def main() -> None:
     load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         folder = Path(tmp)
-        make_data(folder, n, FIELD_ROWS if full else 20_000)
+        # In a child process: a worker forked from a big driver would inherit its RSS high-water mark.
+        subprocess.run([sys.executable, str(Path(__file__).resolve()), "--make-data", str(folder), "--rows", str(n),
+                        "--field-rows", str(FIELD_ROWS if full else 20_000)], check=True)
         rows = measure(folder, n, repeat, full, args.big)
     result = {
         "command": "python benchmarks/run.py" + (" --quick" if args.quick else "") + (" --big" if args.big else ""),

@@ -14,6 +14,16 @@ def extra_hint(extra: str) -> str:
     return f"install it from the calibcli repository: pip install -e '.[{extra}]'"
 
 
+def shown(value: object) -> str:
+    """A value from the user's data as messages show it: text in single quotes, written so that
+    pasting the message into a shell runs nothing (`'x'"'"'$(id)'`); other values as repr."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "backslashreplace")
+    if not isinstance(value, str):
+        return repr(value)
+    return "'" + value.replace("'", "'\"'\"'") + "'"
+
+
 class ExitCode(IntEnum):
     """What `calib` returns to the shell; the same three codes for every command."""
 

@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from calibcli.errors import InputError, MapError, UsageError
+from calibcli.errors import CalibError, InputError, UsageError, shown
 from calibcli.output import (  # noqa: F401 - the writing half lives in calibcli.output
     BatchWriter, atomic_output, atomic_output_dir, refuse_binary_tty, write_bytes_atomic, write_table,
 )
@@ -63,7 +63,7 @@ def format_from_path(path: str) -> str | None:
 
 def check_format(fmt: str | None) -> str | None:
     if fmt is not None and fmt not in FORMATS:
-        raise UsageError(f"unknown format {fmt!r}", hint="formats: " + ", ".join(FORMATS))
+        raise UsageError(f"unknown format {shown(fmt)}", hint="formats: " + ", ".join(FORMATS))
     return fmt
 
 
@@ -83,24 +83,34 @@ def sniff_format(head: bytes) -> str:
 # ---------------------------------------------------------------------------- raw bytes
 
 
-def read_bytes(path: str, what: str = "input") -> bytes:
-    """All bytes of a file or of stdin; a missing file is an InputError (MapError for maps)."""
-    if path == "-":
-        return sys.stdin.buffer.read()
-    with _open_binary(path, what) as fh:
-        return fh.read()
+def read_bytes(path: str, noun: str = "file", error: type[CalibError] = InputError,
+               limit: int | None = None) -> bytes:
+    """All bytes of a file or of stdin, at most `limit` (a device such as /dev/zero never ends).
+
+    `noun` names the file in messages ("map file"); `error` is the exception class to raise
+    for a missing, unreadable or oversized file (MapError for maps).
+    """
+    fh = sys.stdin.buffer if path == "-" else _open_binary(path, noun, error)
+    try:
+        data = fh.read() if limit is None else fh.read(limit + 1)
+    except OSError as exc:
+        raise error(f"{display_name(path)}: cannot read ({exc.strerror})") from None
+    finally:
+        if path != "-":
+            fh.close()
+    if limit is not None and len(data) > limit:
+        raise error(f"{display_name(path)}: more than {limit >> 20} MiB, the most a {noun} may hold")
+    return data
 
 
-def _open_binary(path: str, what: str = "input") -> IO[bytes]:
-    """Open a file for reading; a missing file is an InputError (MapError for maps)."""
-    error = MapError if what == "map" else InputError
-    noun = "file" if what in ("input", "score") else f"{what} file"
+def _open_binary(path: str, noun: str = "file", error: type[CalibError] = InputError) -> IO[bytes]:
+    """Open a file for reading; a missing or unreadable file is `error`."""
     try:
         return open(path, "rb")
     except FileNotFoundError:
         raise error(f"{path}: no such {noun}") from None
     except IsADirectoryError:
-        raise error(f"{path}: is a directory, expected a {what} file") from None
+        raise error(f"{path}: is a directory, expected a {noun}") from None
     except OSError as exc:
         raise error(f"{path}: cannot read ({exc.strerror})") from None
 
@@ -165,7 +175,7 @@ def open_source(path: str, fmt: str | None = None) -> Source:
     elif is_uri(path):
         raw = _open_uri(path)
     else:
-        raw = _open_binary(path, "score")
+        raw = _open_binary(path)
     head = _read_head(raw)
     if not head:
         raise InputError(f"{name}: empty input (no header, no rows)")
@@ -217,9 +227,9 @@ def _arrow_error(source: Source, exc: Exception) -> InputError:
     if ragged:
         want, got, row = ragged.groups()
         other = next((d for d in ";|" if d in row), None)
-        hint = (f"is the file delimited by {other!r}? calib reads comma-separated CSV and tab-separated TSV"
+        hint = (f"is the file delimited by {shown(other)}? calib reads comma-separated CSV and tab-separated TSV"
                 if other else "check the delimiter and quoting of that row")
-        return InputError(f"{source.name}: a row has {got} fields but the header has {want}: {row[:80]!r}",
+        return InputError(f"{source.name}: a row has {got} fields but the header has {want}: {shown(row[:80])}",
                           hint=hint)
     return InputError(f"{source.name}: cannot parse as {source.format.upper()}: {text}")
 
@@ -235,7 +245,7 @@ def _late_type_error(source: Source, names: list[str], done: int, exc: Exception
         return None
     index, typ, value = int(found.group(1)), found.group(2), found.group(3)
     column = repr(names[index]) if index < len(names) else f"#{index + 1}"
-    return InputError(f"{source.name}: column {column}, a row after row {done}: {value!r} is not "
+    return InputError(f"{source.name}: column {column}, a row after row {done}: {shown(value)} is not "
                       f"{'a number' if typ in ('double', 'int64', 'float') else 'of type ' + typ} "
                       "like the rows before it",
                       hint="find it with: grep -n -F -- " + shlex.quote(value) + " "
@@ -535,14 +545,14 @@ def parquet_rows(path: str) -> int | None:
 def missing_column(name: str, names: list[str], source: str, flag: str) -> InputError:
     """The error for a column the file lacks, suggesting the closest existing name."""
     close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
-    hint = (f"did you mean {close[0]!r}? " if close else "") + "columns: " + ", ".join(names[:20])
+    hint = (f"did you mean {shown(close[0])}? " if close else "") + "columns: " + ", ".join(names[:20])
     if len(names) == 1:
         delimiter = next((d for d in ";|\t," if d in names[0]), None)
         if delimiter is not None:
-            shown = "tab" if delimiter == "\t" else repr(delimiter)
-            hint = (f"the header is one column {names[0]!r}: is the file delimited by {shown}? "
+            named = "tab" if delimiter == "\t" else repr(delimiter)
+            hint = (f"the header is one column {shown(names[0])}: is the file delimited by {named}? "
                     "calib reads comma-separated CSV, tab-separated TSV (--format tsv), JSON lines and Parquet")
-    return InputError(f"{source}: no column {name!r} (set it with {flag})", hint=hint)
+    return InputError(f"{source}: no column {shown(name)} (set it with {flag})", hint=hint)
 
 
 def _column(table: pa.Table | pa.RecordBatch, name: str, source: str, flag: str) -> pa.ChunkedArray:
@@ -551,7 +561,7 @@ def _column(table: pa.Table | pa.RecordBatch, name: str, source: str, flag: str)
     if count == 0:
         raise missing_column(name, names, source, flag)
     if count > 1:
-        raise InputError(f"{source}: column {name!r} appears {count} times in the header")
+        raise InputError(f"{source}: column {shown(name)} appears {count} times in the header")
     col = table.column(names.index(name))
     return col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
 
@@ -568,7 +578,7 @@ def _to_float(col: pa.ChunkedArray, name: str, source: str, offset: int) -> np.n
         typ = col.type
     if col.null_count:
         row = _first(np.asarray(col.is_null())) + 1 + offset
-        raise InputError(f"{source}: column {name!r}, row {row}: empty value")
+        raise InputError(f"{source}: column {shown(name)}, row {row}: empty value")
     if pa.types.is_boolean(typ) or pa.types.is_integer(typ) or pa.types.is_floating(typ) \
             or pa.types.is_decimal(typ):
         return np.asarray(col.cast(pa.float64()), dtype=np.float64)
@@ -582,17 +592,17 @@ def _to_float(col: pa.ChunkedArray, name: str, source: str, offset: int) -> np.n
                 float(value)
             except ValueError:
                 raise InputError(
-                    f"{source}: column {name!r}, row {i + 1 + offset}: {value!r} is not a number"
+                    f"{source}: column {shown(name)}, row {i + 1 + offset}: {shown(value)} is not a number"
                 ) from None
-        raise InputError(f"{source}: column {name!r} holds values that are not numbers")
+        raise InputError(f"{source}: column {shown(name)} holds values that are not numbers")
     if pa.types.is_binary(typ) or pa.types.is_large_binary(typ):
         for i, value in enumerate(col.to_pylist()):  # error path only: the first non-UTF-8 row
             try:
                 value.decode("utf-8")
             except UnicodeDecodeError:
-                raise InputError(f"{source}: column {name!r}, row {i + 1 + offset}: value {value!r} "
+                raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: value {shown(value)} "
                                  "is not UTF-8 text", hint="save the file as UTF-8") from None
-    raise InputError(f"{source}: column {name!r} has type {typ}, expected numbers")
+    raise InputError(f"{source}: column {shown(name)} has type {typ}, expected numbers")
 
 
 def scores_from(table: pa.Table | pa.RecordBatch, name: str, source: str, offset: int = 0,
@@ -602,7 +612,7 @@ def scores_from(table: pa.Table | pa.RecordBatch, name: str, source: str, offset
     bad = ~np.isfinite(s)
     if bad.any():
         i = _first(bad)
-        raise InputError(f"{source}: column {name!r}, row {i + 1 + offset}: score {float(s[i])!r} is not finite",
+        raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: score {shown(float(s[i]))} is not finite",
                          hint="remove or repair rows with NaN or inf scores")
     return s
 
@@ -615,21 +625,21 @@ def labels_from(table: pa.Table | pa.RecordBatch, name: str, source: str, offset
     col = _column(table, name, source, "--label-col")
     if col.null_count:
         row = _first(np.asarray(col.is_null())) + 1 + offset
-        raise InputError(f"{source}: column {name!r}, row {row}: empty label (labels must be 0 or 1)")
+        raise InputError(f"{source}: column {shown(name)}, row {row}: empty label (labels must be 0 or 1)")
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
         text = pc.utf8_lower(pc.utf8_trim_whitespace(col))
         known = np.asarray(pc.is_in(text, value_set=pa.array(list(_LABEL_TEXT))))
         if not known.all():
             i = _first(~known)
-            raise InputError(f"{source}: column {name!r}, row {i + 1 + offset}: label "
-                             f"{col[i].as_py()!r} is not 0/1 or true/false")
+            raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: label "
+                             f"{shown(col[i].as_py())} is not 0/1 or true/false")
         return np.asarray(pc.is_in(text, value_set=pa.array(["1", "1.0", "true"])), dtype=np.float64)
     y = _to_float(col, name, source, offset)
     bad = (y != 0) & (y != 1)
     if bad.any():
         i = _first(bad)
         value = col[i].as_py()
-        raise InputError(f"{source}: column {name!r}, row {i + 1 + offset}: label {value!r} is not 0 or 1")
+        raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: label {shown(value)} is not 0 or 1")
     return y
 
 
@@ -639,7 +649,7 @@ def weights_from(table: pa.Table | pa.RecordBatch, name: str, source: str, offse
     bad = ~np.isfinite(w) | (w < 0)
     if bad.any():
         i = _first(bad)
-        raise InputError(f"{source}: column {name!r}, row {i + 1 + offset}: weight {float(w[i])!r} "
+        raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: weight {shown(float(w[i]))} "
                          "must be finite and >= 0")
     return w
 

@@ -43,7 +43,7 @@ SCHEMA_VERSION = 1
 PARQUET_KEY = b"calibcli.map"
 _PARQUET_MAGIC = b"PAR1"
 _REQUIRED = ("format", "schema_version", "method", "params", "state")
-MAX_MAP_BYTES = 2 << 30  # largest map file read
+MAX_MAP_BYTES = 512 << 20  # largest map file read (a 1e6-knot JSON map is ~52 MB)
 JSON_LIMITS = strictjson.Limits(max_bytes=MAX_MAP_BYTES)
 # Parquet: decoded bytes are bounded from the footer by 16 per value (data, offsets, levels)
 # plus the pages' uncompressed size; a map may decode to at most DECODE_RATIO times its file
@@ -304,8 +304,6 @@ def load_map(path: str) -> tuple[Calibrator, dict[str, Any]]:
         if info is not None and stat.S_ISREG(info.st_mode) and info.st_size > MAX_MAP_BYTES:
             raise MapError(f"{source}: map file of {info.st_size} bytes is larger than the "
                            f"{MAX_MAP_BYTES} bytes a map may have")
-    data = io.read_bytes(path, what="map")
-    if len(data) > MAX_MAP_BYTES:
-        raise MapError(f"{source}: map of {len(data)} bytes is larger than the {MAX_MAP_BYTES} bytes a map may have")
+    data = io.read_bytes(path, "map file", MapError, limit=MAX_MAP_BYTES)
     envelope = parse_map_bytes(data, source)
     return envelope_to_calibrator(envelope, source), envelope

@@ -67,12 +67,7 @@ def install_signal_cleanup() -> None:
 def remove_live_temps() -> None:
     """Delete every temporary output this process created and has not yet renamed."""
     for path in list(_live_temps):
-        with contextlib.suppress(OSError):
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                os.unlink(path)
-        _live_temps.discard(path)
+        _drop_temp(path)
 
 
 def _new_temp(directory: str, name: str, *, is_dir: bool = False) -> str:
@@ -95,6 +90,7 @@ def _new_temp(directory: str, name: str, *, is_dir: bool = False) -> str:
 
 
 def _drop_temp(path: str) -> None:
+    """Delete one temporary file or directory of ours and forget it."""
     with contextlib.suppress(OSError):
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path, ignore_errors=True)

@@ -208,6 +208,7 @@ def fit_rows(summary: ScoreSummary) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 # ---------------------------------------------------------------------------- files
 
 
+MAX_SUMMARY_BYTES = 1 << 30  # ~1.5e7 distinct scores as JSON (use Parquet beyond); /dev/zero never ends
 SUMMARY_EXTENSIONS = {".json": "json", ".parquet": "parquet", ".pq": "parquet"}
 
 
@@ -278,7 +279,7 @@ def load(path: str) -> ScoreSummary:
     source = io.display_name(path)
     if io.is_parts(path):
         return _load_parquet([part for part, _ in io.list_parts(path)], source)
-    data = io.read_bytes(path)
+    data = io.read_bytes(path, "summary file", limit=MAX_SUMMARY_BYTES)
     if data[:4] == b"PAR1":
         return _load_parquet([pa.BufferReader(data)], source)
     try:

@@ -142,7 +142,7 @@ def load_baseline(path: str) -> Baseline:
     null, `calbin_window` a positive integer or null. A NaN or infinite baseline metric would
     otherwise make every --max-regression check pass.
     """
-    raw = io.read_bytes(path, "baseline")
+    raw = io.read_bytes(path, "baseline file", limit=BASELINE_LIMITS.max_bytes)
 
     def bad(problem: str) -> InputError:
         return InputError(f"{path}: {problem}",

@@ -42,15 +42,20 @@ def metrics_table(report) -> Table:
         label, direction = METRICS[k]
         table.add_column(f"{label} {_ARROWS[direction]}", justify="right")
     for r in report.results:
-        cells = []
-        for k in keys:
-            cell = _fmt(r.metrics[k])
-            if r.intervals is not None:
-                lo, hi = r.intervals[k]
-                cell += f"\n[{_fmt(lo)}, {_fmt(hi)}]"
-            cells.append(cell)
-        table.add_row(r.name, *cells)
+        table.add_row(r.name, *_cells(r, keys, "\n"))
     return table
+
+
+def _cells(result, keys: list[str], gap: str) -> list[str]:
+    """Each metric to 4 decimals, with its bootstrap interval after `gap` when there is one."""
+    cells = []
+    for k in keys:
+        cell = _fmt(result.metrics[k])
+        if result.intervals is not None:
+            lo, hi = result.intervals[k]
+            cell += f"{gap}[{_fmt(lo)}, {_fmt(hi)}]"
+        cells.append(cell)
+    return cells
 
 
 def field_tables(report) -> Iterable[Table]:
@@ -146,15 +151,8 @@ def markdown_text(report) -> str:
     lines = [f"**{_title(report)}**", "", "| " + " | ".join(head) + " |",
              "|" + "---|" + "---:|" * len(keys)]
     for r in report.results:
-        cells = []
-        for k in keys:
-            cell = _fmt(r.metrics[k])
-            if r.intervals is not None:
-                lo, hi = r.intervals[k]
-                cell += f" [{_fmt(lo)}, {_fmt(hi)}]"
-            cells.append(cell)
         name = r.name.replace("|", "\\|")
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append(f"| {name} | " + " | ".join(_cells(r, keys, " ")) + " |")
     return "\n".join(lines) + "\n"
 
 
