@@ -1,4 +1,4 @@
-"""The `calib` command: parses arguments, calls `calibcli.pipeline`, prints results.
+"""The `calib` command: parses arguments, calls the library (`fit`, `apply`, `evaluation`, ...), prints results.
 
 Exit codes: 0 success; 1 an `evaluate` gate failed; 2 usage, input, map or fit error.
 Data goes to stdout; messages, tables of diagnostics and progress go to stderr.
@@ -162,9 +162,9 @@ def fit(
     """
     bounds.check(seed=seed)  # before the imports: a refusal costs no library start-up
     bounds.check_params(method, _parse_params(param))
-    from calibcli import pipeline
+    from calibcli import fitting
 
-    pipeline.check_weight_kind(weight_kind)
+    fitting.check_weight_kind(weight_kind)
     if weight_kind != "frequency" and input is not None and weight_col is None:
         raise UsageError("--weight-kind needs --weight-col (or --from-summary)")
     if input is None and from_summary is None:
@@ -177,14 +177,14 @@ def fit(
         if weight_col or field_col or feature_col or format:
             raise UsageError("--weight-col, --field-col, --feature-col and --format apply to score files, "
                              "not to --from-summary", hint="give them to `calib summarize` instead")
-        result = pipeline.fit_summary_file(from_summary, method, _parse_params(param), seed, output,
-                                           strict=_state["strict"], out_format=output_format,
-                                           weight_kind=weight_kind)
+        result = fitting.fit_summary_file(from_summary, method, _parse_params(param), seed=seed, out=output,
+                                          strict=_state["strict"], out_format=output_format,
+                                          weight_kind=weight_kind)
     else:
-        cols = pipeline.Columns(score_col, label_col, weight_col, tuple(field_col), tuple(feature_col))
-        result = pipeline.fit_file(input, method, _parse_params(param), cols, format, seed, output,
-                                   strict=_state["strict"], out_format=output_format,
-                                   weight_kind=weight_kind)
+        cols = fitting.Columns(score_col, label_col, weight_col, tuple(field_col), tuple(feature_col))
+        result = fitting.fit_file(input, method, _parse_params(param), cols=cols, fmt=format, seed=seed,
+                                  out=output, strict=_state["strict"], out_format=output_format,
+                                  weight_kind=weight_kind)
     for message in result.warnings:
         console.warn(message)
     _print_fit_summary(method, result)
@@ -236,15 +236,15 @@ def summarize(
     calib fit --from-summary summary.parquet --method isotonic -o map.json
     """
     bounds.check(step=step)
-    from calibcli import io, pipeline, progress, summary
-    from calibcli.output import check_output
+    from calibcli import io, progress, summary
+    from calibcli.io.targets import check_output
 
     check_output(output, [input])
     summary.output_format(output)
-    cols = pipeline.Columns(score_col, label_col, weight_col)
     total = io.parquet_rows(input) if progress.enabled() else None
     with progress.rows("summarize", total) as advance:
-        result = pipeline.summarize_file(input, cols, format, step, on_batch=advance)
+        result = summary.summarize_file(input, score_col=score_col, label_col=label_col, weight_col=weight_col,
+                                        fmt=format, step=step, on_batch=advance)
     summary.save(result, output)
     console.info(f"summarized {result.rows} rows, {result.positives} positive, into "
                  f"{result.size} distinct scores" + (f" (step {step:g})" if step else ""))
@@ -272,13 +272,14 @@ def apply(
     cat new.csv | calib apply map.json - > out.csv
     calib apply map.json 'scores/*.parquet' -o calibrated/
     """
-    from calibcli import io, pipeline, progress
+    from calibcli import io, progress
+    from calibcli.applying import apply_file
 
     to_stdout = output == "-"
     total = io.parquet_rows(input) if progress.enabled(to_stdout) else None
     with progress.rows("apply", total, data_to_stdout=to_stdout) as advance:
-        pipeline.apply_file(map, input, output, score_col, output_col, format, output_format,
-                            on_batch=advance, force=force)
+        apply_file(map, input, output, score_col=score_col, output_col=output_col, input_format=format,
+                   output_format=output_format, on_batch=advance, force=force)
 
 
 @app.command()
@@ -326,7 +327,7 @@ def evaluate(
     bounds.check(calbin_window=calbin_window, bootstrap=bootstrap, seed=seed, top=top, ece_bins=ece_bins)
     from calibcli.evaluation import baseline as evaluation_json, evaluate as evaluation, gates, report as render
     from calibcli.evaluation.bootstrap import BootstrapPlan
-    from calibcli.output import check_output
+    from calibcli.io.targets import check_output
 
     if ece_strategy not in ("uniform", "quantile"):
         raise UsageError(f"--ece-strategy {ece_strategy!r}: expected uniform or quantile")
@@ -451,7 +452,7 @@ def methods(
     as_json: Annotated[bool, typer.Option("--json", help="Print the catalogue as JSON (name, description, properties, params with type, default and bounds).")] = False,
 ) -> None:
     """List the calibration methods and their options."""
-    from calibcli.calibrators import registry  # not pipeline: no pyarrow for a listing
+    from calibcli.calibrators import registry  # the registry alone: no pyarrow for a listing
 
     if as_json:
         typer.echo(json.dumps(registry.catalogue_json(), indent=2))
@@ -477,13 +478,13 @@ def main() -> None:
     Exits with `os._exit` after flushing, so that native threads still parked in pyarrow
     after an error cannot abort the process during interpreter teardown.
     """
-    from calibcli import output
+    from calibcli.io import targets
 
     # pyarrow imports pandas, when installed, the first time it builds any array (0.3 s of
     # CPU a run); the CLI never gives pyarrow pandas objects, so it tells pyarrow there is none.
     if "pandas" not in sys.modules:
         sys.meta_path.insert(0, _NoPandas())
-    output.install_signal_cleanup()
+    targets.install_signal_cleanup()
     try:
         app()
         code = 0

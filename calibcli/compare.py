@@ -15,10 +15,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from calibcli import io, maps, output
+from calibcli import io, maps
 from calibcli.evaluation import metrics
 from calibcli.calibrators import registry
 from calibcli.errors import CalibError, CalibWarning, InputError, UsageError
+from calibcli.io import targets
 
 COMPARED = ("log_loss", "brier", "ece", "calbin")
 LOWER_IS_BETTER = {"log_loss": True, "brier": True, "ece": True, "calbin": True}
@@ -104,8 +105,7 @@ def compare(s: np.ndarray, y: np.ndarray, methods: Sequence[str], folds: int, se
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", CalibWarning)
                     cal = registry.create(method, _params(method, seed)).fit(s[~test], y[~test])
-                    with np.errstate(over="ignore", under="ignore"):
-                        p = cal.predict(s[test])
+                    p = cal.predict(s[test])
                 for m, v in _fold_metrics(y[test], p, calbin_window).items():
                     score.folds[m].append(v)
         except CalibError as exc:
@@ -126,7 +126,7 @@ def compare_file(path: str, methods: Sequence[str] | None = None, folds: int = 5
     if metric not in COMPARED:
         raise UsageError(f"--metric {metric!r}: expected one of {', '.join(COMPARED)}")
     if out is not None:
-        output.check_output(out, [path])
+        targets.check_output(out, [path])
         maps.map_format(out)
     source = io.display_name(path)
     table = io.read_table(path, fmt)

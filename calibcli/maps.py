@@ -28,7 +28,6 @@ import datetime as _dt
 import json
 import os
 import stat
-from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
@@ -130,7 +129,7 @@ MAP_EXTENSIONS = {".json": "json", ".parquet": "parquet", ".pq": "parquet"}
 def map_format(path: str, explicit: str | None = None) -> str:
     """`json` or `parquet`: `explicit`, else the extension (.json, .parquet, .pq), else JSON;
     another extension is refused (a map named .csv is a mistake, not a format)."""
-    from calibcli.output import output_format
+    from calibcli.io.targets import output_format
 
     return output_format(path, explicit, "json", MAP_EXTENSIONS, ("json", "parquet"))[0]
 
@@ -140,15 +139,15 @@ def save_map(
     fmt: str | None = None,
 ) -> dict[str, Any]:
     """Write a fitted calibrator to `path` (JSON or Parquet by `fmt` or extension; `-` = stdout)."""
-    from calibcli import output
+    from calibcli.io import targets
 
     envelope = make_envelope(calibrator, training)
     if map_format(path, fmt) == "parquet":
-        output.refuse_binary_tty(path, "parquet")
+        targets.refuse_binary_tty(path, "parquet")
         data = envelope_to_parquet_bytes(envelope)
     else:
         data = envelope_to_json(envelope).encode()
-    output.write_bytes_atomic(path, data)
+    targets.write_bytes_atomic(path, data)
     return envelope
 
 

@@ -58,8 +58,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -214,25 +213,25 @@ SUMMARY_EXTENSIONS = {".json": "json", ".parquet": "parquet", ".pq": "parquet"}
 
 def output_format(path: str) -> str:
     """`parquet` for .parquet/.pq, `json` for .json, no extension or stdout; others refused."""
-    from calibcli.output import output_format as choose
+    from calibcli.io.targets import output_format as choose
 
     return choose(path, None, "json", SUMMARY_EXTENSIONS, ("json", "parquet"))[0]
 
 
 def save(summary: ScoreSummary, path: str) -> None:
     """Write a summary as Parquet or JSON (see `output_format`; `-` = stdout JSON)."""
-    from calibcli import output
+    from calibcli.io import targets
 
     if output_format(path) == "parquet":
         import pyarrow.parquet as pq
 
-        output.refuse_binary_tty(path, "parquet")
-        with output.atomic_output(path) as fh:
+        targets.refuse_binary_tty(path, "parquet")
+        with targets.atomic_output(path) as fh:
             pq.write_table(summary.to_table(), fh)
         return
     meta = json.loads(summary.to_table().schema.metadata[PARQUET_KEY])
     doc = {**meta, "score": summary.score.tolist(), "n0": summary.n0.tolist(), "n1": summary.n1.tolist()}
-    output.write_bytes_atomic(path, (json.dumps(doc, allow_nan=False) + "\n").encode())
+    targets.write_bytes_atomic(path, (json.dumps(doc, allow_nan=False) + "\n").encode())
 
 
 def _from_columns(score: Any, n0: Any, n1: Any, header: dict[str, Any], source: str) -> ScoreSummary:
@@ -347,3 +346,29 @@ def summarize_batches(batches: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray
     if not pending:
         return summarize(np.empty(0), np.empty(0), step=step)
     return merge(pending)
+
+
+def summarize_file(path: str, *, score_col: str = "score", label_col: str = "label",
+                   weight_col: str | None = None, fmt: str | None = None, step: float | None = None,
+                   on_batch: Callable[[int], None] | None = None) -> ScoreSummary:
+    """Stream a score/label file (or a directory, glob or URI of Parquet parts) into a summary."""
+    from calibcli import io
+
+    def chunks():
+        source, _, batches = io.iter_batches(path, fmt)  # a directory, glob or URI of parts is one dataset
+        rows = 0
+        for batch in batches:
+            s = io.scores_from(batch, score_col, source.name, offset=rows)
+            y = io.labels_from(batch, label_col, source.name, offset=rows)
+            w = io.weights_from(batch, weight_col, source.name, offset=rows) if weight_col else None
+            rows += batch.num_rows
+            if on_batch is not None:
+                on_batch(batch.num_rows)
+            yield s, y, w
+
+    result = summarize_batches(chunks(), step=step)
+    if result.rows == 0:
+        raise InputError(f"{io.display_name(path)}: no data rows")
+    result.meta.update({"input": io.display_name(path), "score_col": score_col, "label_col": label_col,
+                        **({"weight_col": weight_col} if weight_col else {})})
+    return result

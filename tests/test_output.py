@@ -1,4 +1,4 @@
-"""The output policy and writers (`calibcli.output`): generated inputs, not hand-picked files."""
+"""The output policy and writers (`calibcli.io.targets`, `calibcli.io.writing`): generated inputs."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from calibcli import output
+from calibcli.io import targets, writing
 from calibcli.errors import OutputError, UsageError
 
 
@@ -50,7 +50,7 @@ def test_jsonl_encoder_matches_json_module(rows, name):
         "l": pa.array(cols[4], pa.list_(pa.int64())),
         "st": pa.array(cols[5], pa.struct([("a", pa.float64()), ("b", pa.string())])),
     })
-    lines = output.encode_jsonl(table.to_batches()[0]).decode("utf-8").split("\n")
+    lines = writing.encode_jsonl(table.to_batches()[0]).decode("utf-8").split("\n")
     assert lines[-1] == "" and len(lines) == len(rows) + 1
 
     def clean(v):
@@ -71,10 +71,10 @@ def test_jsonl_decimals_are_numbers_and_bytes_that_are_not_utf8_are_refused():
 
     batch = pa.record_batch({"d": pa.array([decimal.Decimal("1.25"), None], pa.decimal128(5, 2)),
                              "t": pa.array([b"Paris", None], pa.binary())})
-    assert output.encode_jsonl(batch) == b'{"d":1.25,"t":"Paris"}\n{"d":null,"t":null}\n'
+    assert writing.encode_jsonl(batch) == b'{"d":1.25,"t":"Paris"}\n{"d":null,"t":null}\n'
     bad = pa.record_batch({"city": pa.array([b"Z\xfcrich"], pa.binary())})
     with pytest.raises(UsageError, match="column 'city'.*not UTF-8.*JSON lines"):
-        output.encode_jsonl(bad)
+        writing.encode_jsonl(bad)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -82,7 +82,7 @@ def test_jsonl_decimals_are_numbers_and_bytes_that_are_not_utf8_are_refused():
 def test_csv_copies_bytes_that_are_not_utf8_unchanged(values, tmp_path):
     path = tmp_path / "out.csv"
     table = pa.table({"raw": pa.array(values, pa.binary())})
-    output.write_table(table, str(path), "csv")
+    writing.write_table(table, str(path), "csv")
     back = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(column_types={"raw": pa.binary()},
                                                                      strings_can_be_null=False))
     assert back.column("raw").to_pylist() == values
@@ -92,8 +92,8 @@ def test_nested_columns_are_refused_up_front_for_csv():
     schema = pa.schema([("score", pa.float64()), ("tags", pa.list_(pa.string()))])
     for fmt in ("csv", "tsv"):
         with pytest.raises(UsageError, match=f"column 'tags'.*{fmt.upper()} cannot hold"):
-            output.writable_schema(schema, fmt)
-    assert output.writable_schema(schema, "jsonl") is schema
+            writing.writable_schema(schema, fmt)
+    assert writing.writable_schema(schema, "jsonl") is schema
 
 
 # ---------------------------------------------------------------------------- formats
@@ -103,22 +103,22 @@ def test_nested_columns_are_refused_up_front_for_csv():
                                                                    min_size=1, max_size=6))
 def test_unknown_extensions_are_refused_unless_the_format_is_given(stem, ext):
     path = f"{stem}.{ext}"
-    known = output.DATA_EXTENSIONS.get("." + ext)
+    known = targets.DATA_EXTENSIONS.get("." + ext)
     if known is None and ext != "gz":
         with pytest.raises(UsageError, match="unknown output extension"):
-            output.output_format(path, None, "csv")
-        assert output.output_format(path, "parquet", "csv") == ("parquet", False)
+            targets.output_format(path, None, "csv")
+        assert targets.output_format(path, "parquet", "csv") == ("parquet", False)
     elif known is not None:
-        assert output.output_format(path, None, "csv") == (known, False)
+        assert targets.output_format(path, None, "csv") == (known, False)
 
 
 def test_gz_suffix_means_gzip_for_text_formats_only():
-    assert output.output_format("x.csv.gz", None, None) == ("csv", True)
-    assert output.output_format("x.jsonl.gz", None, None) == ("jsonl", True)
+    assert targets.output_format("x.csv.gz", None, None) == ("csv", True)
+    assert targets.output_format("x.jsonl.gz", None, None) == ("jsonl", True)
     with pytest.raises(UsageError, match="Parquet"):
-        output.output_format("x.parquet.gz", None, None)
-    assert output.output_format("-", None, "tsv") == ("tsv", False)
-    assert output.output_format("/dev/null", None, "parquet") == ("parquet", False)
+        targets.output_format("x.parquet.gz", None, None)
+    assert targets.output_format("-", None, "tsv") == ("tsv", False)
+    assert targets.output_format("/dev/null", None, "parquet") == ("parquet", False)
 
 
 # ---------------------------------------------------------------------------- targets
@@ -139,26 +139,26 @@ def test_every_alias_of_an_input_is_refused_and_other_paths_pass(tmp_path, monke
     src.write_text("score,label\n0.1,0\n")
     for alias in _aliases(tmp_path, src):
         with pytest.raises(UsageError, match="same file as the input"):
-            output.check_output(alias, [str(src)])
-    output.check_output(str(tmp_path / "other.csv"), [str(src)])
+            targets.check_output(alias, [str(src)])
+    targets.check_output(str(tmp_path / "other.csv"), [str(src)])
     (tmp_path / "dir").mkdir()
     with pytest.raises(OutputError, match="is a directory"):
-        output.check_output(str(tmp_path / "dir"), [str(src)])
+        targets.check_output(str(tmp_path / "dir"), [str(src)])
     with pytest.raises(OutputError, match="does not exist"):
-        output.check_output(str(tmp_path / "nope" / "x.csv"), [str(src)])
+        targets.check_output(str(tmp_path / "nope" / "x.csv"), [str(src)])
     with pytest.raises(UsageError, match="inside the input directory"):
-        output.check_output(str(tmp_path / "dir" / "out"), [str(tmp_path / "dir")], directory=True)
+        targets.check_output(str(tmp_path / "dir" / "out"), [str(tmp_path / "dir")], directory=True)
 
 
 def test_special_targets_are_written_through_and_symlinks_kept(tmp_path):
-    output.write_bytes_atomic("/dev/null", b"x")
+    targets.write_bytes_atomic("/dev/null", b"x")
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
     real = tmp_path / "real.json"
     real.write_text("old")
     os.chmod(real, 0o640)
     link = tmp_path / "link.json"
     link.symlink_to(real)
-    output.write_bytes_atomic(str(link), b"new")
+    targets.write_bytes_atomic(str(link), b"new")
     assert link.is_symlink() and real.read_text() == "new"
     assert stat.S_IMODE(os.stat(real).st_mode) == 0o640  # the replaced file keeps its mode
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "real.json"]
@@ -167,19 +167,19 @@ def test_special_targets_are_written_through_and_symlinks_kept(tmp_path):
 def test_a_failed_write_leaves_neither_output_nor_temp_file(tmp_path):
     target = tmp_path / "out.csv"
     with pytest.raises(RuntimeError):
-        with output.atomic_output(str(target)) as fh:
+        with targets.atomic_output(str(target)) as fh:
             fh.write(b"partial")
             raise RuntimeError("boom")
-    assert list(tmp_path.iterdir()) == [] and not output._live_temps
+    assert list(tmp_path.iterdir()) == [] and not targets._live_temps
     with pytest.raises(OutputError, match="No space left"):
-        output.write_bytes_atomic("/dev/full", b"x" * 100_000)
+        targets.write_bytes_atomic("/dev/full", b"x" * 100_000)
 
 
 def test_fifo_output_stays_a_fifo(tmp_path):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
-    output.write_bytes_atomic(str(fifo), b"hello\n")
+    targets.write_bytes_atomic(str(fifo), b"hello\n")
     assert reader.communicate(timeout=10)[0] == b"hello\n"
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
 

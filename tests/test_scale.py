@@ -178,7 +178,7 @@ def test_spark_style_summary_directory_fits(tmp_path):
 
 def test_fit_from_summary_errors(tmp_path):
     res = runner.invoke(app, ["fit"])
-    assert res.exit_code == 2 and "either a score file or --from-summary" in res.stderr
+    assert res.exit_code == 2 and "missing the score file to fit on (or --from-summary FILE)" in res.stderr
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "something else"}')
     res = runner.invoke(app, ["fit", "--from-summary", str(bad)])

@@ -547,10 +547,15 @@ class Calibrator:
         return np.repeat(s, k), np.repeat(y, k), np.ones(int(k.sum())), features
 
     def predict(self, scores: Any, features: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
-        """Calibrated probabilities in [0, 1] for new scores."""
+        """Calibrated probabilities in [0, 1] for new scores.
+
+        Overflow is silenced: a huge score times a slope is inf and its sigmoid exactly 0 or 1,
+        which is right, and numpy's warning would only put two lines of noise on stderr.
+        """
         self._check_fitted()
         s = as_float_array(scores, "scores")
-        out = np.asarray(self._predict(s, features), dtype=np.float64)
+        with np.errstate(over="ignore", under="ignore"):
+            out = np.asarray(self._predict(s, features), dtype=np.float64)
         return np.clip(out, 0.0, 1.0)
 
     def get_state(self) -> dict[str, Any]:

@@ -76,11 +76,11 @@ def make_calibrator(method: str, params: Mapping[str, Any] | None, seed: int | N
 
 def fit_summary(summ, method: str, params: Mapping[str, Any] | None, seed: int | None,
                 output: str | None, strict: bool):
-    """`pipeline.fit_summary` for an engine's summary: a FitResult, the map saved when `output`."""
-    from calibcli import pipeline
+    """`fitting.fit_summary` for an engine's summary: a FitResult, the map saved when `output`."""
+    from calibcli import fitting
 
     calibrator = make_calibrator(method, params, seed)
-    return pipeline.fit_summary(summ, calibrator, str(summ.meta.get("input", "DataFrame")), output, strict)
+    return fitting.fit_summary(summ, calibrator, str(summ.meta.get("input", "DataFrame")), out=output, strict=strict)
 
 
 def resolve_map(map: Any) -> tuple[Calibrator, dict[str, Any]]:
@@ -101,15 +101,13 @@ def resolve_map(map: Any) -> tuple[Calibrator, dict[str, Any]]:
 
 def predict_array(cal: Calibrator, s: np.ndarray, features: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
     """`calib apply` on finite scores; NaN (and null, read as NaN) and infinite scores give NaN."""
-    from calibcli import pipeline
-
     s = np.asarray(s, dtype=np.float64)
     ok = np.isfinite(s)
     if ok.all():
-        return pipeline.predict_quietly(cal, s, features)
+        return cal.predict(s, features)
     p = np.full(s.shape, np.nan)
     if ok.any():
-        p[ok] = pipeline.predict_quietly(cal, s[ok], {k: v[ok] for k, v in features.items()} if features else None)
+        p[ok] = cal.predict(s[ok], {k: v[ok] for k, v in features.items()} if features else None)
     return p
 
 

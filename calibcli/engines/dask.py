@@ -91,7 +91,7 @@ def fit(df, method: str = "isotonic", params: Mapping[str, Any] | None = None, *
         score_col: str = "score", label_col: str = "label", weight_col: str | None = None,
         step: float | None = None, seed: int | None = None, output: str | None = None,
         strict: bool = False):
-    """Fit `method` on the summary of `df`; returns a `pipeline.FitResult` (map saved to `output`)."""
+    """Fit `method` on the summary of `df`; returns a `fitting.FitResult` (map saved to `output`)."""
     summ = summarize(df, score_col, label_col, weight_col, step)
     return engines.fit_summary(summ, method, params, seed, output, strict)
 

@@ -8,7 +8,8 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-from calibcli import io, output, strictjson
+from calibcli import io, strictjson
+from calibcli.io import targets
 from calibcli.errors import InputError, UsageError
 from calibcli.evaluation.bootstrap import BootstrapPlan
 from calibcli.evaluation.gates import GateReport
@@ -116,7 +117,7 @@ class Evaluation:
 
 def save_evaluation(evaluation: Evaluation, path: str) -> None:
     """Write the JSON report where a later `--baseline` can read it (atomically)."""
-    output.write_bytes_atomic(path, evaluation.to_json_bytes())
+    targets.write_bytes_atomic(path, evaluation.to_json_bytes())
 
 
 @dataclass

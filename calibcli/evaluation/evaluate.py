@@ -16,7 +16,6 @@ from calibcli.evaluation import diagnostics, gates, metrics
 from calibcli.evaluation.baseline import EvalRow, Evaluation, check_baseline, load_baseline
 from calibcli.evaluation.bootstrap import BootstrapPlan, state_intervals
 from calibcli.evaluation.state import EvalState, StateBuilder
-from calibcli.pipeline import _check_map_scores as check_map_scores, predict_quietly
 
 
 @dataclass
@@ -141,12 +140,9 @@ def _evaluation_states(path, fmt, label_col, score_col, prob_cols, loaded, field
         if loaded:
             s = io.scores_from(batch, score_col, name, offset)
             for k, (map_path, cal) in enumerate(loaded, start=len(prob_cols)):
-                check_map_scores(cal, s, score_col, name, map_path, offset)
-                categorical, numeric = cal.input_features()
-                feats = {c: io.field_values(batch, c, name) for c in categorical}
-                feats.update({c: io.scores_from(batch, c, name, offset, flag="--feature-col")
-                              for c in numeric})
-                builders[k].add(y, predict_quietly(cal, s, feats or None), fields, w)
+                io.check_scores_for(cal, s, score_col, name, map_path, offset)
+                feats = io.map_features(batch, *cal.input_features(), name, offset) or None
+                builders[k].add(y, cal.predict(s, feats), fields, w)
         offset += batch.num_rows
     if offset == 0:
         raise InputError(f"{name}: no data rows")

@@ -6,7 +6,7 @@ equal-mass bin, the positive rate against the mean p with its 95% Wilson band (t
 diagonal is perfect calibration); the bottom panel is the histogram of p (20 equal-width
 bins) of each result. The image format follows the extension (.png, .svg, .pdf, ...);
 `.html` writes a self-contained page with the metric table and the figure inline (SVG), for
-CI artefacts. Files are written atomically through `output.write_bytes_atomic`.
+CI artefacts. Files are written atomically through `io.targets.write_bytes_atomic`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import io as _io
 from pathlib import Path
 
-from calibcli import output
+from calibcli.io import targets
 from calibcli.errors import UsageError, extra_hint
 
 
@@ -126,4 +126,4 @@ def save_reliability(report, path: str) -> None:
     """Write the reliability figure (or, for .html, the report page) of `report` to `path`."""
     fmt = check_target(path)
     data = html_report(report) if fmt == "html" else figure_bytes(report, fmt)
-    output.write_bytes_atomic(path, data)
+    targets.write_bytes_atomic(path, data)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calibcli import maps, pipeline, summary
+from calibcli import fitting, maps, summary
 from calibcli.evaluation import baseline, evaluate
 from calibcli.calibrators import registry
 
@@ -47,15 +47,15 @@ def assets(tmp_path_factory) -> Path:
     (d / "grid.csv").write_text("score,field,x\n" + "".join(f"{float(g)!r},a,0.5\n" for g in grid))
     for method in METHODS:
         uses = registry.get(method).uses_features
-        cols = pipeline.Columns("score", "label", None, ("field",) if uses else (), ("x",) if uses else ())
-        result = pipeline.fit_file(str(d / "train.csv"), method, FIT_PARAMS.get(method, {}), cols,
-                                   out=str(d / f"{method}.json"))
+        cols = fitting.Columns("score", "label", None, ("field",) if uses else (), ("x",) if uses else ())
+        result = fitting.fit_file(str(d / "train.csv"), method, FIT_PARAMS.get(method, {}), cols=cols,
+                                  out=str(d / f"{method}.json"))
         (d / f"{method}.parquet").write_bytes(maps.envelope_to_parquet_bytes(result.envelope))
     evaluation = evaluate.evaluate_file(str(d / "small.csv"), [], [], "label", "score", "field", 100,
                                         None, evaluate.EvaluateOptions())
     baseline.save_evaluation(evaluation, str(d / "baseline.json"))
     json.loads((d / "baseline.json").read_text())
-    summarized = pipeline.summarize_file(str(d / "train.csv"), pipeline.Columns("score", "label"))
+    summarized = summary.summarize_file(str(d / "train.csv"))
     summary.save(summarized, str(d / "summary.json"))
     return d
 

@@ -1,4 +1,4 @@
-"""Reading and writing score files: CSV, TSV, JSON lines and Parquet, files or stdin/stdout.
+"""Reading score files: CSV, TSV, JSON lines and Parquet, from files, stdin, URIs or parts.
 
 - Format: `--format`, else the extension (`.csv`, `.tsv`/`.tab`, `.jsonl`/`.ndjson`,
   `.parquet`/`.pq`, each optionally `.gz` for the text formats), else sniffed from the
@@ -8,16 +8,14 @@
   read as float64.
 - Errors name the file, the column and the 1-based data row (header not counted) and the
   offending value; they are `InputError`s, which the CLI prints as one line with exit 2.
-- Writing (the output policy, atomic files, batch writers) is in `calibcli.output`.
+- A directory, glob or URI of Parquet parts is read as one dataset (`paths`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import difflib
 import gzip
 import io as _io
-import os
 import re
 import shlex
 import sys
@@ -25,14 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from calibcli.errors import CalibError, InputError, UsageError, shown
-from calibcli.output import (  # noqa: F401 - the writing half lives in calibcli.output
-    BatchWriter, atomic_output, atomic_output_dir, refuse_binary_tty, write_bytes_atomic, write_table,
-)
+from calibcli.io.paths import display_name, is_parts, is_uri, list_parts, open_dataset, open_uri
 
 FORMATS = ("csv", "tsv", "jsonl", "parquet")
 _EXTENSIONS = {
@@ -46,11 +41,6 @@ BATCH_ROWS = 1 << 17
 # Parquet is read in batches of up to a million rows (a default row group): smaller batches
 # make small row groups on write and cost 2x in time; 3 float64 columns are ~25 MB a batch.
 PARQUET_BATCH_ROWS = 1 << 20
-
-
-def display_name(path: str) -> str:
-    """How a path appears in messages: `<stdin>` for `-`."""
-    return "<stdin>" if path == "-" else str(path)
 
 
 def format_from_path(path: str) -> str | None:
@@ -173,7 +163,7 @@ def open_source(path: str, fmt: str | None = None) -> Source:
     if path == "-":
         raw: IO[bytes] = sys.stdin.buffer
     elif is_uri(path):
-        raw = _open_uri(path)
+        raw = open_uri(path)
     else:
         raw = _open_binary(path)
     head = _read_head(raw)
@@ -195,7 +185,7 @@ def open_source(path: str, fmt: str | None = None) -> Source:
     if fmt == "parquet":
         if path != "-":
             raw.close()
-            return Source(name, fmt, _open_uri(path) if is_uri(path) else path)
+            return Source(name, fmt, open_uri(path) if is_uri(path) else path)
         return Source(name, fmt, pa.py_buffer(head + raw.read()))
     return Source(name, fmt, _io.BufferedReader(_Prefixed(head, raw)))
 
@@ -380,132 +370,6 @@ def _cast_strings_batch(batch: pa.RecordBatch, columns: tuple[str, ...]) -> pa.R
     )
 
 
-# ---------------------------------------------------------------------------- Parquet parts
-
-_GLOB_CHARS = set("*?[")
-PART_SUFFIXES = (".parquet", ".pq")
-
-
-_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-
-
-def is_uri(path: str) -> bool:
-    """True for `scheme://...` inputs (file://, s3://, gs://, hdfs://, ...), read through pyarrow.fs."""
-    return bool(_URI.match(path))
-
-
-def _filesystem(path: str) -> tuple[Any, str]:
-    """(pyarrow filesystem, path inside it) of a local path or a URI pyarrow resolves."""
-    import pyarrow.fs as pafs
-
-    if not is_uri(path):
-        return pafs.LocalFileSystem(), os.path.abspath(path) + ("/" if path.endswith("/") else "")
-    try:
-        return pafs.FileSystem.from_uri(path)
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        raise InputError(f"{path}: cannot open this URI ({str(exc).splitlines()[0]})",
-                         hint="file://, s3://, gs:// and hdfs:// work where pyarrow has that filesystem") from None
-
-
-def _open_uri(path: str) -> Any:
-    fs, inner = _filesystem(path)
-    try:
-        return fs.open_input_file(inner)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (pa.ArrowException, OSError) as exc:
-        raise InputError(f"{path}: cannot read ({str(exc).splitlines()[0]})") from None
-
-
-def skipped_part(relative: str) -> bool:
-    """Files that are not data: anything under a hidden or `_`-prefixed folder (Spark's
-    `_temporary/`), hidden or `_` files (`_SUCCESS`, `.part-0.crc`) and `.crc` checksums."""
-    pieces = relative.replace("\\", "/").split("/")
-    return any(piece.startswith((".", "_")) for piece in pieces) or relative.endswith(".crc")
-
-
-def is_parts(path: str) -> bool:
-    """True for a directory or a glob pattern (local or URI): an input made of Parquet part files."""
-    if path == "-":
-        return False
-    if _GLOB_CHARS & set(path):
-        return True
-    if not is_uri(path):
-        return Path(path).is_dir()
-    import pyarrow.fs as pafs
-
-    fs, inner = _filesystem(path)
-    try:
-        return fs.get_file_info(inner).type == pafs.FileType.Directory
-    except (pa.ArrowException, OSError):
-        return False
-
-
-def _split_glob(path: str) -> tuple[str, str | None]:
-    """(root folder without wildcards, pattern relative to it or None)."""
-    pieces = path.split("/")
-    fixed = next((i for i, piece in enumerate(pieces) if _GLOB_CHARS & set(piece)), len(pieces))
-    if fixed == len(pieces):
-        return path.rstrip("/") or "/", None
-    return "/".join(pieces[:fixed]) or ("/" if path.startswith("/") else "."), "/".join(pieces[fixed:])
-
-
-def list_parts(path: str) -> list[tuple[str, str]]:
-    """(part file, path relative to the input root) for every Parquet part, sorted.
-
-    The one part lister (apply, the dataset reader and `summary.load` use it). A
-    directory is searched recursively (Hive-style `key=value/` folders are kept in the
-    relative paths); a glob's root is its longest leading folder without wildcards; a
-    URI is listed through its pyarrow filesystem and its parts are returned as URIs.
-    Spark's bookkeeping is skipped (`skipped_part`).
-    """
-    import fnmatch
-
-    import pyarrow.fs as pafs
-
-    uri = is_uri(path)
-    fs, inner = _filesystem(path)
-    root, pattern = _split_glob(inner)
-    try:
-        infos = fs.get_file_info(pafs.FileSelector(root, recursive=True))
-    except FileNotFoundError:
-        raise InputError(f"{display_name(path)}: no such directory") from None
-    except (pa.ArrowException, OSError) as exc:
-        raise InputError(f"{display_name(path)}: cannot list ({str(exc).splitlines()[0]})") from None
-    base = root.rstrip("/") + "/"
-    found = []
-    for info in infos:
-        if info.type != pafs.FileType.File:
-            continue
-        relative = info.path[len(base):] if info.path.startswith(base) else info.base_name
-        if pattern is not None and not fnmatch.fnmatchcase(relative, pattern):
-            continue
-        if skipped_part(relative) or (pattern is None and not relative.lower().endswith(PART_SUFFIXES)):
-            continue
-        found.append((info.path, relative))
-    if not found:
-        raise InputError(f"{display_name(path)}: no Parquet part files (*.parquet, *.pq) found")
-    prefix = path[:len(path) - len(inner)] if uri and path.endswith(inner) else ""
-    return [(prefix + full if uri else full, relative) for full, relative in sorted(found)]
-
-
-def open_dataset(path: str) -> Any:
-    """The Parquet parts of a directory, glob or URI as one `pyarrow.dataset` (Hive
-    `key=value` folders become columns)."""
-    import pyarrow.dataset as pads
-
-    fs, inner = _filesystem(path)
-    root, _ = _split_glob(inner)
-    files = [p for p, _ in list_parts(path)]
-    if is_uri(path):
-        files = [_filesystem(f)[1] for f in files]
-    try:
-        return pads.dataset(files, filesystem=fs, format="parquet", partitioning="hive",
-                            partition_base_dir=root)
-    except (pa.ArrowException, OSError) as exc:
-        raise InputError(f"{display_name(path)}: cannot read the Parquet parts ({str(exc).splitlines()[0]})") from None
-
-
 def _dataset_batches(path: str, string_columns: tuple[str, ...]
                      ) -> tuple[Source, pa.Schema, Iterator[pa.RecordBatch]]:
     dataset = open_dataset(path)
@@ -537,133 +401,3 @@ def parquet_rows(path: str) -> int | None:
         return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
     except (pa.ArrowException, OSError):
         return None
-
-
-# ---------------------------------------------------------------------------- columns
-
-
-def missing_column(name: str, names: list[str], source: str, flag: str) -> InputError:
-    """The error for a column the file lacks, suggesting the closest existing name."""
-    close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
-    hint = (f"did you mean {shown(close[0])}? " if close else "") + "columns: " + ", ".join(names[:20])
-    if len(names) == 1:
-        delimiter = next((d for d in ";|\t," if d in names[0]), None)
-        if delimiter is not None:
-            named = "tab" if delimiter == "\t" else repr(delimiter)
-            hint = (f"the header is one column {shown(names[0])}: is the file delimited by {named}? "
-                    "calib reads comma-separated CSV, tab-separated TSV (--format tsv), JSON lines and Parquet")
-    return InputError(f"{source}: no column {shown(name)} (set it with {flag})", hint=hint)
-
-
-def _column(table: pa.Table | pa.RecordBatch, name: str, source: str, flag: str) -> pa.ChunkedArray:
-    names = list(table.schema.names)
-    count = names.count(name)
-    if count == 0:
-        raise missing_column(name, names, source, flag)
-    if count > 1:
-        raise InputError(f"{source}: column {shown(name)} appears {count} times in the header")
-    col = table.column(names.index(name))
-    return col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
-
-
-def _first(mask: np.ndarray) -> int:
-    return int(np.argmax(mask))
-
-
-def _to_float(col: pa.ChunkedArray, name: str, source: str, offset: int) -> np.ndarray:
-    """A numeric/boolean/numeric-text column as float64; errors name row and value."""
-    typ = col.type
-    if pa.types.is_dictionary(typ):
-        col = col.cast(typ.value_type)
-        typ = col.type
-    if col.null_count:
-        row = _first(np.asarray(col.is_null())) + 1 + offset
-        raise InputError(f"{source}: column {shown(name)}, row {row}: empty value")
-    if pa.types.is_boolean(typ) or pa.types.is_integer(typ) or pa.types.is_floating(typ) \
-            or pa.types.is_decimal(typ):
-        return np.asarray(col.cast(pa.float64()), dtype=np.float64)
-    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
-        trimmed = pc.utf8_trim_whitespace(col)
-        with contextlib.suppress(pa.ArrowInvalid):  # numbers stored as text parse here
-            return np.asarray(pc.cast(trimmed, pa.float64()), dtype=np.float64)
-        text = trimmed.to_numpy(zero_copy_only=False)
-        for i, value in enumerate(text):  # error path only: find the first unparseable row
-            try:
-                float(value)
-            except ValueError:
-                raise InputError(
-                    f"{source}: column {shown(name)}, row {i + 1 + offset}: {shown(value)} is not a number"
-                ) from None
-        raise InputError(f"{source}: column {shown(name)} holds values that are not numbers")
-    if pa.types.is_binary(typ) or pa.types.is_large_binary(typ):
-        for i, value in enumerate(col.to_pylist()):  # error path only: the first non-UTF-8 row
-            try:
-                value.decode("utf-8")
-            except UnicodeDecodeError:
-                raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: value {shown(value)} "
-                                 "is not UTF-8 text", hint="save the file as UTF-8") from None
-    raise InputError(f"{source}: column {shown(name)} has type {typ}, expected numbers")
-
-
-def scores_from(table: pa.Table | pa.RecordBatch, name: str, source: str, offset: int = 0,
-                flag: str = "--score-col") -> np.ndarray:
-    """A finite float64 score (or probability) column."""
-    s = _to_float(_column(table, name, source, flag), name, source, offset)
-    bad = ~np.isfinite(s)
-    if bad.any():
-        i = _first(bad)
-        raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: score {shown(float(s[i]))} is not finite",
-                         hint="remove or repair rows with NaN or inf scores")
-    return s
-
-
-_LABEL_TEXT = {"0": 0.0, "1": 1.0, "0.0": 0.0, "1.0": 1.0, "false": 0.0, "true": 1.0}
-
-
-def labels_from(table: pa.Table | pa.RecordBatch, name: str, source: str, offset: int = 0) -> np.ndarray:
-    """A 0/1 label column (0/1 numbers, booleans, or the words true/false) as float64."""
-    col = _column(table, name, source, "--label-col")
-    if col.null_count:
-        row = _first(np.asarray(col.is_null())) + 1 + offset
-        raise InputError(f"{source}: column {shown(name)}, row {row}: empty label (labels must be 0 or 1)")
-    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-        text = pc.utf8_lower(pc.utf8_trim_whitespace(col))
-        known = np.asarray(pc.is_in(text, value_set=pa.array(list(_LABEL_TEXT))))
-        if not known.all():
-            i = _first(~known)
-            raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: label "
-                             f"{shown(col[i].as_py())} is not 0/1 or true/false")
-        return np.asarray(pc.is_in(text, value_set=pa.array(["1", "1.0", "true"])), dtype=np.float64)
-    y = _to_float(col, name, source, offset)
-    bad = (y != 0) & (y != 1)
-    if bad.any():
-        i = _first(bad)
-        value = col[i].as_py()
-        raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: label {shown(value)} is not 0 or 1")
-    return y
-
-
-def weights_from(table: pa.Table | pa.RecordBatch, name: str, source: str, offset: int = 0) -> np.ndarray:
-    """A finite, non-negative weight column (`offset`: rows before this batch, for messages)."""
-    w = _to_float(_column(table, name, source, "--weight-col"), name, source, offset)
-    bad = ~np.isfinite(w) | (w < 0)
-    if bad.any():
-        i = _first(bad)
-        raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: weight {shown(float(w[i]))} "
-                         "must be finite and >= 0")
-    return w
-
-
-def field_codes(table: pa.Table | pa.RecordBatch, name: str, source: str) -> tuple[np.ndarray, list[str]]:
-    """A categorical column as integer codes and the category names (nulls become '')."""
-    col = _column(table, name, source, "--field-col")
-    col = pc.fill_null(col.cast(pa.string()), "")
-    encoded = pc.dictionary_encode(col).combine_chunks()
-    codes = np.asarray(encoded.indices, dtype=np.int64)
-    return codes, encoded.dictionary.to_pylist()
-
-
-def field_values(table: pa.Table | pa.RecordBatch, name: str, source: str) -> np.ndarray:
-    """A categorical column as an object array of strings (nulls become '')."""
-    codes, categories = field_codes(table, name, source)
-    return np.asarray(categories, dtype=object)[codes] if codes.size else np.empty(0, dtype=object)

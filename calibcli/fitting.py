@@ -1,0 +1,203 @@
+"""`calib fit`: a calibration map from a score/label file, or from a score summary.
+
+No printing here: functions return a `FitResult` (the fitted calibrator, the training block
+saved in the map, warnings for the CLI to show) and raise `CalibError`s. Both paths share one
+tail (`_fit_and_save`): warnings collected, `--strict` turning the first into an error, the
+training block finished and the map saved through the output policy.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from calibcli import io, maps, summary
+from calibcli.calibrators import Calibrator, registry
+from calibcli.calibrators.base import WEIGHT_KINDS
+from calibcli.errors import CalibWarning, FitError, InputError, UsageError
+from calibcli.evaluation import metrics
+from calibcli.io import targets
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Which input columns hold what (the --*-col options)."""
+
+    score: str = "score"
+    label: str = "label"
+    weight: str | None = None
+    fields: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()
+
+
+@dataclass
+class FitResult:
+    calibrator: Calibrator
+    training: dict[str, Any]
+    envelope: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def check_weight_kind(kind: str) -> None:
+    """Refuse an unknown --weight-kind before any input is read."""
+    if kind not in WEIGHT_KINDS:
+        raise UsageError(f"--weight-kind must be one of {', '.join(WEIGHT_KINDS)}, got {kind!r}")
+
+
+def fit_file(
+    path: str,
+    method: str,
+    params: Mapping[str, str] | None = None,
+    *,
+    cols: Columns = Columns(),
+    fmt: str | None = None,
+    seed: int | None = None,
+    out: str | None = None,
+    out_format: str | None = None,
+    strict: bool = False,
+    weight_kind: str = "frequency",
+) -> FitResult:
+    """Fit `method` on a score/label file and, when `out` is given, save the map there.
+
+    `params` are `--param` strings; `weight_kind` says what the --weight-col weights mean
+    (`Calibrator.fit`). With `strict` the first warning is a FitError and no map is written.
+    """
+    _claim_map_output(out, out_format, [path])
+    cls = registry.get(method)
+    if (cols.fields or cols.features) and not cls.uses_features:
+        raise UsageError(
+            f"method {method!r} uses only the score; --field-col/--feature-col are for field-aware methods",
+            hint="use `calib evaluate --field-col` to measure field-level calibration",
+        )
+    calibrator = _calibrator(cls, params or {}, seed)
+    source = io.display_name(path)
+    table = io.read_table(path, fmt, string_columns=cols.fields)
+    if table.num_rows == 0:
+        raise InputError(f"{source}: no data rows")
+    s = io.scores_from(table, cols.score, source)
+    y = io.labels_from(table, cols.label, source)
+    w = io.weights_from(table, cols.weight, source) if cols.weight else None
+    io.check_scores_for(calibrator, s, cols.score, source, None)
+    feats = io.map_features(table, cols.fields, cols.features, source) or None
+    notes = []
+    if cls.uses_features and not (cols.fields or cols.features):
+        notes.append(f"{method} without --field-col or --feature-col is ilps with extra steps: "
+                     "fit --method ilps, or name the feature columns")
+    if s.size > 1 and s.min() == s.max():
+        notes.append(f"all {s.size} scores equal {float(s[0]):g}: the map is a constant")
+    training: dict[str, Any] = {
+        "input": source,
+        "rows": int(s.size),
+        "positives": int(np.sum(y == 1)),
+        "negatives": int(np.sum(y == 0)),
+        "score_col": cols.score,
+        "label_col": cols.label,
+        "score_range": [float(s.min()), float(s.max())],
+    }
+    if cols.weight:
+        training["weight_col"] = cols.weight
+        training["weight_kind"] = weight_kind
+
+    def quality(p: np.ndarray) -> dict[str, float]:
+        return {"log_loss": metrics.log_loss(y, p), "brier": metrics.brier(y, p)}
+
+    return _fit_and_save(calibrator, source, dict(scores=s, labels=y, weights=w, features=feats,
+                                                  weight_kind=weight_kind),
+                         training, notes, strict, out, out_format,
+                         quality, s, lambda: calibrator.predict(s, features=feats))
+
+
+def fit_summary_file(
+    summary_path: str,
+    method: str,
+    params: Mapping[str, str] | None = None,
+    *,
+    seed: int | None = None,
+    out: str | None = None,
+    out_format: str | None = None,
+    strict: bool = False,
+    weight_kind: str = "frequency",
+) -> FitResult:
+    """Fit a score-only method on a summary (`calib summarize`, or Spark/Dask) instead of rows.
+
+    The summary's n0/n1 are the weights of each score's rows, of kind `weight_kind`.
+    """
+    _claim_map_output(out, out_format, [summary_path])
+    cls = registry.get(method)
+    if cls.uses_features:
+        raise UsageError(f"method {method!r} uses feature columns, which a score summary does not have")
+    return fit_summary(summary.load(summary_path), _calibrator(cls, params or {}, seed),
+                       io.display_name(summary_path), out=out, out_format=out_format, strict=strict,
+                       weight_kind=weight_kind)
+
+
+def fit_summary(summ: summary.ScoreSummary, calibrator: Calibrator, source: str, *, out: str | None = None,
+                out_format: str | None = None, strict: bool = False, weight_kind: str = "frequency"
+                ) -> FitResult:
+    """Fit an unfitted score-only calibrator on a summary (from a file, or built by an engine)."""
+    if summ.size == 0:
+        raise InputError(f"{source}: the summary holds no scores")
+    s, y, w = summary.fit_rows(summ)
+    n0, n1 = summ.n0, summ.n1
+    training: dict[str, Any] = {
+        "input": source,
+        "from_summary": {"entries": summ.size, "step": summ.step, "weighted": summ.weighted},
+        "weight_kind": weight_kind,
+        "rows": summ.rows,
+        "positives": summ.positives,
+        "negatives": summ.rows - summ.positives,
+        "score_range": list(summ.score_range),
+    }
+
+    def quality(p: np.ndarray) -> dict[str, float]:
+        return {"log_loss": metrics.log_loss_counts(p, n0, n1), "brier": metrics.brier_counts(p, n0, n1)}
+
+    return _fit_and_save(calibrator, source, dict(scores=s, labels=y, weights=w, weight_kind=weight_kind),
+                         training, [], strict, out, out_format,
+                         quality, summ.score, lambda: calibrator.predict(summ.score))
+
+
+def _fit_and_save(calibrator: Calibrator, source: str, fit_args: dict[str, Any], training: dict[str, Any],
+                  notes: list[str], strict: bool, out: str | None, out_format: str | None,
+                  quality, scores: np.ndarray, predict) -> FitResult:
+    """The tail both fits share: fit with warnings collected, --strict, the training block, save."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CalibWarning)
+        try:
+            calibrator.fit(**fit_args)
+        except FitError as exc:
+            raise FitError(f"{source}: cannot fit {calibrator.name}: {exc.message}", hint=exc.hint) from None
+    messages = [str(c.message) for c in caught if issubclass(c.category, CalibWarning)] + notes
+    if strict and messages:
+        raise FitError(f"{source}: {calibrator.name}: {messages[0]} (an error with --strict)")
+    training["seed"] = calibrator.params.get("seed")
+    training["fit"] = calibrator.summary()
+    if scores.min() >= 0 and scores.max() <= 1:
+        training["before"] = quality(scores)
+    training["after"] = quality(predict())
+    result = FitResult(calibrator, training, warnings=messages)
+    if out is not None:
+        result.envelope = maps.save_map(calibrator, out, training, out_format)
+    return result
+
+
+def _calibrator(cls: type[Calibrator], params: Mapping[str, str], seed: int | None) -> Calibrator:
+    """An unfitted calibrator from `--param` strings and `--seed` (which must not contradict)."""
+    if seed is not None:
+        if "seed" not in {p.name for p in cls.params}:
+            raise UsageError(f"method {cls.name!r} is deterministic and takes no --seed")
+        if "seed" in params:
+            raise UsageError(f"--seed {seed} and --param seed={params['seed']} both set the seed",
+                             hint="give only one of them")
+        params = {**params, "seed": str(seed)}
+    return cls.from_cli(params)
+
+
+def _claim_map_output(out: str | None, out_format: str | None, reads: Sequence[str]) -> None:
+    """Check a map output against the output policy and its format before any work."""
+    if out is not None:
+        targets.check_output(out, reads)
+        maps.map_format(out, out_format)

@@ -1,0 +1,172 @@
+"""Columns of a score file as checked numpy arrays: scores, labels, weights, fields.
+
+Every check names the file, the column and the 1-based data row (header not counted) and
+the offending value, as an `InputError` the CLI prints as one line with exit 2. Values are
+shown with `errors.shown`, so pasting a message into a shell runs nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from calibcli.errors import InputError, shown
+from calibcli.io.paths import display_name
+
+
+def missing_column(name: str, names: list[str], source: str, flag: str) -> InputError:
+    """The error for a column the file lacks, suggesting the closest existing name."""
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
+    hint = (f"did you mean {shown(close[0])}? " if close else "") + "columns: " + ", ".join(names[:20])
+    if len(names) == 1:
+        delimiter = next((d for d in ";|\t," if d in names[0]), None)
+        if delimiter is not None:
+            named = "tab" if delimiter == "\t" else repr(delimiter)
+            hint = (f"the header is one column {shown(names[0])}: is the file delimited by {named}? "
+                    "calib reads comma-separated CSV, tab-separated TSV (--format tsv), JSON lines and Parquet")
+    return InputError(f"{source}: no column {shown(name)} (set it with {flag})", hint=hint)
+
+
+def _column(table: pa.Table | pa.RecordBatch, name: str, source: str, flag: str) -> pa.ChunkedArray:
+    names = list(table.schema.names)
+    count = names.count(name)
+    if count == 0:
+        raise missing_column(name, names, source, flag)
+    if count > 1:
+        raise InputError(f"{source}: column {shown(name)} appears {count} times in the header")
+    col = table.column(names.index(name))
+    return col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
+
+
+def _first(mask: np.ndarray) -> int:
+    return int(np.argmax(mask))
+
+
+def _to_float(col: pa.ChunkedArray, name: str, source: str, offset: int) -> np.ndarray:
+    """A numeric/boolean/numeric-text column as float64; errors name row and value."""
+    typ = col.type
+    if pa.types.is_dictionary(typ):
+        col = col.cast(typ.value_type)
+        typ = col.type
+    if col.null_count:
+        row = _first(np.asarray(col.is_null())) + 1 + offset
+        raise InputError(f"{source}: column {shown(name)}, row {row}: empty value")
+    if pa.types.is_boolean(typ) or pa.types.is_integer(typ) or pa.types.is_floating(typ) \
+            or pa.types.is_decimal(typ):
+        return np.asarray(col.cast(pa.float64()), dtype=np.float64)
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        trimmed = pc.utf8_trim_whitespace(col)
+        with contextlib.suppress(pa.ArrowInvalid):  # numbers stored as text parse here
+            return np.asarray(pc.cast(trimmed, pa.float64()), dtype=np.float64)
+        text = trimmed.to_numpy(zero_copy_only=False)
+        for i, value in enumerate(text):  # error path only: find the first unparseable row
+            try:
+                float(value)
+            except ValueError:
+                raise InputError(
+                    f"{source}: column {shown(name)}, row {i + 1 + offset}: {shown(value)} is not a number"
+                ) from None
+        raise InputError(f"{source}: column {shown(name)} holds values that are not numbers")
+    if pa.types.is_binary(typ) or pa.types.is_large_binary(typ):
+        for i, value in enumerate(col.to_pylist()):  # error path only: the first non-UTF-8 row
+            try:
+                value.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: value {shown(value)} "
+                                 "is not UTF-8 text", hint="save the file as UTF-8") from None
+    raise InputError(f"{source}: column {shown(name)} has type {typ}, expected numbers")
+
+
+def scores_from(table: pa.Table | pa.RecordBatch, name: str, source: str, offset: int = 0,
+                flag: str = "--score-col") -> np.ndarray:
+    """A finite float64 score (or probability) column."""
+    s = _to_float(_column(table, name, source, flag), name, source, offset)
+    bad = ~np.isfinite(s)
+    if bad.any():
+        i = _first(bad)
+        raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: score {shown(float(s[i]))} is not finite",
+                         hint="remove or repair rows with NaN or inf scores")
+    return s
+
+
+_LABEL_TEXT = {"0": 0.0, "1": 1.0, "0.0": 0.0, "1.0": 1.0, "false": 0.0, "true": 1.0}
+
+
+def labels_from(table: pa.Table | pa.RecordBatch, name: str, source: str, offset: int = 0) -> np.ndarray:
+    """A 0/1 label column (0/1 numbers, booleans, or the words true/false) as float64."""
+    col = _column(table, name, source, "--label-col")
+    if col.null_count:
+        row = _first(np.asarray(col.is_null())) + 1 + offset
+        raise InputError(f"{source}: column {shown(name)}, row {row}: empty label (labels must be 0 or 1)")
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        text = pc.utf8_lower(pc.utf8_trim_whitespace(col))
+        known = np.asarray(pc.is_in(text, value_set=pa.array(list(_LABEL_TEXT))))
+        if not known.all():
+            i = _first(~known)
+            raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: label "
+                             f"{shown(col[i].as_py())} is not 0/1 or true/false")
+        return np.asarray(pc.is_in(text, value_set=pa.array(["1", "1.0", "true"])), dtype=np.float64)
+    y = _to_float(col, name, source, offset)
+    bad = (y != 0) & (y != 1)
+    if bad.any():
+        i = _first(bad)
+        value = col[i].as_py()
+        raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: label {shown(value)} is not 0 or 1")
+    return y
+
+
+def weights_from(table: pa.Table | pa.RecordBatch, name: str, source: str, offset: int = 0) -> np.ndarray:
+    """A finite, non-negative weight column (`offset`: rows before this batch, for messages)."""
+    w = _to_float(_column(table, name, source, "--weight-col"), name, source, offset)
+    bad = ~np.isfinite(w) | (w < 0)
+    if bad.any():
+        i = _first(bad)
+        raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: weight {shown(float(w[i]))} "
+                         "must be finite and >= 0")
+    return w
+
+
+def field_codes(table: pa.Table | pa.RecordBatch, name: str, source: str) -> tuple[np.ndarray, list[str]]:
+    """A categorical column as integer codes and the category names (nulls become '')."""
+    col = _column(table, name, source, "--field-col")
+    col = pc.fill_null(col.cast(pa.string()), "")
+    encoded = pc.dictionary_encode(col).combine_chunks()
+    codes = np.asarray(encoded.indices, dtype=np.int64)
+    return codes, encoded.dictionary.to_pylist()
+
+
+def field_values(table: pa.Table | pa.RecordBatch, name: str, source: str) -> np.ndarray:
+    """A categorical column as an object array of strings (nulls become '')."""
+    codes, categories = field_codes(table, name, source)
+    return np.asarray(categories, dtype=object)[codes] if codes.size else np.empty(0, dtype=object)
+
+
+def check_scores_for(cal: Any, s: np.ndarray, col: str, source: str, map_path: str | None,
+                     offset: int = 0) -> None:
+    """A method or map for probabilities refuses scores outside [0, 1] (naming the row) instead
+    of clipping them; `map_path` is None while fitting."""
+    if not cal.needs_probabilities:
+        return
+    bad = (s < 0) | (s > 1)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InputError(
+            f"{source}: column {shown(col)}, row {i + 1 + offset}: score {float(s[i])!r} is outside [0, 1], "
+            + (f"but method {cal.name!r} needs probabilities" if map_path is None else
+               f"but the {cal.name} map {display_name(map_path)} was fitted on probabilities"),
+            hint="pass the probability column with --score-col"
+            + (", or for log-odds scores fit with --param score_kind=logit" if "score_kind" in cal.params else ""),
+        )
+
+
+def map_features(table: pa.Table | pa.RecordBatch, categorical: Sequence[str], numeric: Sequence[str],
+                 source: str, offset: int = 0) -> dict[str, np.ndarray]:
+    """The feature columns a field-aware map reads: categorical as strings, numeric as floats."""
+    feats = {c: field_values(table, c, source) for c in categorical}
+    feats.update({c: scores_from(table, c, source, offset, flag="--feature-col") for c in numeric})
+    return feats
