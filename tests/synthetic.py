@@ -36,3 +36,18 @@ def section51_by_class(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np
     s[pos] = np.where(rng.random(k) < 0.5, rng.beta(1.5, 3.0, k), rng.beta(30.0, 3.0, k))
     return s, y
 
+
+def rounded_scores(n: int = 5000, seed: int = 0, decimals: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """Uniform scores rounded to `decimals` (so many ties) and labels drawn with P(y=1) = score."""
+    rng = np.random.default_rng(seed)
+    s = np.round(rng.random(n), decimals)
+    return s, (rng.random(n) < s).astype(float)
+
+
+def write_parquet(path, s, y, **extra) -> None:
+    """A score/label Parquet file (parent folders made), with any extra columns."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"score": s, "label": y, **extra}), path)

@@ -1,71 +1,30 @@
-"""Scale features: tie pooling, the exact lookup, score summaries (map/reduce, --from-summary),
-Parquet part directories, streaming writes and the progress bar switch."""
+"""Score summaries (`calibcli.summary`): map/reduce, save/load, `calib summarize`, `fit --from-summary`."""
 
 from __future__ import annotations
 
 import functools
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from synthetic import rounded_scores, write_parquet
 from typer.testing import CliRunner
 
-from calibcli import _lookup, io, progress, summary
+from calibcli import summary
 from calibcli.calibrators import create
-from calibcli.pooling import unique_with_sums
 from calibcli.cli import app
+from calibcli.io import reading
 
 runner = CliRunner()
 
 
-def _old_unique_with_sums(s, y, w):
-    xs, inv = np.unique(s, return_inverse=True)
-    return xs, np.bincount(inv, weights=w, minlength=xs.size), np.bincount(inv, weights=w * y, minlength=xs.size)
-
-
-@pytest.mark.parametrize("weights", ["unit", "counts", "fractional", "platt"])
-def test_unique_with_sums_is_bit_identical_to_np_unique(weights):
-    rng = np.random.default_rng(7)
-    for trial in range(30):
-        n = int(rng.integers(1, 2000))
-        s = np.round(rng.normal(size=n), int(rng.integers(0, 3)))
-        if trial % 2:
-            s[rng.random(n) < 0.1] = -0.0  # np.unique keeps whichever zero its sort puts first
-        y = (rng.random(n) < 0.4).astype(float)
-        w = {"unit": np.ones(n), "counts": rng.integers(0, 4, n).astype(float),
-             "fractional": rng.random(n) * 3, "platt": np.ones(n)}[weights]
-        if weights == "platt":
-            y = np.where(y == 1, 0.97, 0.013)
-        for old, new in zip(_old_unique_with_sums(s, y, w), unique_with_sums(s, y, w)):
-            assert old.tobytes() == new.tobytes()
-
-
-def test_lookup_is_bit_identical_to_np_interp():
-    rng = np.random.default_rng(3)
-    for trial in range(40):
-        k = int(rng.integers(2, 2000))
-        xp = np.unique(np.sort(rng.normal(size=k) ** 3 if trial % 2 else rng.random(k)))
-        fp = np.sort(rng.random(xp.size)) if trial % 3 else rng.normal(size=xp.size) * 100
-        n = 6000
-        x = np.concatenate([rng.choice(xp, n // 3), rng.uniform(xp[0] - 1, xp[-1] + 1, n // 3),
-                            rng.uniform(xp[0], xp[-1], n // 3)])
-        assert _lookup.interp(x, xp, fp).tobytes() == np.interp(x, xp, fp).tobytes()
-
-
-def _data(n=5000, seed=0, decimals=3):
-    rng = np.random.default_rng(seed)
-    s = np.round(rng.random(n), decimals)
-    return s, (rng.random(n) < s).astype(float)
-
 
 def test_merge_of_chunk_summaries_equals_summary_of_all_rows():
-    s, y = _data()
+    s, y = rounded_scores()
     whole = summary.summarize(s, y)
     rng = np.random.default_rng(1)
     cuts = np.sort(rng.choice(np.arange(1, s.size), 6, replace=False))
@@ -84,7 +43,7 @@ def test_merge_of_chunk_summaries_equals_summary_of_all_rows():
 def test_fit_on_summary_rows_is_bit_identical(method):
     """Bit-identical with 0/1 targets; Platt's targets (the default) are fractional, so the
     pooled sums depend on the summation order and the maps agree to rounding."""
-    s, y = _data()
+    s, y = rounded_scores()
     classical = {"platt_correction": False}
     direct = create(method, classical).fit(s, y)
     from_summary = create(method, classical).fit(*summary.fit_rows(summary.summarize(s, y)))
@@ -97,7 +56,7 @@ def test_fit_on_summary_rows_is_bit_identical(method):
 
 
 def test_logistic_on_summary_matches_rows():
-    s, y = _data()
+    s, y = rounded_scores()
     direct = create("logistic").fit(s, y)
     ss, yy, ww = summary.fit_rows(summary.summarize(s, y))
     fitted = create("logistic").fit(ss, yy, weights=ww)
@@ -120,7 +79,7 @@ def test_bucketed_summary_moves_scores_at_most_half_a_step():
 
 
 def test_save_load_parquet_and_json_round_trip(tmp_path):
-    s, y = _data()
+    s, y = rounded_scores()
     w = np.random.default_rng(4).random(s.size)
     original = summary.summarize(s, y, w)
     for name in ("s.parquet", "s.json"):
@@ -131,14 +90,10 @@ def test_save_load_parquet_and_json_round_trip(tmp_path):
         assert (back.rows, back.positives, back.weighted) == (original.rows, original.positives, True)
 
 
-def _write_parquet(path: Path, s, y, **extra):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"score": s, "label": y, **extra}), path)
-
 
 def test_cli_summarize_then_fit_from_summary_gives_the_same_map(tmp_path):
-    s, y = _data(8000)
-    _write_parquet(tmp_path / "cal.parquet", s, y)
+    s, y = rounded_scores(8000)
+    write_parquet(tmp_path / "cal.parquet", s, y)
     direct = runner.invoke(app, ["fit", str(tmp_path / "cal.parquet"), "-p", "platt_correction=false"])
     assert direct.exit_code == 0, direct.output
     res = runner.invoke(app, ["summarize", str(tmp_path / "cal.parquet"), "-o", str(tmp_path / "sum.parquet")])
@@ -155,7 +110,7 @@ def test_cli_summarize_then_fit_from_summary_gives_the_same_map(tmp_path):
 def test_spark_style_summary_directory_fits(tmp_path):
     """What the README's Spark job writes: a directory of parts with score, n0, n1 and no
     calibcli metadata, scores repeated across parts. Emulated with pyarrow's group_by."""
-    s, y = _data(6000)
+    s, y = rounded_scores(6000)
     import pyarrow.compute as pc
 
     table = pa.table({"score": s, "label": y})
@@ -167,7 +122,7 @@ def test_spark_style_summary_directory_fits(tmp_path):
         pq.write_table(pa.table({"score": agg.column("score"), "n0": n0, "n1": n1}),
                        tmp_path / "summary" / f"part-{i}.parquet")
     (tmp_path / "summary" / "_SUCCESS").write_text("")
-    _write_parquet(tmp_path / "cal.parquet", s, y)
+    write_parquet(tmp_path / "cal.parquet", s, y)
     exact = ["-m", "isotonic", "-p", "platt_correction=false"]  # 0/1 targets: bit-identical sums
     res = runner.invoke(app, ["fit", "--from-summary", str(tmp_path / "summary"), *exact])
     direct = runner.invoke(app, ["fit", str(tmp_path / "cal.parquet"), *exact])
@@ -191,80 +146,18 @@ def test_fit_from_summary_errors(tmp_path):
 
 
 def test_summarize_reports_the_row_of_a_bad_label_in_a_later_batch(tmp_path, monkeypatch):
-    monkeypatch.setattr(io, "PARQUET_BATCH_ROWS", 1000)
-    s, y = _data(3000)
+    monkeypatch.setattr(reading, "PARQUET_BATCH_ROWS", 1000)
+    s, y = rounded_scores(3000)
     y[2500] = 2.0
-    _write_parquet(tmp_path / "cal.parquet", s, y)
+    write_parquet(tmp_path / "cal.parquet", s, y)
     res = runner.invoke(app, ["summarize", str(tmp_path / "cal.parquet"), "-o", str(tmp_path / "s.json")])
     assert res.exit_code == 2 and "column 'label', row 2501: label 2.0 is not 0 or 1" in res.stderr
     assert not (tmp_path / "s.json").exists()
 
 
-def test_apply_directory_of_parts_mirrors_them(tmp_path, monkeypatch):
-    monkeypatch.setattr(io, "PARQUET_BATCH_ROWS", 700)  # several batches per part through the writer thread
-    s, y = _data(4000)
-    _write_parquet(tmp_path / "parts" / "day=1" / "a.parquet", s[:1500], y[:1500])
-    _write_parquet(tmp_path / "parts" / "day=2" / "b.parquet", s[1500:], y[1500:])
-    (tmp_path / "parts" / "_SUCCESS").write_text("")
-    assert runner.invoke(app, ["fit", str(tmp_path / "parts" / "day=1" / "a.parquet"),
-                               "-o", str(tmp_path / "map.json")]).exit_code == 0
-    res = runner.invoke(app, ["apply", str(tmp_path / "map.json"), str(tmp_path / "parts"), "-o", str(tmp_path / "out")])
-    assert res.exit_code == 0, res.output
-    assert res.stderr == ""  # stderr is not a terminal: no progress bar
-    outs = sorted(p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*.parquet"))
-    assert outs == ["day=1/a.parquet", "day=2/b.parquet"]
-    from calibcli import maps
-
-    cal, _ = maps.load_map(str(tmp_path / "map.json"))
-    got = pq.read_table(tmp_path / "out" / "day=2" / "b.parquet")
-    assert got.column_names == ["score", "label", "calibrated"]
-    assert np.asarray(got.column("calibrated")).tobytes() == cal.predict(s[1500:]).tobytes()
-    res = runner.invoke(app, ["apply", str(tmp_path / "map.json"), str(tmp_path / "parts" / "*" / "*.parquet"),
-                              "-o", str(tmp_path / "out_csv"), "--output-format", "csv"])
-    assert res.exit_code == 0 and (tmp_path / "out_csv" / "day=1" / "a.csv").exists()
-    # an existing non-empty output directory is refused; stdout is refused
-    res = runner.invoke(app, ["apply", str(tmp_path / "map.json"), str(tmp_path / "parts"), "-o", str(tmp_path / "out")])
-    assert res.exit_code == 2 and "already exists and is not empty" in res.stderr
-    res = runner.invoke(app, ["apply", str(tmp_path / "map.json"), str(tmp_path / "parts")])
-    assert res.exit_code == 2 and "needs -o DIR" in res.stderr
-
-
-def test_apply_parts_failure_leaves_no_output_directory(tmp_path):
-    s, y = _data(200)
-    _write_parquet(tmp_path / "parts" / "a.parquet", s, y)
-    bad = s.copy()
-    bad[17] = np.nan
-    _write_parquet(tmp_path / "parts" / "b.parquet", bad, y)
-    assert runner.invoke(app, ["fit", str(tmp_path / "parts" / "a.parquet"), "-o", str(tmp_path / "m.json")]).exit_code == 0
-    res = runner.invoke(app, ["apply", str(tmp_path / "m.json"), str(tmp_path / "parts"), "-o", str(tmp_path / "out")])
-    assert res.exit_code == 2
-    assert f"{tmp_path / 'parts' / 'b.parquet'}: column 'score', row 18" in res.stderr
-    assert not (tmp_path / "out").exists()
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
-
-
-def test_progress_bar_only_on_a_terminal(monkeypatch):
-    from calibcli import console
-
-    class Tty:
-        def isatty(self):
-            return True
-
-    monkeypatch.setattr(console, "quiet", False)
-    monkeypatch.setattr(sys, "stderr", Tty())
-    assert progress.enabled()
-    monkeypatch.setattr(sys, "stdout", Tty())
-    assert progress.enabled() and not progress.enabled(data_to_stdout=True)  # data on the same terminal
-    monkeypatch.setattr(console, "quiet", True)
-    assert not progress.enabled()
-    monkeypatch.setattr(console, "quiet", False)
-    monkeypatch.setattr(sys, "stderr", open(os.devnull, "w"))
-    assert not progress.enabled()
-
-
 def test_subprocess_fit_from_summary_on_stdin(tmp_path):
-    s, y = _data(3000)
-    _write_parquet(tmp_path / "cal.parquet", s, y)
+    s, y = rounded_scores(3000)
+    write_parquet(tmp_path / "cal.parquet", s, y)
     res = runner.invoke(app, ["summarize", str(tmp_path / "cal.parquet")])
     assert res.exit_code == 0 and json.loads(res.stdout)["format"] == "calibcli.summary"
     fit = subprocess.run([sys.executable, "-m", "calibcli", "fit", "--from-summary", "-", "-m", "logistic"],

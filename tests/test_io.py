@@ -1,0 +1,99 @@
+"""The reading side of `calibcli.io`: formats and sniffing, paths, capped reads, checked columns."""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calibcli import io
+from calibcli.errors import InputError, MapError, shown
+
+ROWS = b"score,label\n0.25,0\n0.75,1\n"
+
+
+@pytest.mark.parametrize("name,data,fmt", [
+    ("a.csv", ROWS, "csv"),
+    ("a.txt", ROWS, "csv"),
+    ("a.tsv", ROWS.replace(b",", b"\t"), "tsv"),
+    ("noext", ROWS.replace(b",", b"\t"), "tsv"),
+    ("a.jsonl", b'{"score": 0.25, "label": 0}\n{"score": 0.75, "label": 1}\n', "jsonl"),
+    ("a.csv.gz", gzip.compress(ROWS), "csv"),
+    ("zipped", gzip.compress(b"\xef\xbb\xbf" + ROWS.replace(b"\n", b"\r\n")), "csv"),
+])
+def test_format_from_extension_or_sniffed_and_the_same_values(tmp_path, name, data, fmt):
+    path = tmp_path / name
+    path.write_bytes(data)
+    table = io.read_table(str(path))
+    assert io.open_source(str(path)).format == fmt
+    assert io.scores_from(table, "score", name).tolist() == [0.25, 0.75]
+    assert io.labels_from(table, "label", name).tolist() == [0.0, 1.0]
+
+
+def test_read_bytes_is_capped_and_names_the_file(tmp_path):
+    big = tmp_path / "big.json"
+    big.write_bytes(b"x" * 3000)
+    assert io.read_bytes(str(big), limit=3000) == b"x" * 3000
+    with pytest.raises(MapError, match="big.json: more than 0 MiB, the most a map file may hold"):
+        io.read_bytes(str(big), "map file", MapError, limit=2999)
+    with pytest.raises(InputError, match="no such baseline file"):
+        io.read_bytes(str(tmp_path / "missing"), "baseline file")
+    proc = subprocess.run(["head", "-c", "100", "/dev/zero"], capture_output=True)
+    assert len(proc.stdout) == 100
+    with pytest.raises(InputError, match="/dev/zero: more than"):
+        io.read_bytes("/dev/zero", limit=1 << 20)  # a device that never ends
+
+
+@pytest.mark.parametrize("path,parts", [("-", False), ("x.csv", False), ("d/*.parquet", True)])
+def test_paths_name_stdin_files_and_globs(path, parts):
+    assert io.is_parts(path) is parts
+    assert io.display_name(path) == ("<stdin>" if path == "-" else path)
+
+
+@pytest.mark.parametrize("relative,skipped", [
+    ("part-0.parquet", False), ("date=1/part-0.parquet", False), ("_SUCCESS", True),
+    ("_temporary/0/part-0.parquet", True), (".part-0.parquet.crc", True), ("x/.hidden.parquet", True),
+])
+def test_spark_bookkeeping_is_skipped(relative, skipped):
+    assert io.skipped_part(relative) is skipped
+
+
+def test_columns_name_the_row_and_value():
+    batch = pa.record_batch({"score": pa.array(["0.5", "n/a"]), "label": pa.array([1, 2])})
+    with pytest.raises(InputError, match=r"f.csv: column 'score', row 12: 'n/a' is not a number"):
+        io.scores_from(batch, "score", "f.csv", offset=10)
+    with pytest.raises(InputError, match=r"column 'label', row 2: label 2 is not 0 or 1"):
+        io.labels_from(batch, "label", "f.csv")
+    feats = io.map_features(pa.record_batch({"f": pa.array(["a", None]), "x": pa.array([1, 2])}),
+                            ["f"], ["x"], "f.csv")
+    assert feats["f"].tolist() == ["a", ""] and feats["x"].tolist() == [1.0, 2.0]
+
+
+class _ProbMap:
+    needs_probabilities = True
+    name = "beta"
+    params = {"score_kind": "probability"}
+
+
+def test_scores_outside_0_1_are_refused_for_probability_maps():
+    with pytest.raises(InputError, match=r"row 3: score 1.5 is outside \[0, 1\].*beta map m.json"):
+        io.check_scores_for(_ProbMap(), np.array([0.1, 0.2, 1.5]), "score", "in.csv", "m.json")
+    io.check_scores_for(_ProbMap(), np.array([0.0, 1.0]), "score", "in.csv", None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=st.text(min_size=0, max_size=20))
+def test_shown_values_are_inert_when_pasted_into_a_shell(value, tmp_path_factory):
+    """Whatever the text, bash reads `shown(value)` back as exactly that text and runs nothing."""
+    if "\x00" in value:
+        return
+    scratch = tmp_path_factory.mktemp("paste")
+    out = subprocess.run(["bash", "-c", f"printf %s {shown(value)}"], cwd=scratch, capture_output=True,
+                         env={"PATH": "/usr/bin:/bin"})
+    assert out.stdout.decode("utf-8", "surrogateescape") == value
+    assert list(scratch.iterdir()) == []
