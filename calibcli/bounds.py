@@ -5,16 +5,7 @@ for data of about 1e5-1e6 rows, or is the range where the option means anything.
 options (`--param`) carry their bounds in their `Param` declarations; `param_rows` lists
 them for the README and `calib fit --help`.
 
-Rough costs the bounds come from (shared 2-core machine, uniform scores, one run each):
-- `evaluate --bootstrap 100` on 1e5 rows: +2 s, so the cap of 10 000 is a few minutes;
-- bayes-iso on 3000 distinct scores: samples=1e4 2 s, 1e5 11 s (linear: the cap 1e6 is
-  about 2 min); grid=2e4 with 1e4 samples 10 s (time grows as samples x grid);
-- enir on 1e5 rows: models=100 1 s / 0.1 GB, models=1000 1.4 s / 0.4 GB (kept models
-  grow as models x distinct scores, hence the cap 1000);
-- boot-isotonic on 1e5 rows: r=20 1.5 s / 0.2 GB, r=200 26 s / 1.4 GB (linear in r: the
-  cap 500 is about a minute and 3.5 GB);
-- field-aware on 1e5 rows, one epoch: defaults 22 s / 0.1 GB; every size option at its
-  cap at once (hidden=256, layers=8, batch_size=65536, embed_dim=256) 146 s / 2.8 GB.
+The measurements behind the caps are in `benchmarks/results_option_costs.md`.
 """
 
 from __future__ import annotations

@@ -110,28 +110,19 @@ def fit_file(
                          quality, s, lambda: calibrator.predict(s, features=feats))
 
 
-def fit_summary_file(
-    summary_path: str,
-    method: str,
-    params: Mapping[str, str] | None = None,
-    *,
-    seed: int | None = None,
-    out: str | None = None,
-    out_format: str | None = None,
-    strict: bool = False,
-    weight_kind: str = "frequency",
-) -> FitResult:
+def fit_summary_file(summary_path: str, method: str, params: Mapping[str, str] | None = None, *,
+                     seed: int | None = None, **options: Any) -> FitResult:
     """Fit a score-only method on a summary (`calib summarize`, or Spark/Dask) instead of rows.
 
-    The summary's n0/n1 are the weights of each score's rows, of kind `weight_kind`.
+    `options` are `fit_summary`'s (out, out_format, strict, weight_kind); the summary's n0/n1
+    are the weights of each score's rows, of kind `weight_kind`.
     """
-    _claim_map_output(out, out_format, [summary_path])
+    _claim_map_output(options.get("out"), options.get("out_format"), [summary_path])
     cls = registry.get(method)
     if cls.uses_features:
         raise UsageError(f"method {method!r} uses feature columns, which a score summary does not have")
     return fit_summary(summary.load(summary_path), _calibrator(cls, params or {}, seed),
-                       io.display_name(summary_path), out=out, out_format=out_format, strict=strict,
-                       weight_kind=weight_kind)
+                       io.display_name(summary_path), **options)
 
 
 def fit_summary(summ: summary.ScoreSummary, calibrator: Calibrator, source: str, *, out: str | None = None,

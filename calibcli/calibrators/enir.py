@@ -26,10 +26,8 @@ is stored as one number per boundary between initial groups: the lambda at which
 disappears. The solution at any lambda is then rebuilt exactly and in a vectorised way
 (groups = surviving boundaries, signs = the signs at lambda = 0). The event loop is the only
 Python loop: one heap pop and at most two pushes per merge, at most (distinct scores - 1)
-merges after runs of equal targets are pooled. With 0/1 labels on 1e6 distinct scores that is
-about 3.2e5 events: 5 s for the path and 7.6 s for the whole ENIR fit as measured on the
-shared 2-core machine (benchmarks/bench_enir.py; netcal's ENIR needs > 200 s at 1e5). No
-coarse-graining is done, so the path is exact.
+merges after runs of equal targets are pooled (`benchmarks/bench_enir.py` times it against
+netcal's ENIR). No coarse-graining is done, so the path is exact.
 
 ENIR choices, against what the original R code and netcal do:
 

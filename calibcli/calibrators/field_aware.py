@@ -286,18 +286,22 @@ def linear_step(off: np.ndarray, y: np.ndarray, w: np.ndarray, x: np.ndarray, be
     return beta
 
 
-def fit_additive(
-    a: np.ndarray,
-    l: np.ndarray,
-    y: np.ndarray,
-    w: np.ndarray,
-    codes: np.ndarray,
-    xnum: np.ndarray,
-    sizes: list[int],
-    lam: float,
-    ridge: float,
-    start: tuple[Network, list[float]] | None = None,
-) -> tuple[Network, dict[str, Any]]:
+@dataclass
+class Rows:
+    """The training rows stage 1 reads: score logits, targets, weights, level codes, numeric columns."""
+
+    l: np.ndarray
+    y: np.ndarray
+    w: np.ndarray
+    codes: np.ndarray
+    xnum: np.ndarray
+
+    def take(self, index: np.ndarray) -> "Rows":
+        return Rows(self.l[index], self.y[index], self.w[index], self.codes[index], self.xnum[index])
+
+
+def fit_additive(a: np.ndarray, rows: Rows, sizes: list[int], lam: float, ridge: float,
+                 start: tuple[Network, list[float]] | None = None) -> tuple[Network, dict[str, Any]]:
     """Stage 1: eta, shifts (empirical Bayes) and beta by block-coordinate Newton sweeps.
 
     Starts from `start` (a stage-1 Network and its prior variances) or from the exact
@@ -306,6 +310,7 @@ def fit_additive(
     offset, until the rows' logits move less than _SWEEP_TOL (RMS) in a sweep.
     Returns a Network with an empty g and the diagnostics (prior variances under "tau2").
     """
+    l, y, w, codes, xnum = rows.l, rows.y, rows.w, rows.codes, rows.xnum
     if start is None:
         b, _ = fit_ilps(l, y, w, a, lam, ridge)
         shifts = [np.zeros(v) for v in sizes]
@@ -345,18 +350,8 @@ def fit_additive(
     return net, info
 
 
-def fit_stage1(
-    a: np.ndarray,
-    l: np.ndarray,
-    y: np.ndarray,
-    w: np.ndarray,
-    codes: np.ndarray,
-    xnum: np.ndarray,
-    sizes: list[int],
-    p: Mapping[str, Any],
-    tr: np.ndarray,
-    val: np.ndarray,
-) -> tuple[np.ndarray, Network, dict[str, Any]]:
+def fit_stage1(a: np.ndarray, rows: Rows, sizes: list[int], p: Mapping[str, Any], tr: np.ndarray,
+               val: np.ndarray) -> tuple[np.ndarray, Network, dict[str, Any]]:
     """Stage 1 with eta chosen on held-out rows: ILPS on the K+1 splits, or linear in the logit.
 
     A linear eta (one ILPS piece, extended linearly: c + m l) makes stage 1 the one-hot-field
@@ -367,19 +362,20 @@ def fit_stage1(
     """
     args = (p["lam"], p["ridge"])
     if not val.size:
-        net, info = fit_additive(a, l, y, w, codes, xnum, sizes, *args)
+        net, info = fit_additive(a, rows, sizes, *args)
         return a, net, dict(info, eta="ilps")
     held_out = {}
     fits = {}
     if tr.size > _SELECT_ROWS:  # the first _SELECT_ROWS of a seeded shuffle (tr is sorted)
         tr = np.sort(np.random.default_rng(p["seed"]).permutation(tr)[:_SELECT_ROWS])
     for name, splits in (("linear", ilps_splits(1)), ("ilps", a)):
-        fits[name] = (splits, *fit_additive(splits, l[tr], y[tr], w[tr], codes[tr], xnum[tr], sizes, *args))
-        z = fits[name][1].additive(splits, l[val], codes[val], xnum[val])
-        held_out[name] = weighted_logloss(z, y[val], w[val])
+        fits[name] = (splits, *fit_additive(splits, rows.take(tr), sizes, *args))
+        held = rows.take(val)
+        z = fits[name][1].additive(splits, held.l, held.codes, held.xnum)
+        held_out[name] = weighted_logloss(z, held.y, held.w)
     name = min(held_out, key=lambda k: (held_out[k], k == "ilps"))  # a tie goes to the simpler eta
     splits, start, first = fits[name]
-    net, info = fit_additive(splits, l, y, w, codes, xnum, sizes, *args, start=(start, first["tau2"]))
+    net, info = fit_additive(splits, rows, sizes, *args, start=(start, first["tau2"]))
     return splits, net, dict(info, eta=name, held_out_logloss=held_out)
 
 
@@ -424,7 +420,7 @@ def train(
         n_val = 0
     perm = rng.permutation(n)
     val, tr = np.sort(perm[:n_val]), np.sort(perm[n_val:])
-    a, net, stage1 = fit_stage1(a, l, y, w, codes, xnum, sizes, p, tr, val)
+    a, net, stage1 = fit_stage1(a, Rows(l, y, w, codes, xnum), sizes, p, tr, val)
     init_mlp(net, sizes, xnum.shape[1], p, rng)
     # Rare levels look up the unknown embedding (their shift stays their own).
     emb_codes = codes.copy()

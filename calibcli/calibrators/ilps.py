@@ -24,8 +24,8 @@ Choices where the paper is silent or inconsistent, and why:
   linear in b), so we solve it to optimality and deterministically: tied logits are pooled
   and an orthant-wise projected Newton method (exact Hessian, Armijo line search) minimises
   over b_1 and the increments diff(b), where the hinge penalty is coordinate-wise (see
-  `fit_ilps`). No seed, exact weights, independent of row order. (scipy's L-BFGS-B on a
-  split u - v formulation needed ~300 iterations: 120 s at 1e6 rows.)
+  `fit_ilps`). No seed, exact weights, independent of row order (a generic bound-constrained
+  solver on a split u - v formulation needs hundreds of iterations: docs/algorithms.md).
 - `ridge` (default 1e-4, 0 = eq. 11 exactly) adds ridge/2 * integral over [a_1, a_{K+1}] of
   (eta'(l) - 1)^2, i.e. ridge/2 * sum_k (d_k - da_k)^2 / da_k with d = diff(b), da = diff(a).
   Without it the optimum is not unique where a segment holds fewer points than it has free

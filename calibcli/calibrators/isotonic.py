@@ -26,8 +26,8 @@ def pav(y: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Weighted isotonic (non-decreasing) least-squares fit of `y`, already sorted by score.
 
     The kernel is scipy's compiled pool-adjacent-violators (`scipy.optimize.isotonic_regression`,
-    O(n)); a vectorised numpy PAV needs one pass per cascade of pools and took 40 s at 1e7
-    points against scipy's 0.5 s. Weights must be positive (callers drop zero-weight points).
+    O(n)); a vectorised numpy PAV needs one pass per cascade of pools, far slower on large
+    inputs. Weights must be positive (callers drop zero-weight points).
     Imported here so that `calib --help` and `apply` never pay for scipy.optimize.
     """
     from scipy.optimize import isotonic_regression
