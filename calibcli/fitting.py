@@ -183,7 +183,7 @@ def _calibrator(cls: type[Calibrator], params: Mapping[str, str], seed: int | No
         if "seed" in params:
             raise UsageError(f"--seed {seed} and --param seed={params['seed']} both set the seed",
                              hint="give only one of them")
-        params = {**params, "seed": str(seed)}
+        return cls.from_cli(params, seed=seed)
     return cls.from_cli(params)
 
 

@@ -451,10 +451,11 @@ class Calibrator:
                 "gives 0 or 1 where the calibration data had one class")
 
     @classmethod
-    def from_cli(cls, pairs: Mapping[str, str]) -> "Calibrator":
-        """Build from `--param key=value` strings, parsed by each Param's type."""
-        known = cls._known_params(pairs)
-        return cls(**{key: known[key].parse(text) for key, text in pairs.items()})
+    def from_cli(cls, pairs: Mapping[str, str], **typed: Any) -> "Calibrator":
+        """Build from `--param key=value` strings, parsed by each Param's type, plus options
+        that arrive already typed (`--seed` stays an int end to end)."""
+        known = cls._known_params([*pairs, *typed])
+        return cls(**{key: known[key].parse(text) for key, text in pairs.items()}, **typed)
 
     @classmethod
     def _known_params(cls, names: Any) -> dict[str, Param]:
