@@ -4,7 +4,7 @@
     summary = cs.summarize(df, score_col="score", label_col="label")       # one aggregation
     fitted = cs.fit(df, "isotonic", output="map.json")                     # FitResult
     scored = cs.apply(df, "map.json", score_col="score", out_col="p")      # lazy DataFrame
-    report = cs.evaluate(scored, prob_cols=["p"], field_col="field")       # metrics dict
+    report = cs.evaluate(scored, prob_cols=["p"], field_col="field")       # Evaluation (.to_json())
 
 `summarize` and `fit` run one `groupBy` on the (optionally bucketed) score and collect one
 row per distinct key to the driver, where the same code as `calib fit --from-summary` fits:
