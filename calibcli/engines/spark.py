@@ -113,9 +113,18 @@ def map_column(cal, score_col: str) -> Column:
     return F.when(F.isnan(_score(score_col)), F.lit(float("nan"))).otherwise(F.expr(sql))
 
 
-def apply(df: DataFrame, map: Any, score_col: str = "score", out_col: str = "calibrated") -> DataFrame:
-    """`df` with `out_col` added: a native expression where the map allows, else `mapInArrow`."""
+def apply(df: DataFrame, map: Any, score_col: str = "score", out_col: str = "calibrated", *,
+          native: bool | None = None) -> DataFrame:
+    """`df` with `out_col` added: a native expression where the map allows, else `mapInArrow`.
+
+    `native=False` forces `mapInArrow`: Spark plans a long expression slowly, so for maps
+    with thousands of knots the Python path can be faster (see docs/algorithms.md).
+    """
     from calibcli import export
+
+    if native and not export.supports_sql(engines.resolve_map(map)[0]):
+        raise UsageError("native=True needs a map `calib export --sql` can write",
+                         hint="supported: " + ", ".join(export.SQL_METHODS))
 
     cal, envelope = engines.resolve_map(map)
     categorical, numeric = cal.input_features()
@@ -123,7 +132,7 @@ def apply(df: DataFrame, map: Any, score_col: str = "score", out_col: str = "cal
                           **{f"feature {c!r}": c for c in (*categorical, *numeric)})
     if out_col in df.columns:
         raise UsageError(f"{SOURCE}: already has a column {out_col!r}", hint="choose another out_col")
-    if export.supports_sql(cal):
+    if export.supports_sql(cal) and native is not False:
         return df.withColumn(out_col, map_column(cal, score_col))
     schema = T.StructType([*df.schema.fields, T.StructField(out_col, T.DoubleType())])
 
