@@ -89,7 +89,8 @@ def main() -> None:
             exact = None
             for step in [None, *args.steps]:
                 wall, rss, out = run(base + ([] if step is None else ["--step", repr(step)]))
-                metrics = json.loads(out)["results"][0]["metrics"]
+                report = json.loads(out)["results"][0]
+                metrics = report["metrics"]
                 name = "calib evaluate" + ("" if step is None else f" --step {step:g}")
                 diff = None
                 if step is None:
@@ -97,7 +98,10 @@ def main() -> None:
                 else:
                     diff = max(abs(metrics[k] - exact[k]) for k in metrics)
                 results.append({"rows": n, "run": name, "seconds": wall, "rows_per_s": n / wall,
-                                "peak_rss_mb": rss, "max_abs_diff_vs_exact": diff})
+                                "peak_rss_mb": rss, "max_abs_diff_vs_exact": diff,
+                                "diff_vs_exact": None if step is None else
+                                {k: abs(metrics[k] - exact[k]) for k in ("auc", "calbin")},
+                                "step_bounds": report["step_bounds"]})
                 print(f"{n:>12,} {name:<22} {wall:>8.2f} {n / wall:>12,.0f} {rss:>11.0f} "
                       f"{'' if diff is None else f'{diff:.1e}':>10}")
             if n <= args.in_memory_max:

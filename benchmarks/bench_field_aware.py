@@ -123,7 +123,7 @@ def part_time(rows, seed):
         "field_aware_test_log_loss": log_loss(yt, fa.predict(st, features=ft)),
         "sklearn_logistic_test_log_loss": log_loss(yt, predict(st, zt, xt)),
         "true_test_log_loss": log_loss(yt, pt),
-        "field_aware_summary": {k: info.get(k) for k in ("epochs_run", "best_epoch", "stage1")},
+        "field_aware_summary": {k: info.get(k) for k in ("epochs_run", "best_epoch", "best_check", "stage1")},
     }
     for key, value in res.items():
         print(f"  {key:<34s} {value}")

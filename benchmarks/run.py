@@ -54,7 +54,7 @@ def _timed(fn, repeat: int) -> tuple[float, object]:
 
 
 def _log_loss(y, p) -> float:
-    from calibcli import metrics
+    from calibcli.evaluation import metrics
 
     return metrics.log_loss(y, p)
 
@@ -68,7 +68,7 @@ def _fit_sklearn_isotonic(s, y):
 def _fit_calib(method):
     from calibcli.calibrators import create
 
-    return lambda s, y: create(method).fit(s, y)
+    return lambda s, y: create(method, {"platt_correction": False}).fit(s, y)  # the peers' objective
 
 
 def _fit_sklearn_logistic(s, y):
@@ -105,7 +105,11 @@ def worker(kind: str, data: Path, repeat: int) -> dict:
     if kind == "fit_floor":  # pyarrow read of the Parquet file + the in-process isotonic fit
         import pyarrow.parquet as pq
 
-        fit = FITTERS["isotonic:calibcli"]
+        from calibcli.calibrators import create
+
+        def fit(s, y):  # the defaults, as `calib fit` uses them
+            return create("isotonic").fit(s, y)
+
         fit(s[:1000], y[:1000])  # imports outside the timing
 
         def read_fit():
@@ -176,7 +180,7 @@ def make_data(folder: Path, n: int, field_rows: int) -> None:
     pq.write_table(pa.table({"score": s, "label": y, "field": field}), folder / "eval.parquet")
     from bench_field_aware import make_data as field_data
 
-    fs, fy, feats, _ = field_data(field_rows, 0, 1000, 5)
+    fs, fy, feats = field_data(field_rows, 0, 1000, 5)[:3]
     pq.write_table(pa.table({"score": fs, "label": fy, **feats}), folder / "field.parquet")
 
 
@@ -330,7 +334,8 @@ def main() -> None:
         "rows": n, "repeat": repeat, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
         "seconds": round(time.time() - started, 1),
         "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-                    "cpus": os.cpu_count(), "loadavg_start": load_start, "loadavg_end": os.getloadavg()},
+                    "cpus": os.cpu_count(), "loadavg_start": load_start, "loadavg_end": os.getloadavg(),
+                    "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS")},
         "versions": versions(),
         "table": rows,
         "all_met": all(r["met"] is not False for r in rows),

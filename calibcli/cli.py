@@ -160,9 +160,10 @@ def fit(
     cat cal.csv | calib fit - --method logistic > map.json
     calib fit --from-summary summary.parquet --method isotonic -o map.json
     """
+    bounds.check(seed=seed)  # before the imports: a refusal costs no library start-up
+    bounds.check_params(method, _parse_params(param))
     from calibcli import pipeline
 
-    bounds.check(seed=seed)
     pipeline.check_weight_kind(weight_kind)
     if weight_kind != "frequency" and input is not None and weight_col is None:
         raise UsageError("--weight-kind needs --weight-col (or --from-summary)")
@@ -234,10 +235,10 @@ def summarize(
     calib summarize big.parquet -o summary.parquet
     calib fit --from-summary summary.parquet --method isotonic -o map.json
     """
+    bounds.check(step=step)
     from calibcli import io, pipeline, progress, summary
     from calibcli.output import check_output
 
-    bounds.check(step=step)
     check_output(output, [input])
     summary.output_format(output)
     cols = pipeline.Columns(score_col, label_col, weight_col)
@@ -322,11 +323,11 @@ def evaluate(
     calib evaluate test.csv --field-col field --baseline base.json --max-regression field-rce=5%
     """
     from calibcli import progress
+    bounds.check(calbin_window=calbin_window, bootstrap=bootstrap, seed=seed, top=top, ece_bins=ece_bins)
     from calibcli.evaluation import baseline as evaluation_json, evaluate as evaluation, gates, report as render
     from calibcli.evaluation.bootstrap import BootstrapPlan
     from calibcli.output import check_output
 
-    bounds.check(calbin_window=calbin_window, bootstrap=bootstrap, seed=seed, top=top, ece_bins=ece_bins)
     if ece_strategy not in ("uniform", "quantile"):
         raise UsageError(f"--ece-strategy {ece_strategy!r}: expected uniform or quantile")
     if output_kind not in ("table", "json", "csv", "markdown"):
@@ -359,6 +360,10 @@ def evaluate(
     with progress.working("evaluate"):
         result = evaluation.evaluate_file(input, prob_col, map, label_col, score_col, field_col,
                                           calbin_window, format, options)
+    if save_baseline is not None:
+        evaluation_json.save_evaluation(result, save_baseline)
+    if plot is not None and plot != "-":
+        plotting.save_reliability(result, plot)
     with console.data_output():
         if output_kind == "json":
             typer.echo(json.dumps(result.to_json(), indent=2, allow_nan=False))
@@ -368,10 +373,6 @@ def evaluate(
             typer.echo(render.markdown_text(result), nl=False)
         else:
             render.print_report(result, reliability=plot == "-")
-    if save_baseline is not None:
-        evaluation_json.save_evaluation(result, save_baseline)
-    if plot is not None and plot != "-":
-        plotting.save_reliability(result, plot)
     _report_gates(result.gate)
 
 
@@ -429,9 +430,9 @@ def compare(
     calib compare cal.csv
     calib compare cal.csv -m isotonic -m bayes-iso -m beta --folds 10 -o best.json
     """
+    bounds.check(folds=folds, seed=seed)
     from calibcli import compare as comparing
 
-    bounds.check(folds=folds, seed=seed)
     result = comparing.compare_file(input, method, folds, seed, metric.replace("-", "_"), score_col, label_col,
                                     format, output)
     with console.data_output():

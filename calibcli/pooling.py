@@ -8,10 +8,10 @@ score summaries start here. Results are bit-identical to the plain recipe
 
 but faster (see `docs/algorithms.md`, "Tie pooling"):
 
-- unit weights and 0/1 targets (the common case): the label is packed into the lowest bit
-  of an order-preserving integer key of the score, so one value sort (`np.sort` on uint64,
-  SIMD, several times faster than an argsort) orders rows by (score, label); counts per
-  distinct score are whole numbers, exact in any order;
+- unit weights and two target values (0/1 labels or Platt's targets, the common case): the
+  label is packed into the lowest bit of an order-preserving integer key of the score, so
+  one value sort (`np.sort` on uint64, SIMD, several times faster than an argsort) orders
+  rows by (score, label); counts per distinct score are whole numbers, exact in any order;
 - other whole-number weights and targets: one default-kind argsort, tie detection on the
   sorted scores and sums over sorted rows (exact in any order);
 - anything else: the same argsort, then bincounts in row order, as `np.unique` does.
@@ -29,9 +29,10 @@ def unique_with_sums(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.nd
     if np.isnan(s).any():  # np.unique pools NaNs; keep its exact behaviour for them
         xs, inv = np.unique(s, return_inverse=True)
         return xs, np.bincount(inv, weights=w, minlength=xs.size), np.bincount(inv, weights=w * y, minlength=xs.size)
-    positive = y == 1
-    if unit_weights(w) and bool(np.all(positive | (y == 0))) and not _has_negative_zero(s):
-        return _unit_counts(s, positive)
+    if unit_weights(w) and not _has_negative_zero(s):
+        pooled = _two_target_sums(s, y)
+        if pooled is not None:
+            return pooled
     order = np.argsort(s)
     ss = s[order]
     starts = np.flatnonzero(np.concatenate([[True], ss[1:] != ss[:-1]]))
@@ -67,6 +68,33 @@ def unit_weights(w: np.ndarray) -> bool:
     if w.ndim == 1 and w.size and w.strides[0] == 0:
         return bool(w[0] == 1)
     return bool(np.all(w == 1))
+
+
+def _two_target_sums(s: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Unit-weight pooling when the targets take two values (0/1 labels, or Platt's targets).
+
+    Counts come from `_unit_counts`. With 0/1 targets the positive count is the target sum.
+    Otherwise a group holding only target t sums c copies of t; bincount adds them one by
+    one from 0.0, which `np.cumsum` reproduces bit for bit. A group mixing both targets
+    would depend on row order: then None, and the caller takes the argsort path.
+    """
+    lo, hi = float(y.min()), float(y.max())
+    positive = y == hi
+    if not bool(np.all(positive | (y == lo))):
+        return None
+    xs, rows, n_hi = _unit_counts(s, positive)
+    if lo == 0.0 and hi == 1.0:
+        return xs, rows, n_hi
+    is_hi = n_hi > 0
+    if bool(np.any(is_hi & (n_hi < rows))):
+        return None
+    sums = np.where(is_hi, hi, lo)  # a one-row group sums to its target exactly
+    multi = np.flatnonzero(rows > 1)
+    if multi.size:
+        k = rows[multi].astype(np.intp) - 1
+        table = {t: np.cumsum(np.full(int(k.max()) + 1, t)) for t in (lo, hi)}
+        sums[multi] = np.where(is_hi[multi], np.take(table[hi], k), np.take(table[lo], k))
+    return xs, rows, sums
 
 
 def _has_negative_zero(s: np.ndarray) -> bool:

@@ -211,7 +211,7 @@ def test_blocked_estimator_close_to_single_block():
 
 
 def test_dominance_warns_with_advice():
-    # Paper's wide bounds, few samples, one block of 2000 ranks: one map carries the mass.
+    # Paper's wide bounds, few samples, blocks of 1000 ranks: one tree carries the mass.
     s, y = contract.synthetic(2000, seed=8, ties=False)
     with pytest.warns(CalibWarning, match="more samples"):
         cal = BayesIso(samples=100, bin_size=200, margin=0.5).fit(s, y)
@@ -269,7 +269,8 @@ def _spread(share, samples, monkeypatch, seeds=40):
     y = y[np.argsort(s)]
     lower, upper = sample_bounds(np.ones(60), y, pav(y, np.ones(60)), 3.0, 1 / np.sqrt(60))
     monkeypatch.setattr(bayes_iso, "SHARE", share)
-    runs = [posterior_mean(y, 1 - y, lower, upper, np.array([0]), np.array([60]), samples, seed) for seed in range(seeds)]
+    one = (np.array([0]), np.array([60]))
+    runs = [posterior_mean(y, 1 - y, lower, upper, *one, samples, seed) for seed in range(seeds)]
     var = np.var([r.mean for r in runs], axis=0, ddof=1).sum()
     return var, np.mean([r.ess[0] for r in runs]), np.mean([r.map_ess[0] for r in runs])
 

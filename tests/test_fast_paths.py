@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from calibcli import _lookup
 from calibcli.calibrators import create
+from calibcli.calibrators.base import platt_targets
 from calibcli.calibrators.isotonic import compress_knots, pav
 from calibcli.pooling import unique_with_sums
 
@@ -62,6 +63,20 @@ def test_pooling_is_bit_identical_to_np_unique(weights, data):
         assert plain.tobytes() == fast.tobytes()
 
 
+@pytest.mark.parametrize("ties", ["none", "pure", "mixed"])
+def test_pooling_two_valued_targets_matches_bincount_order(ties):
+    rng = np.random.default_rng(3)
+    s = rng.random(50_000)
+    y = (rng.random(s.size) < s).astype(np.float64)
+    if ties == "pure":  # tie groups hold one label each
+        s = np.where(y == 1, np.round(s, 2) + 0.001, np.round(s, 2))
+    elif ties == "mixed":
+        s = np.round(s, 2)
+    t = platt_targets(y, np.ones_like(s))
+    for plain, fast in zip(plain_pooling(s, t, np.ones_like(s)), unique_with_sums(s, t, np.ones_like(s))):
+        assert plain.tobytes() == fast.tobytes()
+
+
 def test_pooling_unit_weights_large_continuous_and_tied():
     rng = np.random.default_rng(5)
     s = rng.random(200_000)
@@ -76,16 +91,16 @@ def test_pooling_unit_weights_large_continuous_and_tied():
         assert plain.tobytes() == fast.tobytes()
 
 
+@pytest.mark.parametrize("platt", [False, True])
 @pytest.mark.parametrize("weights", ["unit", "counts"])
 @settings(max_examples=100, deadline=None)
 @given(data=st.data())
-def test_isotonic_map_is_bit_identical_to_plain_path(weights, data):
+def test_isotonic_map_is_bit_identical_to_plain_path(weights, platt, data):
     s, y, w = data.draw(rows(weights))
-    s = s[np.isfinite(s)]
     if not (np.sum(w[y == 1]) > 0 and np.sum(w[y == 0]) > 0):
         return
-    cal = create("isotonic").fit(s, y, w)
-    x_ref, v_ref = plain_isotonic(s, y, w)
+    cal = create("isotonic", {"platt_correction": platt}).fit(s, y, w)
+    x_ref, v_ref = plain_isotonic(s, platt_targets(y, w) if platt else y, w)
     assert cal.x_.tobytes() == x_ref.tobytes() and cal.y_.tobytes() == v_ref.tobytes()
     q = np.concatenate([s, np.linspace(s.min() - 1, s.max() + 1, 5000)])
     assert cal.predict(q).tobytes() == np.clip(np.interp(q, x_ref, v_ref), 0, 1).tobytes()
@@ -95,8 +110,8 @@ def test_isotonic_large_map_and_predict_match_plain_path():
     rng = np.random.default_rng(11)
     s = rng.beta(1, 3, 300_000)
     y = (rng.random(s.size) < s).astype(np.float64)
-    cal = create("isotonic").fit(s, y)
-    x_ref, v_ref = plain_isotonic(s, y, np.ones_like(s))
+    cal = create("isotonic").fit(s, y)  # Platt's targets by default
+    x_ref, v_ref = plain_isotonic(s, platt_targets(y, np.ones_like(s)), np.ones_like(s))
     assert cal.x_.tobytes() == x_ref.tobytes() and cal.y_.tobytes() == v_ref.tobytes()
     q = rng.random(500_000) * 1.2 - 0.1
     assert cal.predict(q).tobytes() == np.interp(q, x_ref, v_ref).tobytes()
@@ -108,7 +123,7 @@ def test_binning_map_matches_plain_quantiles(strategy):
     rng = np.random.default_rng(2)
     s = np.round(rng.random(50_000), 3)
     y = (rng.random(s.size) < s).astype(np.float64)
-    cal = create("binning", {"n_bins": 20, "strategy": strategy}).fit(s, y)
+    cal = create("binning", {"n_bins": 20, "strategy": strategy, "platt_correction": False}).fit(s, y)
     if strategy == "quantile":
         inner = np.unique(np.quantile(s, np.arange(1, 20) / 20, method="inverted_cdf"))
     else:
@@ -166,8 +181,6 @@ def test_logistic_reaches_reference_optimum(n, ties, weights, platt):
 
 
 def cal_targets(y, w, platt):
-    from calibcli.calibrators.base import platt_targets
-
     return platt_targets(y, w) if platt else y
 
 
@@ -176,7 +189,7 @@ def cal_targets(y, w, platt):
 def test_beta_reaches_reference_optimum(method, n, ties, weights):
     s, y, w, _ = logistic_case(n, 9, ties, weights, False)
     s = np.clip(s, 1e-12, 1 - 1e-12)
-    cal = create(method).fit(s, y, w)
+    cal = create(method, {"platt_correction": False}).fit(s, y, w)
     f1, f2 = np.log(s), -np.log1p(-s)
     design, bounds = {
         "beta": (np.column_stack([f1, f2, np.ones(n)]), [(0, None), (0, None), (None, None)]),
@@ -196,8 +209,20 @@ def test_logistic_tiny_and_huge_scores(seed, scale):
     y = (rng.random(200) < 1 / (1 + np.exp(-s / scale))).astype(np.float64)
     if y.min() == y.max():
         return
-    cal = create("logistic").fit(s, y)
+    cal = create("logistic", {"platt_correction": False}).fit(s, y)
     z = (s - s.mean()) / s.std()
     ref = reference_optimum(np.column_stack([z, np.ones(z.size)]), y, np.ones(z.size))
     ours = mean_log_loss(cal.a_ * s + cal.b_, y, np.ones(z.size))
     assert ours <= ref + 1e-12
+
+
+def test_lookup_with_infinite_and_nan_queries_matches_np_interp():
+    rng = np.random.default_rng(8)
+    xp = np.unique(rng.beta(1, 3, 500))
+    fp = np.sort(rng.random(xp.size))
+    x = rng.random(20_000) * 1.4 - 0.2
+    x[::97] = np.inf
+    x[::89] = -np.inf
+    assert _lookup.interp(x, xp, fp).tobytes() == np.interp(x, xp, fp).tobytes()
+    x[5] = np.nan
+    assert _lookup.interp(x, xp, fp).tobytes() == np.interp(x, xp, fp).tobytes()

@@ -496,7 +496,7 @@ class Calibrator:
         if weight_kind not in WEIGHT_KINDS:
             raise ParamError(f"weight kind must be one of {', '.join(WEIGHT_KINDS)}, got {weight_kind!r}")
         if weights is None:
-            w = np.ones_like(s)
+            w = np.broadcast_to(np.float64(1.0), s.shape)  # read-only unit weights, no n-long array
         else:
             w = as_float_array(weights, "weights")
             if w.shape != s.shape:

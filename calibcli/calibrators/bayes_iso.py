@@ -324,8 +324,9 @@ def posterior_mean(n1, n0, lower, upper, bstart, bend, samples, seed, target_ess
         for m in np.unique(more[more > 0]):
             blocks = needy[more == m]
             ranks = np.flatnonzero(np.isin(block_of, blocks))
-            ends = np.cumsum(bend[blocks] - bstart[blocks])
-            extra = draw(rng, sub_problem(problem, ranks), ends - (bend[blocks] - bstart[blocks]), ends, int(m))
+            width = bend[blocks] - bstart[blocks]
+            ends = np.cumsum(width)
+            extra = draw(rng, sub_problem(problem, ranks), ends - width, ends, int(m))
             tally.merge(extra, blocks, ranks, block_of)
     return Posterior(
         tally.acc / tally.total[block_of],

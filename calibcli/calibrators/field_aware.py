@@ -16,8 +16,8 @@ columns (`--feature-col`):
 block-coordinate Newton steps; it contains the one-hot-field logistic regression (logit plus one
 coefficient per level) as a special case, which the paper's network alone did not reliably
 reach. Stage 2 fits g with the stage-1 logit as a fixed offset (Adam, mini-batches, numpy only);
-g starts at exactly 0 and early stopping on held-out rows keeps the best epoch, epoch 0 (no
-network) included. Derivations, constants and the deviations from the paper are in
+g starts at exactly 0 and early stopping on held-out rows keeps the best state seen, the start
+(no network) included. Derivations, constants and the deviations from the paper are in
 docs/algorithms.md, "Field-aware calibration".
 
 Further rules: without features the fit is exactly `ilps`; rows are put in a canonical order
@@ -59,7 +59,8 @@ from calibcli.errors import FitError, InputError
 _CHUNK = 65536  # rows per forward pass at predict / validation time (bounds memory)
 _MAX_SWEEPS = 30  # stage 1: block-coordinate sweeps over (shifts, beta, knots)
 _SWEEP_TOL = 1e-4  # stage 1 stops when the rows' logits moved less than this (RMS) in a sweep
-_SELECT_ROWS = 250_000  # stage 1 chooses linear or ILPS eta on at most this many training rows
+_SELECT_ROWS = 50_000  # stage 1 chooses linear or ILPS eta on at most this many training rows
+_CHECK_ROWS = 1 << 18  # stage 2 checks the held-out loss after this many training rows (or an epoch)
 _TAU2_RANGE = (1e-8, 100.0)  # prior variance of the shifts is kept in this range
 _MAX_STEP = 2.0  # largest Newton step of one shift (logit units) per iteration
 _LINEAR_RIDGE = 1e-3  # ridge on beta (sum scale): only makes beta unique for constant columns
@@ -267,15 +268,16 @@ def shift_step(
 def linear_step(off: np.ndarray, y: np.ndarray, w: np.ndarray, x: np.ndarray, beta: np.ndarray) -> np.ndarray:
     """One damped Newton step on beta for sum_i w_i logloss(off_i + x_i . beta) + ridge/2 |beta|^2."""
 
-    def value(bt):
-        z = off + x @ bt
+    def value(bt, z=None):
+        z = off + x @ bt if z is None else z
         return float(np.sum(w * (np.logaddexp(0.0, z) - y * z))) + 0.5 * _LINEAR_RIDGE * float(bt @ bt)
 
-    p = sigmoid(off + x @ beta)
+    z0 = off + x @ beta
+    p = sigmoid(z0)
     grad = x.T @ (w * (p - y)) + _LINEAR_RIDGE * beta
     hess = (x * (w * p * (1.0 - p))[:, None]).T @ x + _LINEAR_RIDGE * np.eye(beta.size)
     step = np.linalg.solve(hess, grad)
-    f0, alpha = value(beta), 1.0
+    f0, alpha = value(beta, z0), 1.0
     while alpha > 1e-10:
         cand = beta - alpha * step
         if value(cand) <= f0 - 1e-4 * alpha * float(grad @ step):
@@ -300,7 +302,7 @@ def fit_additive(
 
     Starts from `start` (a stage-1 Network and its prior variances) or from the exact
     score-only ILPS fit; each sweep takes one Newton step per column of shifts (and one
-    variance update), one on beta and up to 3 on the knots with the rest of the logit as an
+    variance update), one on beta and one on the knots with the rest of the logit as an
     offset, until the rows' logits move less than _SWEEP_TOL (RMS) in a sweep.
     Returns a Network with an empty g and the diagnostics (prior variances under "tau2").
     """
@@ -332,7 +334,7 @@ def fit_additive(
         if beta.size:
             beta = linear_step(eta + sum(parts), y, w, xnum, beta)
             lin = xnum @ beta
-        b, _ = fit_ilps(l, y, w, a, lam, ridge, offset=lin + sum(parts), b0=b, max_iter=3, segs=(k, t))
+        b, _ = fit_ilps(l, y, w, a, lam, ridge, offset=lin + sum(parts), b0=b, max_iter=1, segs=(k, t))
         eta = b[k] + t * (b[k + 1] - b[k])
         moved = float(np.sqrt(np.mean((eta + lin + sum(parts) - before) ** 2)))
         if moved < _SWEEP_TOL:
@@ -411,7 +413,7 @@ def train(
 
     `codes[:, f]` are 1..V_f level codes, `counts[f]` the rows per level (index 0 unused),
     `xnum` the standardised numeric columns. Stage 1 uses every row; stage 2 trains g on the
-    rows outside the seeded validation share and keeps its best epoch on that share.
+    rows outside the seeded validation share and keeps its best state on that share.
     Returns (the splits of eta, the Network, diagnostics).
     """
     sizes = [c.size for c in counts]
@@ -440,9 +442,9 @@ def train(
     bs = p["batch_size"]
     steps_per_epoch = -(-tr.size // bs)
     total = p["epochs"] * steps_per_epoch
-    step, epoch = 0, 0
+    step, epoch, since_check, stop = 0, 0, 0, False
     best_loss = val_loss() if n_val else np.inf
-    best, best_epoch, bad, history = [q.copy() for q in params], 0, 0, [best_loss] if n_val else []
+    best, best_check, bad, history = [q.copy() for q in params], 0, 0, [best_loss] if n_val else []
     for epoch in range(1, p["epochs"] + 1):
         shuffled = tr[rng.permutation(tr.size)]
         for start in range(0, tr.size, bs):
@@ -461,17 +463,22 @@ def train(
                 q -= lr * (m / c1) / (np.sqrt(v / c2) + eps)
             if progress is not None:
                 progress(step, total)
-        if not n_val:
-            best, best_epoch = [q.copy() for q in params], epoch
-            continue
-        history.append(val_loss())
-        if history[-1] < best_loss:
-            best_loss, best_epoch, bad = history[-1], epoch, 0
-            best = [q.copy() for q in params]
-        else:
-            bad += 1
-            if bad >= p["patience"]:
-                break
+            since_check += idx.size
+            if n_val and (since_check >= _CHECK_ROWS or start + bs >= tr.size):
+                since_check = 0
+                history.append(val_loss())
+                if history[-1] < best_loss:
+                    best_loss, best_check, bad = history[-1], len(history) - 1, 0
+                    best = [q.copy() for q in params]
+                else:
+                    bad += 1
+                    stop = bad >= p["patience"]
+                    if stop:
+                        break
+        if stop:
+            break
+    if not n_val:
+        best, best_check = params, None
     if progress is not None:
         progress(total, total)
     for q, kept in zip(params, best):
@@ -484,7 +491,7 @@ def train(
         "train_rows": int(tr.size),
         "valid_rows": int(n_val),
         "epochs_run": epoch,
-        "best_epoch": best_epoch,
+        "best_check": best_check,
         "valid_logloss": [float(v) for v in history],
     }
     return a, net, info
@@ -509,13 +516,13 @@ class FieldAwareCalibrator(Calibrator):
         PLATT_CORRECTION,
         SEED,
         Param("epochs", int, 20, "maximum passes of the network over the training rows", low=1, high=1000),
-        Param("batch_size", int, 4096, "rows per Adam step", low=1, high=65536),
+        Param("batch_size", int, 8192, "rows per Adam step", low=1, high=65536),
         Param("lr", float, 1e-2, "Adam learning rate", low=0.0, high=10.0),
         Param("hidden", int, 32, "units per hidden ReLU layer", low=1, high=256),
         Param("layers", int, 2, "hidden layers (0 = linear in the embeddings and features)", low=0, high=8),
         Param("embed_dim", int, 8, "embedding size per categorical column", low=1, high=256),
         Param("valid_fraction", float, 0.1, "share of rows held out for early stopping (0 = none)", low=0.0, high=0.5),
-        Param("patience", int, 3, "epochs without held-out improvement before stopping", low=1, high=1000),
+        Param("patience", int, 2, "epochs without held-out improvement before stopping", low=1, high=1000),
         Param("min_count", int, 5, "levels seen fewer times share the 'unknown' embedding", low=1, high=10**9),
         Param("unknown_rate", float, 0.01, "chance a training value uses the 'unknown' embedding", low=0.0, high=0.5),
     )
@@ -550,10 +557,12 @@ class FieldAwareCalibrator(Calibrator):
             counts.append(cnt)
         xnum = np.column_stack([num[c][keep] for c in num_names]) if num_names else np.zeros((l.size, 0))
         codes = np.column_stack(code_cols) if code_cols else np.zeros((l.size, 0), dtype=np.int64)
-        # Canonical row order (lexsort: last key is primary) so the fit ignores input order;
-        # every sum below (scaling, Newton sums, the seeded split) then runs in this order.
-        keys = [xnum[:, j] for j in range(xnum.shape[1])[::-1]] + [codes[:, j] for j in range(codes.shape[1])[::-1]]
-        order = np.lexsort(keys + [w, y, l])
+        # Canonical row order (sorted by logit; ties broken by label, weight, codes, values) so the
+        # fit ignores input order; every sum below (scaling, Newton sums, the split) runs in it.
+        order = np.argsort(l, kind="stable")
+        if np.any(l[order][1:] == l[order][:-1]):  # tied logits: break ties by the other columns
+            keys = [xnum[:, j] for j in range(xnum.shape[1])[::-1]] + [codes[:, j] for j in range(codes.shape[1])[::-1]]
+            order = np.lexsort(keys + [w, y, l])
         l, y, w, codes, xnum = l[order], y[order], w[order], codes[order], xnum[order]
         mean = xnum.mean(axis=0)
         std = xnum.std(axis=0)

@@ -38,6 +38,24 @@ def pav(y: np.ndarray, w: np.ndarray) -> np.ndarray:
     return isotonic_regression(y, weights=np.asarray(w, dtype=np.float64), increasing=True).x
 
 
+def pav_inplace(y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """`pav(y, w)` written over `y` (and `w` garbled): saves the two n-long copies scipy makes.
+
+    Calls the compiled kernel behind `scipy.optimize.isotonic_regression` directly, with the
+    same arguments, so the result is bit-identical; falls back to `pav` where that private
+    module is missing or the arrays are not writable contiguous float64.
+    """
+    try:
+        from scipy.optimize._pava_pybind import pava
+    except ImportError:
+        return pav(y, w)
+    arrays_ok = all(a.dtype == np.float64 and a.flags.c_contiguous and a.flags.writeable for a in (y, w))
+    if not arrays_ok or y.size == 0 or y.shape != w.shape:
+        return pav(y, w)
+    pava(y, w, np.full(y.size + 1, -1, dtype=np.intp))
+    return y
+
+
 def isotonic_knots(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Knots (x, value) of the isotonic fit: ties pooled, then redundant interior knots removed.
 
@@ -50,7 +68,7 @@ def isotonic_knots(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndar
         xs, sw, swy = xs[keep], sw[keep], swy[keep]
     del keep
     swy /= sw  # the mean target per distinct score, in place: the fit's largest arrays are n long
-    fitted = pav(swy, sw)
+    fitted = pav_inplace(swy, sw)
     del swy, sw
     return compress_knots(xs, fitted)
 

@@ -93,14 +93,20 @@ def _loss_grad_hess(cols, y, w, intercept, beta, total):
         terms *= w
         r *= w
         h *= w
+    # Sums of products by numpy reductions, not BLAS dots: threaded BLAS is slow on a busy
+    # machine and its summation order (hence the last bits) depends on the thread count.
     features = list(cols) + ([None] if intercept else [])
-    grad = np.array([r.sum() if c is None else c @ r for c in features]) / total
+    tmp = np.empty_like(r)
+
+    def dot(a: np.ndarray, b: np.ndarray | None) -> float:
+        return float(a.sum()) if b is None else float(np.multiply(a, b, out=tmp).sum())
+
+    grad = np.array([dot(r, c) for c in features]) / total
     hess = np.empty((len(features), len(features)))
     for i, ci in enumerate(features):
         hc = h if ci is None else h * ci
         for j in range(i, len(features)):
-            cj = features[j]
-            hess[i, j] = hess[j, i] = hc.sum() if cj is None else hc @ cj
+            hess[i, j] = hess[j, i] = dot(hc, features[j])
     return float(terms.sum()) / total, grad, hess / total
 
 

@@ -429,6 +429,27 @@ def spiegelhalter(xs, n0, n1) -> tuple[float, float]:
     return z, erfc(abs(z) / sqrt(2))
 
 
+def _logistic_pass(x: np.ndarray, n1: np.ndarray, count: np.ndarray, a: float, b: float,
+                   derivatives: bool) -> tuple[float, np.ndarray, np.ndarray]:
+    """Log-likelihood of logit P(y=1) = a + b x over weighted distinct x, and with
+    `derivatives` its gradient and Hessian in (a, b); in chunks, so the temporaries stay
+    chunk-sized when the distribution holds 1e7+ distinct p."""
+    ll, g, h = 0.0, np.zeros(2), np.zeros((2, 2))
+    for lo in range(0, x.size, _CALBIN_CHUNK):
+        xs, y1, c = x[lo:lo + _CALBIN_CHUNK], n1[lo:lo + _CALBIN_CHUNK], count[lo:lo + _CALBIN_CHUNK]
+        eta = a + b * xs
+        soft = np.logaddexp(0.0, eta)
+        ll += float(y1 @ eta - c @ soft)
+        if derivatives:
+            m = np.exp(eta - soft)  # the sigmoid, from the softplus already computed
+            r = y1 - c * m
+            w = c * m * (1 - m)
+            wx = w @ xs
+            g += (r.sum(), r @ xs)
+            h += ((w.sum(), wx), (wx, w @ (xs * xs)))
+    return ll, g, h
+
+
 def calibration_slope_intercept(xs, n0, n1, eps: float = LOG_LOSS_EPS, iterations: int = 200
                                 ) -> tuple[float, float]:
     """(slope, intercept) of the logistic recalibration logit P(y=1) = a + b logit(p), by
@@ -438,31 +459,20 @@ def calibration_slope_intercept(xs, n0, n1, eps: float = LOG_LOSS_EPS, iteration
     count = n0 + n1
     q = np.clip(xs, eps, 1 - eps)
     x = np.log(q) - np.log1p(-q)
-    if n0.sum() <= 0 or n1.sum() <= 0 or np.unique(x).size < 2:
+    del q
+    if n0.sum() <= 0 or n1.sum() <= 0 or x.size < 2 or x.min() == x.max():
         return float("nan"), float("nan")
-
-    def loglik(a: float, b: float) -> float:
-        eta = a + b * x
-        return float(np.sum(n1 * eta - count * np.logaddexp(0.0, eta)))
-
     a, b = 0.0, 1.0
-    current = loglik(a, b)
     for _ in range(iterations):
-        eta = a + b * x
-        m = np.exp(-np.logaddexp(0.0, -eta))
-        r = n1 - count * m
-        v = count * m * (1 - m)
-        g = np.array([r.sum(), (r * x).sum()])
-        h = np.array([[v.sum(), (v * x).sum()], [(v * x).sum(), (v * x * x).sum()]])
+        current, g, h = _logistic_pass(x, n1, count, a, b, True)
         try:
             step = np.linalg.solve(h, g)
         except np.linalg.LinAlgError:
             return float("nan"), float("nan")
         t = 1.0
-        while t > 1e-10 and not loglik(a + t * step[0], b + t * step[1]) >= current:
+        while t > 1e-10 and not _logistic_pass(x, n1, count, a + t * step[0], b + t * step[1], False)[0] >= current:
             t /= 2
         a, b = a + t * step[0], b + t * step[1]
-        current = loglik(a, b)
         if not (np.isfinite(a) and np.isfinite(b)) or abs(b) > 1e6:
             return float("nan"), float("nan")
         if np.max(np.abs(t * step)) < 1e-12 * (1 + abs(a) + abs(b)):

@@ -14,6 +14,8 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import os
+import resource
+import shutil
 import signal
 import stat
 import subprocess
@@ -27,6 +29,14 @@ from typing import Iterable, Sequence
 _EXE = Path(sys.executable).parent / "calib"
 CALIB = [str(_EXE)] if _EXE.exists() else [sys.executable, "-m", "calibcli"]
 TIMEOUT = 60.0
+# Address-space cap of every run (a normal run peaks under 1 GB of virtual memory): a run that
+# reads forever fails here instead of taking the shared machine's memory.
+MEMORY_LIMIT = 3 << 30
+_PRLIMIT = shutil.which("prlimit")
+
+
+def _limited() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
 def sha256(path: Path) -> str:
@@ -151,8 +161,9 @@ def spawn(args: Sequence[str], cwd: Path, stdin=subprocess.DEVNULL, stdout=subpr
           env: dict | None = None) -> subprocess.Popen:
     """Start `calib args` in `cwd` with stderr piped (for the cases that drive the process)."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.Popen([*CALIB, *map(str, args)], cwd=cwd, stdin=stdin, stdout=stdout,
-                            stderr=subprocess.PIPE, env=full_env)
+    prefix = [_PRLIMIT, f"--as={MEMORY_LIMIT}", "--"] if _PRLIMIT else []
+    return subprocess.Popen([*prefix, *CALIB, *map(str, args)], cwd=cwd, stdin=stdin, stdout=stdout,
+                            stderr=subprocess.PIPE, env=full_env, preexec_fn=None if _PRLIMIT else _limited)
 
 
 def execute(args: Sequence[str], cwd: Path, stdin: bytes | None = None, timeout: float = TIMEOUT,

@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from calibcli.calibrators import registry
 
-from .harness import calib
 from .mutants import (ARRAY_MUTATIONS, ARRAYS, HUGE, PROBABILITIES, SCALAR_MUTATIONS, SCALARS,
                       apply_mutant, check_refused_or_sound, dumps, load_envelope, mutate_state,
                       parquet_map)
@@ -185,6 +184,19 @@ def test_parquet_map_corruption(assets, mapdir, method, build, must_refuse):
         run.ok()
 
 
+@pytest.mark.parametrize("method", sorted(registry.available()))
+def test_parquet_map_of_every_method_with_a_nan(assets, mapdir, method):
+    """NaN in the knots (a state column) or in a number of the metadata's state."""
+    envelope = load_envelope(assets, method)
+    if method in ARRAYS:
+        key = ARRAYS[method][0]
+        doc = mutate_state(envelope, key, "nan")
+        data = parquet_map(envelope, columns={key: pa.array([doc["state"][key]], pa.list_(pa.float64()))})
+    else:
+        data = parquet_map(mutate_state(envelope, SCALARS[method][0], "nan"))
+    apply_mutant(mapdir, method, data, name="m.parquet").refused("m.parquet")
+
+
 def test_parquet_decompression_bomb_is_refused_fast_and_small(assets, mapdir):
     """A few KB that decompress to 400 MB of zeros: refused from the metadata, not read."""
     env = load_envelope(assets, "isotonic")
@@ -203,43 +215,27 @@ def test_parquet_decompression_bomb_is_refused_fast_and_small(assets, mapdir):
 
 # ---------------------------------------------------------------------------- generated mutants
 
-def _mutants():
-    methods = sorted(registry.available())
-
-    @st.composite
-    def mutant(draw):
-        method = draw(st.sampled_from(methods))
-        state = json.loads((_ASSETS[0] / f"{method}.json").read_text())["state"]
-        key = draw(st.sampled_from(sorted(state)))
-        kinds = ["delete"] + (sorted(ARRAY_MUTATIONS) if isinstance(state[key], list) and state[key]
-                              and not isinstance(state[key][0], (list, dict))
-                              else sorted(SCALAR_MUTATIONS) if isinstance(state[key], (int, float))
-                              else ["null", "string"])
-        return method, key, draw(st.sampled_from(kinds))
-
-    return mutant()
-
-
-_ASSETS: list = []
-
-
-@pytest.fixture
-def grid_assets(assets, mapdir):
-    _ASSETS[:] = [assets]
-    return mapdir
+def _kinds(value) -> list[str]:
+    """The mutations that apply to one state entry."""
+    if isinstance(value, list) and value and not isinstance(value[0], (list, dict)):
+        return ["delete", *sorted(ARRAY_MUTATIONS)]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return ["delete", *sorted(SCALAR_MUTATIONS)]
+    return ["delete", "null", "string"]
 
 
 @settings(max_examples=15, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
-def test_generated_state_mutants_are_refused_or_sound(grid_assets, data):
+def test_generated_state_mutants_are_refused_or_sound(assets, mapdir, data):
     """Field by field: delete, retype, NaN, swap order, extend length, huge numbers."""
-    method, key, mutation = data.draw(_mutants())
-    envelope = json.loads((_ASSETS[0] / f"{method}.json").read_text())
-    state = envelope["state"]
-    if mutation in ("null", "string") and not isinstance(state[key], (list, int, float)):
+    method = data.draw(st.sampled_from(sorted(registry.available())), label="method")
+    envelope = load_envelope(assets, method)
+    key = data.draw(st.sampled_from(sorted(envelope["state"])), label="key")
+    mutation = data.draw(st.sampled_from(_kinds(envelope["state"][key])), label="mutation")
+    if mutation in ("null", "string") and not isinstance(envelope["state"][key], (list, int, float)):
         envelope["state"][key] = None if mutation == "null" else "x"
         doc = envelope
     else:
         doc = mutate_state(envelope, key, mutation)
-    apply_mutant(grid_assets, method, dumps(doc))
+    apply_mutant(mapdir, method, dumps(doc))

@@ -10,6 +10,7 @@ import io
 import json
 import os
 import stat
+import subprocess
 import threading
 from pathlib import Path
 
@@ -17,11 +18,11 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from .harness import calib, execute, spawn
+from .harness import calib, spawn
 
 GATE = ["--max-regression", "log-loss=0.5"]
 
-# (id, args, files the command reads, the output argument, the input it collides with)
+# (id, args, files the command reads, the output argument)
 SAME_FILE = [
     ("fit-over-input", ["fit", "in.csv", "-o", "in.csv"], ["in.csv"], "in.csv"),
     ("apply-over-map", ["apply", "m.json", "in.csv", "-o", "m.json"], ["m.json", "in.csv"], "m.json"),
@@ -81,7 +82,7 @@ def _absolute(root: Path) -> str:
 
 SPELLINGS = {"symlink": _symlink, "hard-link": _hardlink, "dot-slash": _dotslash,
              "dot-dot": _dotdot, "absolute": _absolute}
-COMMANDS = {
+TO_TARGET = {
     "apply": lambda o: ["apply", "m.json", "in.csv", "-o", o],
     "fit": lambda o: ["fit", "in.csv", "-o", o],
     "summarize": lambda o: ["summarize", "in.csv", "-o", o],
@@ -94,7 +95,7 @@ COMMANDS = {
 def test_output_spelled_differently_from_the_input_is_refused(work, command, spelling):
     root = _same_file_work(work)
     out = SPELLINGS[spelling](root)
-    run = calib(COMMANDS[command](out), root, reads=["in.csv", "m.json", out], output=out)
+    run = calib(TO_TARGET[command](out), root, reads=["in.csv", "m.json", out], output=out)
     run.refused(out, "in.csv")
 
 
@@ -121,13 +122,6 @@ def test_output_that_is_redirected_stdin_is_refused(work):
 
 
 # ---------------------------------------------------------------------------- special targets
-
-TO_TARGET = {
-    "apply": lambda o: ["apply", "m.json", "in.csv", "-o", o],
-    "fit": lambda o: ["fit", "in.csv", "-o", o],
-    "summarize": lambda o: ["summarize", "in.csv", "-o", o],
-    "evaluate": lambda o: ["evaluate", "in.csv", "--save-baseline", o],
-}
 
 
 def _device(path: str) -> tuple[int, int]:
@@ -303,8 +297,6 @@ def _closed_pipe(args, root) -> tuple[int, str]:
 
 def _head_1(args, root) -> tuple[int, bytes, str]:
     """`calib ... | head -1`: read one line, then close the pipe."""
-    import subprocess
-
     proc = spawn(args, root, stdout=subprocess.PIPE)
     first = proc.stdout.readline()
     proc.stdout.close()
