@@ -216,3 +216,15 @@ def test_evaluate_refuses_probabilities_outside_0_1(engine, read, tmp_path):
     pq.write_table(pa.table({"p": [0.1, 1.5, float("nan")], "label": [0, 1, 1]}), path)
     with pytest.raises(InputError, match=r"column 'p': 2 rows with a probability that is null, NaN or outside"):
         engine.evaluate(read(str(path)), ["p"])
+
+
+def test_evaluate_with_weights_and_step_equals_calib_evaluate(engine, read, data):
+    want = json.loads(cli("evaluate", data["single"], "--prob-col", "prob", "--field-col", "field",
+                          "--weight-col", "weight", "--step", "0.01", "--json"))
+    got = engine.evaluate(read(data["single"]), ["prob"], field_col="field", weight_col="weight",
+                          step=0.01).to_json()
+    assert (got["weight_col"], got["step"]) == ("weight", 0.01)
+    g, w = got["results"][0], want["results"][0]
+    assert set(g["metrics"]) == set(w["metrics"]) and g["step_bounds"] == pytest.approx(w["step_bounds"])
+    for metric, value in w["metrics"].items():
+        assert g["metrics"][metric] == pytest.approx(value, rel=1e-12, abs=1e-12), metric

@@ -21,6 +21,7 @@ from engine_contract import data  # noqa: E402,F401
 from sql_cases import CASES, build  # noqa: E402
 
 from calibcli import export  # noqa: E402
+from calibcli.errors import UsageError  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
 
@@ -73,6 +74,11 @@ def test_sql_exportable_maps_apply_without_a_python_worker(engine, read, data, t
         assert "Python" not in plan and "Arrow" not in plan, method
     plan = _plan(engine.apply(read(data["single"]), _fit_cli_map(data, tmp_path, "bayes-iso"), "score", "p"))
     assert "MapInArrow" in plan
+    plan = _plan(engine.apply(read(data["single"]), _fit_cli_map(data, tmp_path, "isotonic"), "score", "p",
+                              native=False))
+    assert "MapInArrow" in plan
+    with pytest.raises(UsageError, match="native=True"):
+        engine.apply(read(data["single"]), _fit_cli_map(data, tmp_path, "bayes-iso"), native=True)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])

@@ -4,7 +4,7 @@
     summary = cs.summarize(df, score_col="score", label_col="label")       # one aggregation
     fitted = cs.fit(df, "isotonic", output="map.json")                     # FitResult
     scored = cs.apply(df, "map.json", score_col="score", out_col="p")      # lazy DataFrame
-    report = cs.evaluate(scored, prob_cols=["p"], field_col="field")       # metrics dict
+    report = cs.evaluate(scored, prob_cols=["p"], field_col="field")       # Evaluation (.to_json())
 
 `summarize` and `fit` run one `groupBy` on the (optionally bucketed) score and collect one
 row per distinct key to the driver, where the same code as `calib fit --from-summary` fits:
@@ -113,9 +113,18 @@ def map_column(cal, score_col: str) -> Column:
     return F.when(F.isnan(_score(score_col)), F.lit(float("nan"))).otherwise(F.expr(sql))
 
 
-def apply(df: DataFrame, map: Any, score_col: str = "score", out_col: str = "calibrated") -> DataFrame:
-    """`df` with `out_col` added: a native expression where the map allows, else `mapInArrow`."""
+def apply(df: DataFrame, map: Any, score_col: str = "score", out_col: str = "calibrated", *,
+          native: bool | None = None) -> DataFrame:
+    """`df` with `out_col` added: a native expression where the map allows, else `mapInArrow`.
+
+    `native=False` forces `mapInArrow`: Spark plans a long expression slowly, so for maps
+    with thousands of knots the Python path can be faster (see docs/algorithms.md).
+    """
     from calibcli import export
+
+    if native and not export.supports_sql(engines.resolve_map(map)[0]):
+        raise UsageError("native=True needs a map `calib export --sql` can write",
+                         hint="supported: " + ", ".join(export.SQL_METHODS))
 
     cal, envelope = engines.resolve_map(map)
     categorical, numeric = cal.input_features()
@@ -123,7 +132,7 @@ def apply(df: DataFrame, map: Any, score_col: str = "score", out_col: str = "cal
                           **{f"feature {c!r}": c for c in (*categorical, *numeric)})
     if out_col in df.columns:
         raise UsageError(f"{SOURCE}: already has a column {out_col!r}", hint="choose another out_col")
-    if export.supports_sql(cal):
+    if export.supports_sql(cal) and native is not False:
         return df.withColumn(out_col, map_column(cal, score_col))
     schema = T.StructType([*df.schema.fields, T.StructField(out_col, T.DoubleType())])
 
@@ -137,55 +146,60 @@ def apply(df: DataFrame, map: Any, score_col: str = "score", out_col: str = "cal
     return df.mapInArrow(predict_partition, schema)
 
 
-def _map_name(map: Any, cal) -> str:
-    from calibcli import io
-
-    return io.display_name(map) if isinstance(map, str) else cal.name
+_STATE_SCHEMA = ("header string, p array<double>, n0 array<double>, n1 array<double>, "
+                 "cell_field array<bigint>, ece_p array<double>, ece_y array<double>, "
+                 "field_names array<string>, field_w array<double>, field_y array<double>, "
+                 "field_p array<double>, column int, bad array<bigint>")
 
 
 def evaluate(df: DataFrame, prob_cols: Sequence[str] = (), maps: Sequence[Any] = (), *,
              label_col: str = "label", score_col: str = "score", field_col: str | None = None,
-             calbin_window: int = 100):
+             weight_col: str | None = None, step: float | None = None, calbin_window: int = 100):
     """The report of `calib evaluate` (an `Evaluation`; `.to_json()` is its --json).
 
-    Per probability column (and per map, applied to `score_col`) one `groupBy` on p gives
-    the negatives and positives per distinct p, and one on the field the per-field sums;
-    the metrics are computed from those on the driver.
+    Each partition (`mapInArrow`) builds one `EvalState` per probability column (and per map,
+    applied to `score_col` first) from its record batches and ships it as one Arrow row; the
+    driver merges the rows (`EvalState.from_arrow`) and reads the metrics off the result.
     """
-    names = engines.check_evaluate_args(prob_cols, maps, score_col)
+    names = engines.evaluate_columns(prob_cols, maps, score_col, calbin_window)
+    step = engines.check_step(step)
     engines.check_columns(df.columns, SOURCE, label_col=label_col, field_col=field_col,
-                          **{f"prob_col {c!r}": c for c in names})
+                          weight_col=weight_col, **{f"prob_col {c!r}": c for c in names})
     columns = [(c, "column", c) for c in names]
     for i, m in enumerate(maps):
         cal, envelope = engines.resolve_map(m)
         df = apply(df, envelope, score_col, f"__calibcli_map_{i}")
-        columns.append((_map_name(m, cal), "map", f"__calibcli_map_{i}"))
-    y = _label(df, label_col)
-    field = F.coalesce(F.col(quote(field_col)).cast("string"), F.lit("")) if field_col else F.lit("")
-    states = []
-    for name, kind, column in columns:
-        rows = df.select(_score(column).alias("p"), y.alias("y"), field.alias("f"))
-        p, y_ = F.col("p"), F.col("y")
-        bad_p = _not_finite(p) | (p < 0) | (p > 1)
-        dist = rows.groupBy("p").agg(
-            _count(y_ == 0.0).alias("n0"), _count(y_ == 1.0).alias("n1"),
-            _count(y_.isNull()).alias("bad_label"), _count(bad_p).alias("bad_p"),
-        ).toArrow()
-        col = {c: dist.column(c).to_numpy(zero_copy_only=False) for c in dist.column_names}
-        engines.check_bad_rows(SOURCE, {
-            label_col: ("a label that is not 0 or 1", int(col["bad_label"].sum())),
-            column if kind == "column" else score_col: (
-                "a probability that is null, NaN or outside [0, 1]" if kind == "column"
-                else "a null, NaN or infinite score", int(col["bad_p"].sum())),
-        })
-        n0, n1 = col["n0"].astype(np.float64), col["n1"].astype(np.float64)
-        summ = engines.build_summary(col["p"].astype(np.float64), n0, n1, int(n0.sum() + n1.sum()),
-                                     int(n1.sum()), (0.0, 1.0), False, None, {"input": SOURCE})
-        fields = None
-        if field_col:
-            table = rows.groupBy("f").agg(F.count(F.lit(1)).alias("rows"), F.sum(y_ - p).alias("resid"),
-                                          F.sum(y_).alias("positives")).toArrow()
-            fields = engines.field_table(*(table.column(c).to_numpy(zero_copy_only=False)
-                                           for c in ("f", "rows", "resid", "positives")))
-        states.append((name, kind, engines.EvalParts(summ, fields)))
-    return engines.evaluation(SOURCE, states, field_col, calbin_window)
+        columns.append((engines.map_name(m, cal), "map", f"__calibcli_map_{i}"))
+    keep = list(dict.fromkeys([label_col, *(c for _, _, c in columns),
+                               *(c for c in (field_col, weight_col) if c)]))
+    probs = [c for _, _, c in columns]
+
+    def partition_state(batches):
+        import pyarrow as pa
+
+        from calibcli import engines as shared
+        from calibcli.evaluation.state import merge_states
+
+        parts = [shared.partition_states(b.to_pandas(), probs, label_col, field_col, weight_col, step)
+                 for b in batches if b.num_rows]
+        if not parts:
+            return
+        bad = sum(b for _, b in parts)
+        for i in range(len(probs)):
+            table = merge_states([states[i] for states, _ in parts]).to_arrow()
+            table = table.append_column("column", pa.array([i], pa.int32()))
+            yield table.append_column("bad", pa.array([bad.tolist()], pa.list_(pa.int64()))).to_batches()[0]
+
+    shipped = df.select(*(quote(c) for c in keep)).mapInArrow(partition_state, _STATE_SCHEMA).toArrow()
+    from calibcli.evaluation.state import EvalState
+
+    column = shipped.column("column").to_numpy()
+    states = [EvalState.from_arrow(shipped.filter(column == i).drop_columns(["column", "bad"]))
+              if (column == i).any() else None for i in range(len(probs))]
+    bad = np.sum(np.array(shipped.column("bad").to_pylist(), dtype=np.int64).reshape(-1, 2 + len(probs))
+                 [column == 0], axis=0) if shipped.num_rows else np.zeros(2 + len(probs), dtype=np.int64)
+    if any(s is None for s in states):
+        states = []
+    return engines.evaluation(SOURCE, columns, states, bad, label_col=label_col, score_col=score_col,
+                              field_col=field_col, weight_col=weight_col, step=step,
+                              calbin_window=calbin_window)
