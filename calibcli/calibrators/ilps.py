@@ -173,7 +173,7 @@ def fit_ilps(
         keep = sw > 0
         xs, sw, swy, off = xs[keep], sw[keep], swy[keep], None
     else:
-        keep = w > 0
+        keep = slice(None) if np.all(w > 0) else w > 0  # a slice: no copies of every row
         xs, sw, swy, off = l[keep], w[keep], (w * y)[keep], offset[keep]
     total = float(sw.sum())
     sw, swy = sw / total, swy / total
