@@ -227,3 +227,23 @@ def map_name(map: Any, cal: Calibrator) -> str:
     from calibcli import io
 
     return io.display_name(map) if isinstance(map, str) else cal.name
+
+
+def plan_evaluation(df: Any, apply: Any, source: str, prob_cols: Any, maps_: Any, *, label_col: str,
+                    score_col: str, field_col: str | None, weight_col: str | None, step: float | None,
+                    calbin_window: int) -> tuple[Any, float | None, list[tuple[str, str, str]], list[str]]:
+    """What both engines' `evaluate` do first: check the options and columns, add one column per
+    map (the engine's own `apply`), and name the columns to keep. Returns (df, step, [(name,
+    kind, column)], columns to keep)."""
+    names = evaluate_columns(prob_cols, maps_, score_col, calbin_window)
+    step = check_step(step)
+    check_columns(list(df.columns), source, label_col=label_col, field_col=field_col,
+                  weight_col=weight_col, **{f"prob_col {c!r}": c for c in names})
+    columns = [(c, "column", c) for c in names]
+    for i, m in enumerate(maps_):
+        cal, envelope = resolve_map(m)
+        df = apply(df, envelope, score_col, f"__calibcli_map_{i}")
+        columns.append((map_name(m, cal), "map", f"__calibcli_map_{i}"))
+    keep = list(dict.fromkeys([label_col, *(c for _, _, c in columns),
+                               *(c for c in (field_col, weight_col) if c)]))
+    return df, step, columns, keep

@@ -130,17 +130,9 @@ def evaluate(df, prob_cols=(), maps=(), *, label_col: str = "label", score_col: 
     Each partition becomes one `EvalState` per probability column (and per map applied to
     `score_col`); the states merge pairwise in a tree of delayed tasks.
     """
-    names = engines.evaluate_columns(prob_cols, maps, score_col, calbin_window)
-    step = engines.check_step(step)
-    engines.check_columns(list(df.columns), SOURCE, label_col=label_col, field_col=field_col,
-                          weight_col=weight_col, **{f"prob_col {c!r}": c for c in names})
-    columns = [(c, "column", c) for c in names]
-    for i, m in enumerate(maps):
-        cal, _ = engines.resolve_map(m)
-        df = apply(df, cal, score_col, f"__calibcli_map_{i}")
-        columns.append((engines.map_name(m, cal), "map", f"__calibcli_map_{i}"))
-    keep = list(dict.fromkeys([label_col, *(c for _, _, c in columns),
-                               *(c for c in (field_col, weight_col) if c)]))
+    df, step, columns, keep = engines.plan_evaluation(
+        df, apply, SOURCE, prob_cols, maps, label_col=label_col, score_col=score_col, field_col=field_col,
+        weight_col=weight_col, step=step, calbin_window=calbin_window)
     parts = [dask.delayed(engines.partition_states)(p, [c for _, _, c in columns], label_col, field_col,
                                                     weight_col, step)
              for p in df[keep].to_delayed()]

@@ -161,17 +161,9 @@ def evaluate(df: DataFrame, prob_cols: Sequence[str] = (), maps: Sequence[Any] =
     applied to `score_col` first) from its record batches and ships it as one Arrow row; the
     driver merges the rows (`EvalState.from_arrow`) and reads the metrics off the result.
     """
-    names = engines.evaluate_columns(prob_cols, maps, score_col, calbin_window)
-    step = engines.check_step(step)
-    engines.check_columns(df.columns, SOURCE, label_col=label_col, field_col=field_col,
-                          weight_col=weight_col, **{f"prob_col {c!r}": c for c in names})
-    columns = [(c, "column", c) for c in names]
-    for i, m in enumerate(maps):
-        cal, envelope = engines.resolve_map(m)
-        df = apply(df, envelope, score_col, f"__calibcli_map_{i}")
-        columns.append((engines.map_name(m, cal), "map", f"__calibcli_map_{i}"))
-    keep = list(dict.fromkeys([label_col, *(c for _, _, c in columns),
-                               *(c for c in (field_col, weight_col) if c)]))
+    df, step, columns, keep = engines.plan_evaluation(
+        df, apply, SOURCE, prob_cols, maps, label_col=label_col, score_col=score_col, field_col=field_col,
+        weight_col=weight_col, step=step, calbin_window=calbin_window)
     probs = [c for _, _, c in columns]
 
     def partition_state(batches):
