@@ -494,7 +494,7 @@ def main() -> None:
         try:
             stream.flush()
         except BrokenPipeError:
-            pass
+            continue  # the reader is gone: nothing left to tell it
         except OSError as exc:
             if stream is sys.stdout:
                 console.error(f"<stdout>: cannot write ({exc.strerror})")

@@ -21,6 +21,7 @@ for diagnostics the CLI shows on stderr.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 from dataclasses import dataclass
@@ -75,10 +76,8 @@ class Param:
 
     def _parse_int(self, raw: str) -> int:
         """Exact integers: `9007199254740993` stays itself; `1e3` is accepted as 1000 (exact)."""
-        try:
+        with contextlib.suppress(ValueError):
             return int(raw)
-        except ValueError:
-            pass
         try:
             exact = Decimal(raw)
             if not exact.is_finite():

@@ -124,6 +124,8 @@ def check_output(path: str, reads: Sequence[str] = (), *, directory: bool = Fals
     `reads` are the paths the command reads (`-` is stdin); `directory` is for outputs that
     are directories of parts.
     """
+    from calibcli.io.paths import display_name  # here, not at import: start-up loads no pyarrow
+
     if path == "-":
         return
     if not path:
@@ -134,7 +136,7 @@ def check_output(path: str, reads: Sequence[str] = (), *, directory: bool = Fals
             continue
         source = os.fstat(0) if read == "-" and _stdin_is_file() else _stat(read) if read != "-" else None
         if _same(target, source) or (read != "-" and os.path.realpath(path) == os.path.realpath(read)):
-            raise UsageError(f"{path}: is the same file as the input {io_name(read)}; refusing to "
+            raise UsageError(f"{path}: is the same file as the input {display_name(read)}; refusing to "
                              "overwrite a file this command reads", hint="write the output to another path")
         if read != "-" and source is not None and stat.S_ISDIR(source.st_mode) and _inside(path, read):
             raise UsageError(f"{path}: lies inside the input directory {read}; refusing to write "
@@ -145,10 +147,6 @@ def check_output(path: str, reads: Sequence[str] = (), *, directory: bool = Fals
         parent = os.path.dirname(os.path.realpath(path)) or "."
         if not os.path.isdir(parent):
             raise OutputError(f"{path}: output directory {os.path.dirname(path) or '.'!r} does not exist")
-
-
-def io_name(path: str) -> str:
-    return "<stdin>" if path == "-" else str(path)
 
 
 def _stdin_is_file() -> bool:
