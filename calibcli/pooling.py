@@ -127,7 +127,8 @@ def _nonnegative_counts(v: np.ndarray, positive: np.ndarray) -> tuple[np.ndarray
     keys = np.left_shift(v.view(np.uint64), np.uint64(1))
     keys |= positive
     keys.sort()
-    label = (keys & np.uint64(1)).astype(np.float64)
+    label = np.empty(keys.size)
+    np.bitwise_and(keys, np.uint64(1), out=label, casting="unsafe")  # no uint64 temporary
     keys >>= np.uint64(1)
     xs = keys.view(np.float64)
     if xs.size < 2 or bool(np.all(keys[1:] != keys[:-1])):

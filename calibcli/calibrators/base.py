@@ -170,14 +170,22 @@ SCORE_KIND = Param(
 )
 
 
+def class_weights(labels: np.ndarray, weights: np.ndarray) -> tuple[float, float]:
+    """(summed weight of the positives, of the negatives) of 0/1 labels; a broadcast unit
+    weight (no --weight-col) is a count, with no n-long temporary."""
+    if weights.ndim == 1 and weights.size and weights.strides[0] == 0 and weights[0] == 1:
+        pos = int(np.count_nonzero(labels == 1))
+        return float(pos), float(np.count_nonzero(labels == 0))
+    return float(np.sum(weights[labels == 1])), float(np.sum(weights[labels == 0]))
+
+
 def platt_targets(labels: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Platt's label correction (Allikivi & Kull 2019, section 3).
 
     Positives become 1 - 1/(N+ + 2) = (N+ + 1)/(N+ + 2), negatives 1/(N- + 2). With weights,
     N+ and N- are the summed weights of the positives and negatives.
     """
-    n_pos = float(np.sum(weights[labels == 1]))
-    n_neg = float(np.sum(weights[labels == 0]))
+    n_pos, n_neg = class_weights(labels, weights)
     return np.where(labels == 1, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
 
 
@@ -503,8 +511,7 @@ class Calibrator:
                 raise FitError(f"weights and scores differ in length ({w.size} vs {s.size})")
             if not np.all(np.isfinite(w)) or np.any(w < 0):
                 raise FitError("weights must be finite and non-negative")
-        pos = float(np.sum(w[y == 1]))
-        neg = float(np.sum(w[y == 0]))
+        pos, neg = class_weights(y, w)
         if pos <= 0 or neg <= 0:
             only = "positive (1)" if neg <= 0 else "negative (0)"
             raise FitError(

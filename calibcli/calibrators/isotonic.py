@@ -11,6 +11,11 @@ probability estimates"; Barlow et al. (1972) for PAV.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib.machinery
+import importlib.util
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,15 +50,42 @@ def pav_inplace(y: np.ndarray, w: np.ndarray) -> np.ndarray:
     same arguments, so the result is bit-identical; falls back to `pav` where that private
     module is missing or the arrays are not writable contiguous float64.
     """
-    try:
-        from scipy.optimize._pava_pybind import pava
-    except ImportError:
+    pava = _pava_kernel()
+    if pava is None:
         return pav(y, w)
     arrays_ok = all(a.dtype == np.float64 and a.flags.c_contiguous and a.flags.writeable for a in (y, w))
     if not arrays_ok or y.size == 0 or y.shape != w.shape:
         return pav(y, w)
-    pava(y, w, np.full(y.size + 1, -1, dtype=np.intp))
+    # Block starts: the kernel writes r[b + 1] before it reads it, so np.empty is enough, and
+    # only the pages of the deepest block stack are touched (np.full would make all n resident).
+    pava(y, w, np.empty(y.size + 1, dtype=np.intp))
     return y
+
+
+@functools.cache
+def _pava_kernel():
+    """scipy's compiled PAVA function, or None.
+
+    `import scipy.optimize._pava_pybind` would first run `scipy.optimize`'s package import
+    (about 0.6 s: it loads most of scipy); the extension module itself loads in a
+    millisecond from its file, found without importing scipy. Any failure falls back to the
+    regular import, and then to None (`pav`)."""
+    with contextlib.suppress(ImportError, OSError, StopIteration, TypeError, AttributeError):
+        spec = importlib.util.find_spec("scipy")
+        folder = Path(next(iter(spec.submodule_search_locations or ()))) / "optimize"
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = folder / f"_pava_pybind{suffix}"
+            if path.is_file():
+                loader = importlib.machinery.ExtensionFileLoader("_pava_pybind", str(path))
+                module = importlib.util.module_from_spec(
+                    importlib.util.spec_from_file_location("_pava_pybind", path, loader=loader))
+                loader.exec_module(module)
+                return module.pava
+    try:
+        from scipy.optimize._pava_pybind import pava
+    except ImportError:
+        return None
+    return pava
 
 
 def isotonic_knots(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
