@@ -23,6 +23,9 @@ from calibcli.evaluation import metrics
 from calibcli.io import targets
 
 
+_QUALITY_CHUNK = 1 << 16  # rows per chunk of the training-quality report
+
+
 @dataclass(frozen=True)
 class Columns:
     """Which input columns hold what (the --*-col options)."""
@@ -102,13 +105,16 @@ def fit_file(
         training["weight_col"] = cols.weight
         training["weight_kind"] = weight_kind
 
-    def quality(p: np.ndarray) -> dict[str, float]:
-        return {"log_loss": metrics.log_loss(y, p), "brier": metrics.brier(y, p)}
+    def quality(p: np.ndarray, part: slice) -> tuple[dict[str, float], float]:
+        return {"log_loss": metrics.log_loss(y[part], p), "brier": metrics.brier(y[part], p)}, p.size
 
+    def predict(part: slice) -> np.ndarray:
+        return calibrator.predict(s[part], features=None if feats is None else {k: v[part] for k, v in feats.items()})
+
+    del table  # its buffers go back to the allocator for the fit's arrays to reuse
     return _fit_and_save(calibrator, source, dict(scores=s, labels=y, weights=w, features=feats,
                                                   weight_kind=weight_kind),
-                         training, notes, strict, out, out_format,
-                         quality, s, lambda: calibrator.predict(s, features=feats))
+                         training, notes, strict, out, out_format, quality, s, predict)
 
 
 def fit_summary_file(summary_path: str, method: str, params: Mapping[str, str] | None = None, *,
@@ -144,37 +150,54 @@ def fit_summary(summ: summary.ScoreSummary, calibrator: Calibrator, source: str,
         "score_range": list(summ.score_range),
     }
 
-    def quality(p: np.ndarray) -> dict[str, float]:
-        return {"log_loss": metrics.log_loss_counts(p, n0, n1), "brier": metrics.brier_counts(p, n0, n1)}
+    def quality(p: np.ndarray, part: slice) -> tuple[dict[str, float], float]:
+        a, b = n0[part], n1[part]
+        return ({"log_loss": metrics.log_loss_counts(p, a, b), "brier": metrics.brier_counts(p, a, b)},
+                float(np.sum(a) + np.sum(b)))
 
     return _fit_and_save(calibrator, source, dict(scores=s, labels=y, weights=w, weight_kind=weight_kind),
-                         training, [], strict, out, out_format,
-                         quality, summ.score, lambda: calibrator.predict(summ.score))
+                         training, [], strict, out, out_format, quality, summ.score,
+                         lambda part: calibrator.predict(summ.score[part]))
 
 
 def _fit_and_save(calibrator: Calibrator, source: str, fit_args: dict[str, Any], training: dict[str, Any],
                   notes: list[str], strict: bool, out: str | None, out_format: str | None,
                   quality, scores: np.ndarray, predict) -> FitResult:
-    """The tail both fits share: fit with warnings collected, --strict, the training block, save."""
+    """The tail both fits share: fit with warnings collected, --strict, the training block, save.
+
+    `quality(p, part)` gives the training log-loss and Brier of probabilities `p` for the rows
+    `part` with their weight, `predict(part)` the fitted map's probabilities for those rows.
+    """
+    chunks = [slice(lo, lo + _QUALITY_CHUNK) for lo in range(0, scores.size, _QUALITY_CHUNK)]
+
+    def report(predicted) -> dict[str, float]:
+        """Quality of all rows, chunk by chunk (cache-sized temporaries, no n-long ones), the
+        chunks split between two threads (numpy releases the GIL): the weighted mean of the
+        chunks' means."""
+        parts = list(pool.map(lambda part: quality(predicted(part), part), chunks))
+        total = sum(weight for _, weight in parts)
+        return {k: sum(q[k] * weight for q, weight in parts) / total if total > 0 else float("nan")
+                for k in parts[0][0]}
+
     # The raw scores' quality needs only the input: a worker thread computes it while the fit
-    # runs (numpy releases the GIL in both), so on two cores the report costs no wall time.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        before = pool.submit(quality, scores) if scores.min() >= 0 and scores.max() <= 1 else None
+    # runs (numpy releases the GIL in both), so on two cores the report costs little wall time.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        raw = scores.min() >= 0 and scores.max() <= 1
+        before = pool.submit(report, lambda part: scores[part]) if raw else None
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", CalibWarning)
             try:
                 calibrator.fit(**fit_args)
             except FitError as exc:
                 raise FitError(f"{source}: cannot fit {calibrator.name}: {exc.message}", hint=exc.hint) from None
-        raw_quality = before.result() if before is not None else None
-    messages = [str(c.message) for c in caught if issubclass(c.category, CalibWarning)] + notes
-    if strict and messages:
-        raise FitError(f"{source}: {calibrator.name}: {messages[0]} (an error with --strict)")
-    training["seed"] = calibrator.params.get("seed")
-    training["fit"] = calibrator.summary()
-    if raw_quality is not None:
-        training["before"] = raw_quality
-    training["after"] = quality(predict())
+        messages = [str(c.message) for c in caught if issubclass(c.category, CalibWarning)] + notes
+        if strict and messages:
+            raise FitError(f"{source}: {calibrator.name}: {messages[0]} (an error with --strict)")
+        training["seed"] = calibrator.params.get("seed")
+        training["fit"] = calibrator.summary()
+        if before is not None:
+            training["before"] = before.result()
+        training["after"] = report(predict)
     result = FitResult(calibrator, training, warnings=messages)
     if out is not None:
         result.envelope = maps.save_map(calibrator, out, training, out_format)

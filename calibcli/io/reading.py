@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io as _io
+import os
 import re
 import shlex
 import sys
@@ -258,8 +259,34 @@ def _check_header(source: Source, schema: pa.Schema) -> None:
                          hint="is it a text file? calib reads UTF-8 CSV, TSV, JSON lines and Parquet") from None
 
 
+_prefetched: dict[tuple, Any] = {}  # (path, fmt, string columns) -> Future of read_table's result
+
+
+def prefetch(path: str, fmt: str | None = None, string_columns: tuple[str, ...] = ()) -> None:
+    """Start reading a regular score file in a background thread; `read_table` with the same
+    arguments then takes that result (or its error). pyarrow reads without the GIL, so the
+    CLI's remaining imports run meanwhile. Stdin, URIs, part folders and special files are
+    left to `read_table`, which reads them when asked."""
+    if path == "-" or is_uri(path) or not os.path.isfile(path):
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    key = (path, fmt, tuple(string_columns))
+    if key not in _prefetched:
+        pool = ThreadPoolExecutor(max_workers=1)
+        _prefetched[key] = pool.submit(_read_table, path, fmt, tuple(string_columns))
+        pool.shutdown(wait=False)
+
+
 def read_table(path: str, fmt: str | None = None, string_columns: tuple[str, ...] = ()) -> pa.Table:
     """Read a whole score file (or dataset of Parquet parts) into memory (fit needs every row)."""
+    pending = _prefetched.pop((path, fmt, tuple(string_columns)), None)
+    if pending is not None:
+        return pending.result()
+    return _read_table(path, fmt, string_columns)
+
+
+def _read_table(path: str, fmt: str | None, string_columns: tuple[str, ...]) -> pa.Table:
     if is_parts(path):
         dataset = open_dataset(path)
         try:
