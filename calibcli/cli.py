@@ -448,7 +448,7 @@ def compare(
         if as_json:
             typer.echo(json.dumps(result.to_json(), indent=2))
         else:
-            console.DataConsole(highlight=False, width=None if sys.stdout.isatty() else 200).print(
+            console.data_console(highlight=False, width=None if sys.stdout.isatty() else 200).print(
                 comparing.table(result))
     if output is not None:
         console.info(f"saved the {result.best.method} map, refitted on all {result.rows} rows, to {output}")

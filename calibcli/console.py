@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import sys
 
-from rich.console import Console
-from rich.markup import escape
-
-_err: Console | None = None
+_err = None  # the stderr rich Console; rich is imported on the first message (start-up cost)
 quiet = False
 
 
-def err() -> Console:
-    """The stderr console (created on first use so tests can swap sys.stderr)."""
+def err():
+    """The stderr rich Console (created on first use so tests can swap sys.stderr)."""
     global _err
     if _err is None or _err.file is not sys.stderr:
+        from rich.console import Console
+
         _err = Console(stderr=True, no_color="NO_COLOR" in os.environ, highlight=False,
                        soft_wrap=True)
     return _err
@@ -31,6 +31,13 @@ _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\
 def safe(text: str) -> str:
     """`text` with every control or invisible character shown as an escape (`\\x1b`), on one line."""
     return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
+
+
+def escape(text: str) -> str:
+    """`text` with rich markup escaped."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 def error(message: str, hint: str | None = None) -> None:
@@ -50,14 +57,25 @@ def info(message: str) -> None:
         err().print(safe(message), markup=False, highlight=False)
 
 
-class DataConsole(Console):
-    """A stdout console whose broken pipe is a `BrokenPipeError` (rich's default exits with 1,
-    the gate-failed code)."""
+@functools.cache
+def _data_console_class():
+    from rich.console import Console
 
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        stdout_closed()
-        raise BrokenPipeError
+    class DataConsole(Console):
+        """A stdout console whose broken pipe is a `BrokenPipeError` (rich's default exits with
+        1, the gate-failed code)."""
+
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            stdout_closed()
+            raise BrokenPipeError
+
+    return DataConsole
+
+
+def data_console(**options):
+    """A rich Console on stdout for data (tables); `options` are rich's."""
+    return _data_console_class()(**options)
 
 
 def stdout_closed() -> None:

@@ -14,7 +14,7 @@ from typing import Any, Iterable
 from rich.console import Console
 from rich.table import Table
 
-from calibcli.console import DataConsole
+from calibcli.console import data_console
 from calibcli.evaluation.metrics import METRICS
 
 BAR_WIDTH = 40
@@ -30,7 +30,7 @@ def _console() -> Console:
     tty = sys.stdout.isatty()
     columns = os.environ.get("COLUMNS", "")
     width = None if tty else int(columns) if columns.isdigit() and int(columns) > 0 else 200
-    return DataConsole(no_color=not tty or None, width=width, highlight=False, soft_wrap=False)
+    return data_console(no_color=not tty or None, width=width, highlight=False, soft_wrap=False)
 
 
 def metrics_table(report) -> Table:
