@@ -22,6 +22,7 @@ import numpy as np
 
 _MIN_QUERIES = 4096  # below this, np.interp's setup-free search wins
 _MAX_PASSES = 4
+_CHUNK = 1 << 16  # queries per chunk
 _MAX_CELLS = 1 << 18
 _cache: list = []  # [(xp, fp, table)] for the last knots used: apply calls once per batch
 
@@ -79,27 +80,34 @@ def interp(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
     table = _table(xp, fp)
     if table is None:
         return np.interp(x, xp, fp)
+    out = np.empty(x.shape)
+    flat_x, flat_out = x.reshape(-1), out.reshape(-1)
+    for lo in range(0, flat_x.size, _CHUNK):  # cache-sized temporaries: ~2x faster than whole arrays
+        _interp_chunk(flat_x[lo:lo + _CHUNK], xp, fp, table, flat_out[lo:lo + _CHUNK])
+    return out
+
+
+def _interp_chunk(x: np.ndarray, xp: np.ndarray, fp: np.ndarray, table, out: np.ndarray) -> None:
+    """`interp` of one chunk of queries into `out` (the same length)."""
     start, scale, passes, busy, slope, xp_next = table
     # +-inf clip to the end knots, where np.interp also gives fp[0] / fp[-1]; NaN stays NaN
     # and shows in the sum (as would an overflow to inf - inf: then np.interp just does it all).
     xc = np.clip(x, xp[0], xp[-1])
     if np.isnan(np.sum(xc)):
-        return np.interp(x, xp, fp)
+        out[:] = np.interp(x, xp, fp)
+        return
     # np.take rather than fancy indexing: the same gather, several times faster on numpy 2.
     t = xc - xp[0]
     t *= scale
     cell = t.astype(np.intp)
-    del t
     j = np.take(start, cell)
     rows = np.flatnonzero(np.take(busy, cell))  # most cells hold no knot: their start is final
-    del cell
     if rows.size:
         jb, xb = np.take(j, rows), np.take(xc, rows)
         for _ in range(passes):
             jb += xb >= np.take(xp_next, jb)  # xp_next[j] = xp[j+1]; inf past the last knot
         np.put(j, rows, jb)
-    out = np.take(xp, j)
+    np.take(xp, j, out=out)
     np.subtract(xc, out, out=out)
     out *= np.take(slope, j)
     out += np.take(fp, j)
-    return out

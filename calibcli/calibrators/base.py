@@ -563,6 +563,8 @@ class Calibrator:
         s = as_float_array(scores, "scores")
         with np.errstate(over="ignore", under="ignore"):
             out = np.asarray(self._predict(s, features), dtype=np.float64)
+        if out.flags.writeable and out.flags.owndata and not np.may_share_memory(out, s):
+            return np.clip(out, 0.0, 1.0, out=out)  # the method's own fresh array: no second n-long one
         return np.clip(out, 0.0, 1.0)
 
     def get_state(self) -> dict[str, Any]:
