@@ -119,13 +119,24 @@ def _unit_counts(s: np.ndarray, positive: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 def _nonnegative_counts(v: np.ndarray, positive: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`_unit_counts` for scores >= +0.0: sort keys (bits << 1) | label, then count runs.
+    """`_unit_counts` for scores >= +0.0 (`counts_of_keys` of their packed keys)."""
+    return counts_of_keys(packed_keys(v, positive))
+
+
+def packed_keys(v: np.ndarray, positive: np.ndarray) -> np.ndarray:
+    """Sort keys `(bits << 1) | label` of scores >= +0.0 (-0.0 packs as +0.0) and 0/1 labels.
 
     For non-negative doubles the bit pattern, read as an unsigned integer, orders like the
     value and has its top bit clear, so shifting it left by one loses nothing.
     """
-    keys = np.left_shift(v.view(np.uint64), np.uint64(1))
+    keys = np.left_shift(np.ascontiguousarray(v, dtype=np.float64).view(np.uint64), np.uint64(1))
     keys |= positive
+    return keys
+
+
+def counts_of_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(distinct scores ascending, rows, positive rows) of packed keys, sorting `keys` in place
+    (which becomes the distinct scores' storage when they are all distinct)."""
     keys.sort()
     label = np.empty(keys.size)
     np.bitwise_and(keys, np.uint64(1), out=label, casting="unsafe")  # no uint64 temporary

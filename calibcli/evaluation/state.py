@@ -40,6 +40,7 @@ import pyarrow as pa
 
 from calibcli.errors import UsageError
 from calibcli.evaluation import metrics as _metrics
+from calibcli.pooling import counts_of_keys, packed_keys
 
 STATE_VERSION = 1
 ARROW_KEY = b"calibcli.evaluation_state"
@@ -314,34 +315,9 @@ def merge_states(states: Sequence[EvalState] | Iterable[EvalState]) -> EvalState
         first.step, any(s.weighted for s in parts))
 
 
-def _runs(sorted_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct values of a sorted array and how often each occurs."""
-    starts = _starts(sorted_values)
-    if starts.size == sorted_values.size:
-        return sorted_values, np.ones(sorted_values.size)
-    return sorted_values[starts], np.diff(np.append(starts, sorted_values.size)).astype(np.float64)
-
-
-def _distribution_of_rows(p_all: np.ndarray, p_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(distinct p, n0, n1) from the probabilities of all rows and of the positive rows.
-
-    Both are sorted in place and run-length encoded; every positive's p is among all p, so
-    one binary search of the (sorted) distinct positive p places their counts. About 12
-    bytes a row plus 24 a distinct p, and no index array over the rows.
-    """
-    p_all.sort()
-    p_pos.sort()
-    v, c = _runs(p_all)
-    v1, c1 = _runs(p_pos)
-    n1 = np.zeros(v.size)
-    n1[np.searchsorted(v, v1)] = c1
-    c -= n1
-    return v, c, n1
-
-
 def _drain(chunks: list[np.ndarray]) -> np.ndarray:
     """Concatenate `chunks`, releasing each as it is copied (peak: the result plus one chunk)."""
-    out = np.empty(sum(c.size for c in chunks))
+    out = np.empty(sum(c.size for c in chunks), dtype=chunks[0].dtype if chunks else np.float64)
     at = 0
     chunks.reverse()
     while chunks:
@@ -355,9 +331,10 @@ def _drain(chunks: list[np.ndarray]) -> np.ndarray:
 class StateBuilder:
     """Streams batches into one state.
 
-    - Unweighted exact p (the default): the sums are merged batch by batch and p is kept (8
-      bytes a row, and 8 more a positive row), then sorted in place once
-      (`_distribution_of_rows`).
+    - Unweighted exact p (the default): the sums are merged batch by batch and each row is
+      kept as one packed sort key, (bits of p << 1) | label (8 bytes a row), sorted in place
+      once and run-length encoded (`pooling.counts_of_keys`). Batches holding NaN or
+      negative p (which only the engines can pass) take the per-batch path below.
     - With `step`: the sums likewise, and the bucketed distribution is added up on a dense
       grid of bucket indices (three float arrays of 1/step + 1 entries for p in [0, 1]).
     - Otherwise (field cells, or a grid wider than 2^24 buckets): a state per batch,
@@ -373,19 +350,19 @@ class StateBuilder:
         self._pending_size = 0
         self._merged_size = 0
         self._sums: EvalState | None = None
-        self._classes: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])
+        self._keys: list[np.ndarray] = []  # packed (p, label) sort keys of the exact unweighted path
         self._grid: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None  # (lowest index, rows, n0, n1)
 
     def add(self, y: Any, p: Any, fields: Any = None, weights: Any = None) -> None:
         y = np.asarray(y, dtype=np.float64).ravel()
         p = np.asarray(p, dtype=np.float64).ravel()
-        if not self.field_cells and (self.step is None and weights is None or self.step is not None):
+        packable = self.step is not None or (weights is None and (p.size == 0 or p.min() >= 0))  # NaN: no
+        if not self.field_cells and packable:
             if self.step is None or self._to_grid(y, p, weights):
                 part = EvalState.from_arrays(y, p, fields, weights, self.step, distribution=False)
                 self._sums = part if self._sums is None else merge_states([self._sums, part])
                 if self.step is None:
-                    self._classes[0].append(p)
-                    self._classes[1].append(p[y == 1])
+                    self._keys.append(packed_keys(p, y == 1))
                 return
         part = EvalState.from_arrays(y, p, fields, weights, self.step, self.field_cells)
         self._pending.append(part)
@@ -430,10 +407,12 @@ class StateBuilder:
                 self._sums.p, self._sums.n0, self._sums.n1 = (used + base) * self.step, n0[used], n1[used]
                 self._grid = None
             elif self.step is None:
-                p_all, p_pos = _drain(self._classes[0]), _drain(self._classes[1])
-                pa.default_memory_pool().release_unused()  # the batches' buffers the chunks were views of
-                self._sums.p, self._sums.n0, self._sums.n1 = _distribution_of_rows(p_all, p_pos)
-                del p_all, p_pos
+                keys = _drain(self._keys)
+                pa.default_memory_pool().release_unused()  # the read buffers, before the distribution
+                p, rows, n1 = counts_of_keys(keys)  # sorts keys in place; p may be their storage
+                del keys
+                rows -= n1  # the negatives, in place
+                self._sums.p, self._sums.n0, self._sums.n1 = p, rows, n1
             parts.append(self._sums)
             self._sums = None
         if not parts:
