@@ -452,41 +452,55 @@ def _logistic_pass(x: np.ndarray, n0: np.ndarray, n1: np.ndarray, a: float, b: f
     """Log-likelihood of logit P(y=1) = a + b x over weighted distinct x, its gradient and
     Hessian in (a, b); in cache-sized chunks. With t = exp(-|eta|), the softplus is
     max(eta, 0) + log(1 + t) and the sigmoid 1/(1 + t) or t/(1 + t): one exp and one log an
-    entry (np.logaddexp costs ten times as much)."""
+    entry (np.logaddexp costs ten times as much). `n0` None means one row per entry
+    (n0 = 1 - n1), which saves the weight products."""
     ll, g, h = 0.0, np.zeros(2), np.zeros((2, 2))
     for lo in range(0, x.size, _PASS_CHUNK):
         xs = x[lo:lo + _PASS_CHUNK]
-        y1 = np.asarray(n1[lo:lo + _PASS_CHUNK], dtype=np.float64)
-        c = y1 + n0[lo:lo + _PASS_CHUNK]
+        y1 = n1[lo:lo + _PASS_CHUNK]
         eta = xs * b
         eta += a
-        t = np.exp(-np.abs(eta))
+        t = np.abs(eta)
+        np.negative(t, out=t)
+        np.exp(t, out=t)
         one_t = 1.0 + t
         soft = np.maximum(eta, 0.0)
         soft += np.log(one_t)
-        ll += float(y1 @ eta - c @ soft)
         m = np.where(eta >= 0, 1.0, t)
         m /= one_t
-        r = y1 - c * m
-        w = c * m
-        w *= 1.0 - m
+        w = 1.0 - m
+        w *= m
+        if n0 is None:
+            ll += float(y1 @ eta - soft.sum())
+            r = y1 - m
+        else:
+            c = y1 + n0[lo:lo + _PASS_CHUNK]
+            ll += float(y1 @ eta - c @ soft)
+            r = y1 - c * m
+            w *= c
         wx = w @ xs
         g += (r.sum(), r @ xs)
         h += ((w.sum(), wx), (wx, w @ (xs * xs)))
     return ll, g, h
 
 
-def _newton(x: np.ndarray, n0: np.ndarray, n1: np.ndarray, a: float, b: float, iterations: int
+def _newton(x: np.ndarray, n0: np.ndarray | None, n1: np.ndarray, a: float, b: float, iterations: int
             ) -> tuple[float, float]:
     """Damped Newton from (a, b); one pass per iteration (a trial point's pass also gives the
     next step). A step is kept when the likelihood does not fall beyond its rounding noise;
-    NaN when there is no finite optimum."""
+    NaN when there is no finite optimum. Once full steps converge quadratically, a step
+    below 1e-7 (relative) leaves an error of order its square: it is taken without another
+    pass, and the fit ends."""
     current, g, h = _logistic_pass(x, n0, n1, a, b)
+    quadratic = False
     for _ in range(iterations):
         try:
             step = np.linalg.solve(h, g)
         except np.linalg.LinAlgError:
             return float("nan"), float("nan")
+        small = np.max(np.abs(step)) < 1e-7 * (1 + abs(a) + abs(b))
+        if small and quadratic:
+            return a + step[0], b + step[1]
         noise = 1e-13 * (abs(current) + 1.0)
         t = 1.0
         while True:
@@ -498,10 +512,9 @@ def _newton(x: np.ndarray, n0: np.ndarray, n1: np.ndarray, a: float, b: float, i
         current, g, h = trial
         if not (np.isfinite(a) and np.isfinite(b)) or abs(b) > 1e6:
             return float("nan"), float("nan")
-        # A full Newton step of size d leaves an error of order d^2 (quadratic convergence):
-        # below 1e-8 the point is as good as another pass would make it.
-        if np.max(np.abs(t * step)) < (1e-8 if t == 1.0 else 1e-12) * (1 + abs(a) + abs(b)):
+        if np.max(np.abs(t * step)) < 1e-12 * (1 + abs(a) + abs(b)):
             break
+        quadratic = t == 1.0
     return a, b
 
 
@@ -517,10 +530,12 @@ def calibration_slope_intercept(xs, n0, n1, eps: float = LOG_LOSS_EPS, iteration
     x = _logits(xs, eps)
     if x.min() == x.max():
         return float("nan"), float("nan")
+    n1 = np.asarray(n1, dtype=np.float64)
+    n0 = None if np.all(n0 + n1 == 1) else np.asarray(n0, dtype=np.float64)  # one row per distinct p
     a, b = 0.0, 1.0
     if x.size > 4 * _WARM:
         every = x.size // _WARM
-        wa, wb = _newton(x[::every], n0[::every], n1[::every], a, b, iterations)
+        wa, wb = _newton(x[::every], None if n0 is None else n0[::every], n1[::every], a, b, iterations)
         if np.isfinite(wa) and np.isfinite(wb):
             a, b = wa, wb
     a, b = _newton(x, n0, n1, a, b, iterations)
