@@ -97,3 +97,33 @@ def test_shown_values_are_inert_when_pasted_into_a_shell(value, tmp_path_factory
                          env={"PATH": "/usr/bin:/bin"})
     assert out.stdout.decode("utf-8", "surrogateescape") == value
     assert list(scratch.iterdir()) == []
+
+
+def test_field_codes_of_a_stored_dictionary_equal_those_of_plain_text(tmp_path):
+    """Evaluate reads a Parquet field column as its stored dictionary; the codes name the same
+    fields (nulls as "") as hashing the text does, and the report is the same."""
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    from calibcli.evaluation.evaluate import evaluate_file
+
+    rng = np.random.default_rng(4)
+    n = 5000
+    field = rng.choice(["a", "b", "", "é ü", None], size=n).tolist()
+    p = rng.random(n)
+    y = (rng.random(n) < p).astype(float)
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"score": p, "label": y, "field": field}), path, row_group_size=1500)
+    source, schema, batches = io.iter_batches(str(path), string_columns=("field",), dictionary_columns=("field",))
+    plain = io.iter_batches(str(path), string_columns=("field",))[2]
+    for batch, text in zip(batches, plain):
+        assert pa.types.is_dictionary(batch.column(2).type)
+        codes, names = io.field_codes(batch, "field", "d.parquet")
+        codes2, names2 = io.field_codes(text, "field", "d.parquet")
+        assert [names[c] for c in codes] == [names2[c] for c in codes2]
+    csv = tmp_path / "d.csv"
+    pacsv.write_csv(pa.table({"score": p, "label": y, "field": [f if f is not None else "" for f in field]}), csv)
+    a = evaluate_file(str(path), ["score"], [], field_col="field").results[0].metrics
+    b = evaluate_file(str(csv), ["score"], [], field_col="field").results[0].metrics
+    assert a["field_ece"] == pytest.approx(b["field_ece"], rel=1e-12)
+    assert a["field_rce"] == pytest.approx(b["field_rce"], rel=1e-12)

@@ -113,7 +113,8 @@ def _evaluation_states(path, fmt, label_col, score_col, prob_cols, loaded, field
     """
     strings = ((field_col,) if field_col else ()) + tuple(
         c for _, cal in loaded for c in cal.input_features()[0])
-    source, schema, batches = io.iter_batches(path, fmt, string_columns=strings)
+    source, schema, batches = io.iter_batches(path, fmt, string_columns=strings,
+                                              dictionary_columns=(field_col,) if field_col else ())
     name = source.name
     needed = [(label_col, "--label-col"), *((c, "--prob-col") for c in prob_cols)]
     if loaded:

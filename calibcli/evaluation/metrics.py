@@ -64,9 +64,13 @@ def _mean(values: np.ndarray, w: np.ndarray | None) -> float:
 
 
 def log_loss_terms(y: np.ndarray, p: np.ndarray, eps: float = LOG_LOSS_EPS) -> np.ndarray:
-    """Each row's negative log-likelihood, p clipped to [eps, 1-eps]."""
+    """Each row's negative log-likelihood, p clipped to [eps, 1-eps]: -log(q) for a positive,
+    -log(1 - q) for a negative (one log a row; 1 - q rounds by at most half an ulp of 1)."""
     q = np.clip(p, eps, 1 - eps)
-    return -np.where(y == 1, np.log(q), np.log1p(-q))
+    q = np.where(y == 1, q, 1.0 - q)
+    np.log(q, out=q)
+    np.negative(q, out=q)
+    return q
 
 
 def log_loss(y: np.ndarray, p: np.ndarray, eps: float = LOG_LOSS_EPS, sample_weight=None) -> float:

@@ -64,7 +64,9 @@ def _to_float(col: pa.ChunkedArray, name: str, source: str, offset: int) -> np.n
         row = _first(np.asarray(col.is_null())) + 1 + offset
         raise InputError(f"{source}: column {shown(name)}, row {row}: empty value")
     if pa.types.is_float64(typ) or pa.types.is_float32(typ):  # exact, and no pyarrow.compute import
-        return col.to_numpy().astype(np.float64, copy=False)
+        # One chunk (a record batch's column): a read-only view of Arrow's buffer, no copy.
+        values = col.chunk(0).to_numpy() if col.num_chunks == 1 else col.to_numpy()
+        return values.astype(np.float64, copy=False)
     if pa.types.is_boolean(typ) or pa.types.is_integer(typ) or pa.types.is_floating(typ) \
             or pa.types.is_decimal(typ):
         return np.asarray(col.cast(pa.float64()), dtype=np.float64)
@@ -143,6 +145,16 @@ def weights_from(table: pa.Table | pa.RecordBatch, name: str, source: str, offse
 def field_codes(table: pa.Table | pa.RecordBatch, name: str, source: str) -> tuple[np.ndarray, list[str]]:
     """A categorical column as integer codes and the category names (nulls become '')."""
     col = _column(table, name, source, "--field-col")
+    typ = col.type
+    if pa.types.is_dictionary(typ) and (pa.types.is_string(typ.value_type) or pa.types.is_large_string(typ.value_type)):
+        encoded = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)  # read as stored: no hashing
+        names = encoded.dictionary.to_pylist()
+        indices = encoded.indices
+        if indices.null_count:
+            if "" not in names:
+                names.append("")
+            indices = _pc().fill_null(indices, names.index(""))
+        return np.asarray(indices, dtype=np.int64), names
     col = _pc().fill_null(col.cast(pa.string()), "")
     encoded = _pc().dictionary_encode(col).combine_chunks()
     codes = np.asarray(encoded.indices, dtype=np.int64)

@@ -316,13 +316,16 @@ def _read_table(path: str, fmt: str | None, string_columns: tuple[str, ...]) -> 
     return table
 
 
-def iter_batches(path: str, fmt: str | None = None, string_columns: tuple[str, ...] = ()
+def iter_batches(path: str, fmt: str | None = None, string_columns: tuple[str, ...] = (),
+                 dictionary_columns: tuple[str, ...] = ()
                  ) -> tuple[Source, pa.Schema, Iterator[pa.RecordBatch]]:
     """Stream record batches from a score file or stdin, for `apply` on data larger than memory.
 
     The reader is opened (and the header parsed) before returning, so a bad header fails
     before any output is created. A directory, glob or URI of Parquet parts is read as one
-    dataset (`open_dataset`).
+    dataset (`open_dataset`). `dictionary_columns` (among `string_columns`) may come as
+    dictionary arrays: a single Parquet file's text columns are read as their stored
+    dictionary, which `columns.field_codes` turns into codes without hashing every value.
     """
     if is_parts(path):
         return _dataset_batches(path, string_columns)
@@ -332,6 +335,10 @@ def iter_batches(path: str, fmt: str | None = None, string_columns: tuple[str, .
             import pyarrow.parquet as pq
 
             pf = pq.ParquetFile(source.stream)
+            as_dictionary = [c for c in dictionary_columns if c in pf.schema_arrow.names]
+            if as_dictionary:
+                pf = pq.ParquetFile(source.stream, read_dictionary=as_dictionary)
+                string_columns = tuple(c for c in string_columns if c not in as_dictionary)
             reader: Any = _parquet_batches(pf)
             schema = pf.schema_arrow
         elif source.format == "jsonl":
