@@ -97,8 +97,15 @@ def auc_from_ties(pos: np.ndarray, neg: np.ndarray) -> float:
     n1, n0 = float(pos.sum()), float(neg.sum())
     if n1 <= 0 or n0 <= 0:
         return float("nan")
-    below = float(pos @ np.cumsum(neg))  # one temporary: the state may hold 1e8 groups
-    return (below - 0.5 * float(pos @ neg)) / (n1 * n0)
+    below = tied = carry = 0.0
+    for lo in range(0, pos.size, _CALBIN_CHUNK):  # chunk-sized temporaries: the state may hold 1e8 groups
+        a, b = pos[lo:lo + _CALBIN_CHUNK], neg[lo:lo + _CALBIN_CHUNK]
+        cum = np.cumsum(b)
+        cum += carry
+        below += float(a @ cum)
+        tied += float(a @ b)
+        carry = float(cum[-1])
+    return (below - 0.5 * tied) / (n1 * n0)
 
 
 def _sorted_ties(y: np.ndarray, p: np.ndarray, order: np.ndarray | None, w: np.ndarray | None = None):
@@ -535,7 +542,9 @@ def calibration_slope_intercept(xs, n0, n1, eps: float = LOG_LOSS_EPS, iteration
     if x.min() == x.max():
         return float("nan"), float("nan")
     n1 = np.asarray(n1, dtype=np.float64)
-    n0 = None if np.all(n0 + n1 == 1) else np.asarray(n0, dtype=np.float64)  # one row per distinct p
+    unit = all(bool(np.all(n0[lo:lo + _PASS_CHUNK] + n1[lo:lo + _PASS_CHUNK] == 1))
+               for lo in range(0, x.size, _PASS_CHUNK))
+    n0 = None if unit else np.asarray(n0, dtype=np.float64)  # None: one row per distinct p
     a, b = 0.0, 1.0
     if x.size > 4 * _WARM:
         every = x.size // _WARM

@@ -94,7 +94,8 @@ class EvalState:
             raise UsageError("field_cells needs fields")
         sp, sy = _metrics.ece_sums(y, p, w)
         terms = _metrics.log_loss_terms(y, p)
-        sq = (p - y) ** 2
+        sq = p - y
+        sq *= sq
         state = cls(
             np.zeros(0), np.zeros(0), np.zeros(0), int(y.size), int(np.count_nonzero(y == 1)),
             float(y.size if w is None else w.sum()),
