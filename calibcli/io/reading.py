@@ -383,14 +383,25 @@ def _close_reader(reader: Any) -> None:
 
 
 def _parquet_batches(pf: Any) -> Iterator[pa.RecordBatch]:
-    """Record batches of a Parquet file, one row group at a time.
+    """Record batches of a Parquet file, one row group at a time, decoded one batch ahead.
 
     A single `iter_batches` over the whole file keeps a few bytes a row allocated until it
-    ends, so memory would grow with the file; a fresh iterator per row group stays flat.
+    ends, so memory would grow with the file; a fresh iterator per row group stays flat. A
+    worker thread decodes the next batch (pyarrow releases the GIL) while the caller works
+    on this one.
     """
-    for i in range(pf.num_row_groups):
-        yield from pf.iter_batches(batch_size=PARQUET_BATCH_ROWS, row_groups=[i])
+    from concurrent.futures import ThreadPoolExecutor
 
+    def groups() -> Iterator[pa.RecordBatch]:
+        for i in range(pf.num_row_groups):
+            yield from pf.iter_batches(batch_size=PARQUET_BATCH_ROWS, row_groups=[i])
+
+    decoded = groups()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        ahead = pool.submit(next, decoded, None)
+        while (batch := ahead.result()) is not None:
+            ahead = pool.submit(next, decoded, None)
+            yield batch
 
 def _cast_strings(table: pa.Table, columns: tuple[str, ...]) -> pa.Table:
     for name in columns:
