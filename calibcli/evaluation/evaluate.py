@@ -10,7 +10,7 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
-from calibcli import io, maps
+from calibcli import io
 from calibcli.errors import InputError, UsageError
 from calibcli.evaluation import diagnostics, gates, metrics
 from calibcli.evaluation.baseline import EvalRow, Evaluation, check_baseline, load_baseline
@@ -69,7 +69,11 @@ def evaluate_file(
     if opts.step is not None and not (np.isfinite(opts.step) and opts.step > 0):
         raise UsageError(f"--step must be a positive number, got {opts.step!r}")
     gates.require_field_col(opts.gates, field_col)
-    loaded = [(m, maps.load_map(m)[0]) for m in map_paths]
+    loaded = []
+    if map_paths:
+        from calibcli import maps  # the calibrators load only when a map is evaluated
+
+        loaded = [(m, maps.load_map(m)[0]) for m in map_paths]
     if not prob_cols and not loaded:
         prob_cols = [score_col]
     baseline = None
