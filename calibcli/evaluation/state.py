@@ -73,13 +73,14 @@ class EvalState:
     @classmethod
     def from_arrays(cls, y: Any, p: Any, fields: Any = None, weights: Any = None,
                     step: float | None = None, field_cells: bool = False,
-                    distribution: bool = True) -> "EvalState":
+                    distribution: bool = True, bin_sums: bool = True) -> "EvalState":
         """The state of rows with labels y (0/1), probabilities p in [0, 1], optional field
         values (an array of values, or a `(codes, names)` pair of integer codes into names),
         optional non-negative weights and an optional bucket width `step` for p.
 
         `distribution=False` leaves the distribution empty (sums only), for callers that
-        build it themselves (`StateBuilder`)."""
+        build it themselves (`StateBuilder`); `bin_sums=False` the ECE bin sums too, for
+        callers that take them from an exact distribution."""
         y = np.asarray(y, dtype=np.float64).ravel()
         p = np.asarray(p, dtype=np.float64).ravel()
         if y.shape != p.shape:
@@ -92,7 +93,7 @@ class EvalState:
         codes, names = _codes(fields, p.size)
         if field_cells and codes is None:
             raise UsageError("field_cells needs fields")
-        sp, sy = _metrics.ece_sums(y, p, w)
+        sp, sy = _metrics.ece_sums(y, p, w) if bin_sums else (np.zeros(_metrics.ECE_BINS), np.zeros(_metrics.ECE_BINS))
         terms = _metrics.log_loss_terms(y, p)
         sq = p - y
         sq *= sq
@@ -316,6 +317,28 @@ def merge_states(states: Sequence[EvalState] | Iterable[EvalState]) -> EvalState
         first.step, any(s.weighted for s in parts))
 
 
+def _bin_sums_of_distribution(v: np.ndarray, n0: np.ndarray, n1: np.ndarray,
+                              bins: int = _metrics.ECE_BINS) -> tuple[np.ndarray, np.ndarray]:
+    """`metrics.ece_sums` of the rows behind an exact distribution (ascending p): a p's bin,
+    min(floor(p bins), bins - 1), never decreases with p, so each bin is one slice of the
+    distribution, found by bisection on that same formula; no per-entry temporaries."""
+    def bin_of(i: int) -> int:
+        return min(int(v[i] * bins), bins - 1)
+
+    sp, sy = np.zeros(bins), np.zeros(bins)
+    lo = 0
+    while lo < v.size:
+        k = bin_of(lo)
+        a, b = lo, v.size  # the first entry past bin k lies in (lo, v.size]
+        while a + 1 < b:
+            mid = (a + b) // 2
+            a, b = (mid, b) if bin_of(mid) == k else (a, mid)
+        sp[k] = float(v[lo:b] @ n0[lo:b] + v[lo:b] @ n1[lo:b])
+        sy[k] = float(n1[lo:b].sum())
+        lo = b
+    return sp, sy
+
+
 def _drain(chunks: list[np.ndarray]) -> np.ndarray:
     """Concatenate `chunks`, releasing each as it is copied (peak: the result plus one chunk)."""
     out = np.empty(sum(c.size for c in chunks), dtype=chunks[0].dtype if chunks else np.float64)
@@ -360,7 +383,8 @@ class StateBuilder:
         packable = self.step is not None or (weights is None and (p.size == 0 or p.min() >= 0))  # NaN: no
         if not self.field_cells and packable:
             if self.step is None or self._to_grid(y, p, weights):
-                part = EvalState.from_arrays(y, p, fields, weights, self.step, distribution=False)
+                part = EvalState.from_arrays(y, p, fields, weights, self.step, distribution=False,
+                                             bin_sums=self.step is not None)
                 self._sums = part if self._sums is None else merge_states([self._sums, part])
                 if self.step is None:
                     self._keys.append(packed_keys(p, y == 1))
@@ -414,6 +438,7 @@ class StateBuilder:
                 del keys
                 rows -= n1  # the negatives, in place
                 self._sums.p, self._sums.n0, self._sums.n1 = p, rows, n1
+                self._sums.ece_p, self._sums.ece_y = _bin_sums_of_distribution(p, rows, n1)
             parts.append(self._sums)
             self._sums = None
         if not parts:
