@@ -398,6 +398,23 @@ def _weighted_percentiles(xs: np.ndarray, weight: np.ndarray, q: np.ndarray) -> 
     return xs[i] + (pos - lo) * (xs[j] - xs[i])
 
 
+def bin_slices(xs: np.ndarray, bin_of) -> list[tuple[int, slice]]:
+    """(bin, slice of xs) for each non-empty bin of ascending `xs`, where `bin_of(x)` (the
+    bin of one p) never decreases with x: each bin's end is found by bisection with that same
+    function, so a bin holds exactly the entries a per-entry assignment would give it."""
+    out = []
+    lo = 0
+    while lo < xs.size:
+        k = bin_of(float(xs[lo]))
+        a, b = lo, xs.size  # the first entry past bin k lies in (lo, xs.size]
+        while a + 1 < b:
+            mid = (a + b) // 2
+            a, b = (mid, b) if bin_of(float(xs[mid])) == k else (a, mid)
+        out.append((k, slice(lo, b)))
+        lo = b
+    return out
+
+
 def calibration_bins(xs: np.ndarray, n0: np.ndarray, n1: np.ndarray, bins: int = ECE_BINS,
                      strategy: str = "uniform") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(weight, mean p, positive rate) of each non-empty bin of p.
@@ -405,6 +422,7 @@ def calibration_bins(xs: np.ndarray, n0: np.ndarray, n1: np.ndarray, bins: int =
     uniform: bin k = min(floor(bins p), bins - 1), as `prob_ece`; quantile: edges at the
     0, 100/bins, ..., 100 percentiles of p, a p assigned as scikit-learn's
     `calibration_curve(strategy="quantile")` does (`searchsorted` on the inner edges).
+    `xs` ascending (a distribution): each bin is one slice (`bin_slices`).
     """
     if strategy not in ECE_STRATEGIES:
         raise ValueError(f"ECE strategy {strategy!r}: expected one of {', '.join(ECE_STRATEGIES)}")
@@ -412,13 +430,17 @@ def calibration_bins(xs: np.ndarray, n0: np.ndarray, n1: np.ndarray, bins: int =
     if strategy == "quantile":
         inner = _weighted_percentiles(xs, n0 + n1, np.linspace(0, 100, bins + 1))[1:-1]
     weight, psum, pos = np.zeros(bins), np.zeros(bins), np.zeros(bins)
-    for lo in range(0, xs.size, _CALBIN_CHUNK):  # chunk-sized temporaries on 1e7+ distinct p
-        x, y1 = xs[lo:lo + _CALBIN_CHUNK], n1[lo:lo + _CALBIN_CHUNK]
-        count = n0[lo:lo + _CALBIN_CHUNK] + y1
-        k = np.minimum((x * bins).astype(np.int64), bins - 1) if inner is None else np.searchsorted(inner, x)
-        weight += np.bincount(k, weights=count, minlength=bins)
-        psum += np.bincount(k, weights=count * x, minlength=bins)
-        pos += np.bincount(k, weights=y1, minlength=bins)
+    if inner is None:
+        def bin_of(x: float) -> int:
+            return min(int(x * bins), bins - 1)
+    else:
+        def bin_of(x: float) -> int:
+            return int(np.searchsorted(inner, x))
+    for k, part in bin_slices(xs, bin_of):
+        x, y1, y0 = xs[part], n1[part], n0[part]
+        weight[k] = float(y0.sum() + y1.sum())
+        psum[k] = float(x @ y0 + x @ y1)
+        pos[k] = float(y1.sum())
     keep = weight > 0
     return weight[keep], psum[keep] / weight[keep], pos[keep] / weight[keep]
 

@@ -319,23 +319,12 @@ def merge_states(states: Sequence[EvalState] | Iterable[EvalState]) -> EvalState
 
 def _bin_sums_of_distribution(v: np.ndarray, n0: np.ndarray, n1: np.ndarray,
                               bins: int = _metrics.ECE_BINS) -> tuple[np.ndarray, np.ndarray]:
-    """`metrics.ece_sums` of the rows behind an exact distribution (ascending p): a p's bin,
-    min(floor(p bins), bins - 1), never decreases with p, so each bin is one slice of the
-    distribution, found by bisection on that same formula; no per-entry temporaries."""
-    def bin_of(i: int) -> int:
-        return min(int(v[i] * bins), bins - 1)
-
+    """`metrics.ece_sums` of the rows behind an exact distribution (ascending p), one slice a
+    bin (`metrics.bin_slices`): no per-entry temporaries."""
     sp, sy = np.zeros(bins), np.zeros(bins)
-    lo = 0
-    while lo < v.size:
-        k = bin_of(lo)
-        a, b = lo, v.size  # the first entry past bin k lies in (lo, v.size]
-        while a + 1 < b:
-            mid = (a + b) // 2
-            a, b = (mid, b) if bin_of(mid) == k else (a, mid)
-        sp[k] = float(v[lo:b] @ n0[lo:b] + v[lo:b] @ n1[lo:b])
-        sy[k] = float(n1[lo:b].sum())
-        lo = b
+    for k, part in _metrics.bin_slices(v, lambda x: min(int(x * bins), bins - 1)):
+        sp[k] = float(v[part] @ n0[part] + v[part] @ n1[part])
+        sy[k] = float(n1[part].sum())
     return sp, sy
 
 
