@@ -481,25 +481,19 @@ _PASS_CHUNK = 1 << 16  # entries per chunk of a likelihood pass: its temporaries
 _WARM = 1 << 19  # distinct p in the warm-start subsample of the slope/intercept fit
 
 
-def _logits(xs: np.ndarray, eps: float) -> np.ndarray:
-    """logit(p) of p clipped to [eps, 1 - eps], chunk by chunk (one log per entry)."""
-    x = np.empty(xs.size)
-    for lo in range(0, xs.size, _PASS_CHUNK):
-        q = np.clip(xs[lo:lo + _PASS_CHUNK], eps, 1 - eps)
-        np.log(q / (1 - q), out=x[lo:lo + _PASS_CHUNK])
-    return x
-
-
-def _logistic_pass(x: np.ndarray, n0: np.ndarray, n1: np.ndarray, a: float, b: float
-                   ) -> tuple[float, np.ndarray, np.ndarray]:
-    """Log-likelihood of logit P(y=1) = a + b x over weighted distinct x, its gradient and
-    Hessian in (a, b); in cache-sized chunks. With t = exp(-|eta|), the softplus is
+def _logistic_pass(p: np.ndarray, n0: np.ndarray | None, n1: np.ndarray, a: float, b: float,
+                   eps: float = LOG_LOSS_EPS) -> tuple[float, np.ndarray, np.ndarray]:
+    """Log-likelihood of logit P(y=1) = a + b x, x = logit(p) (p clipped to [eps, 1 - eps]),
+    over weighted distinct p, its gradient and Hessian in (a, b); in cache-sized chunks, the
+    logit computed in each (one log; no n-long array of them). With t = exp(-|eta|), the softplus is
     max(eta, 0) + log(1 + t) and the sigmoid 1/(1 + t) or t/(1 + t): one exp and one log an
     entry (np.logaddexp costs ten times as much). `n0` None means one row per entry
     (n0 = 1 - n1), which saves the weight products."""
     ll, g, h = 0.0, np.zeros(2), np.zeros((2, 2))
-    for lo in range(0, x.size, _PASS_CHUNK):
-        xs = x[lo:lo + _PASS_CHUNK]
+    for lo in range(0, p.size, _PASS_CHUNK):
+        xs = np.clip(p[lo:lo + _PASS_CHUNK], eps, 1 - eps)
+        xs /= 1 - xs
+        np.log(xs, out=xs)
         y1 = n1[lo:lo + _PASS_CHUNK]
         eta = xs * b
         eta += a
@@ -527,14 +521,14 @@ def _logistic_pass(x: np.ndarray, n0: np.ndarray, n1: np.ndarray, a: float, b: f
     return ll, g, h
 
 
-def _newton(x: np.ndarray, n0: np.ndarray | None, n1: np.ndarray, a: float, b: float, iterations: int
-            ) -> tuple[float, float]:
+def _newton(x: np.ndarray, n0: np.ndarray | None, n1: np.ndarray, a: float, b: float, iterations: int,
+            eps: float = LOG_LOSS_EPS) -> tuple[float, float]:
     """Damped Newton from (a, b); one pass per iteration (a trial point's pass also gives the
     next step). A step is kept when the likelihood does not fall beyond its rounding noise;
     NaN when there is no finite optimum. Once full Newton steps shrink quadratically, the
     error after a step d is about d^3 / d_previous^2: a step under 1e-4 (relative) that is a
     tenth of the one before leaves under ~1e-8, and is taken without another pass."""
-    current, g, h = _logistic_pass(x, n0, n1, a, b)
+    current, g, h = _logistic_pass(x, n0, n1, a, b, eps)
     previous = None  # size of the last full (undamped) step
     for _ in range(iterations):
         try:
@@ -548,7 +542,7 @@ def _newton(x: np.ndarray, n0: np.ndarray | None, n1: np.ndarray, a: float, b: f
         noise = 1e-13 * (abs(current) + 1.0)
         t = 1.0
         while True:
-            trial = _logistic_pass(x, n0, n1, a + t * step[0], b + t * step[1])
+            trial = _logistic_pass(x, n0, n1, a + t * step[0], b + t * step[1], eps)
             if trial[0] >= current - noise or t <= 1e-10:
                 break
             t /= 2
@@ -571,9 +565,9 @@ def calibration_slope_intercept(xs, n0, n1, eps: float = LOG_LOSS_EPS, iteration
     no finite optimum (one class, one distinct p, or perfectly separated)."""
     if np.sum(n0) <= 0 or np.sum(n1) <= 0 or xs.size < 2:
         return float("nan"), float("nan")
-    x = _logits(xs, eps)
-    if x.min() == x.max():
-        return float("nan"), float("nan")
+    x = np.asarray(xs, dtype=np.float64)
+    if min(max(float(x.min()), eps), 1 - eps) == min(max(float(x.max()), eps), 1 - eps):
+        return float("nan"), float("nan")  # one clipped p: no slope
     n1 = np.asarray(n1, dtype=np.float64)
     unit = all(bool(np.all(n0[lo:lo + _PASS_CHUNK] + n1[lo:lo + _PASS_CHUNK] == 1))
                for lo in range(0, x.size, _PASS_CHUNK))
@@ -581,10 +575,10 @@ def calibration_slope_intercept(xs, n0, n1, eps: float = LOG_LOSS_EPS, iteration
     a, b = 0.0, 1.0
     if x.size > 4 * _WARM:
         every = x.size // _WARM
-        wa, wb = _newton(x[::every], None if n0 is None else n0[::every], n1[::every], a, b, iterations)
+        wa, wb = _newton(x[::every], None if n0 is None else n0[::every], n1[::every], a, b, iterations, eps)
         if np.isfinite(wa) and np.isfinite(wb):
             a, b = wa, wb
-    a, b = _newton(x, n0, n1, a, b, iterations)
+    a, b = _newton(x, n0, n1, a, b, iterations, eps)
     return float(b), float(a)
 
 
