@@ -166,33 +166,33 @@ def fit(
     """
     bounds.check(seed=seed)  # before the imports: a refusal costs no library start-up
     bounds.check_params(method, _parse_params(param))
-    if input is not None and from_summary is None:
-        from calibcli.io import reading
+    from calibcli.io import reading
 
-        reading.prefetch(input, format, tuple(field_col))  # read while the fitting code imports
-    from calibcli import fitting
+    ahead = input if input is not None and from_summary is None else "-"  # "-": nothing to read ahead
+    with reading.prefetching(ahead, format, tuple(field_col)):  # read while the fitting code imports
+        from calibcli import fitting
 
-    fitting.check_weight_kind(weight_kind)
-    if weight_kind != "frequency" and input is not None and weight_col is None:
-        raise UsageError("--weight-kind needs --weight-col (or --from-summary)")
-    if input is None and from_summary is None:
-        raise UsageError("missing the score file to fit on (or --from-summary FILE)",
-                         hint="e.g. `calib fit cal.csv -o map.json`, or `-` to read stdin")
-    if input is not None and from_summary is not None:
-        raise UsageError("give either a score file or --from-summary FILE, not both",
-                         hint="e.g. `calib fit cal.csv` or `calib fit --from-summary summary.parquet`")
-    if from_summary is not None:
-        if weight_col or field_col or feature_col or format:
-            raise UsageError("--weight-col, --field-col, --feature-col and --format apply to score files, "
-                             "not to --from-summary", hint="give them to `calib summarize` instead")
-        result = fitting.fit_summary_file(from_summary, method, _parse_params(param), seed=seed, out=output,
-                                          strict=_state["strict"], out_format=output_format,
-                                          weight_kind=weight_kind)
-    else:
-        cols = fitting.Columns(score_col, label_col, weight_col, tuple(field_col), tuple(feature_col))
-        result = fitting.fit_file(input, method, _parse_params(param), cols=cols, fmt=format, seed=seed,
-                                  out=output, strict=_state["strict"], out_format=output_format,
-                                  weight_kind=weight_kind)
+        fitting.check_weight_kind(weight_kind)
+        if weight_kind != "frequency" and input is not None and weight_col is None:
+            raise UsageError("--weight-kind needs --weight-col (or --from-summary)")
+        if input is None and from_summary is None:
+            raise UsageError("missing the score file to fit on (or --from-summary FILE)",
+                             hint="e.g. `calib fit cal.csv -o map.json`, or `-` to read stdin")
+        if input is not None and from_summary is not None:
+            raise UsageError("give either a score file or --from-summary FILE, not both",
+                             hint="e.g. `calib fit cal.csv` or `calib fit --from-summary summary.parquet`")
+        if from_summary is not None:
+            if weight_col or field_col or feature_col or format:
+                raise UsageError("--weight-col, --field-col, --feature-col and --format apply to score files, "
+                                 "not to --from-summary", hint="give them to `calib summarize` instead")
+            result = fitting.fit_summary_file(from_summary, method, _parse_params(param), seed=seed, out=output,
+                                              strict=_state["strict"], out_format=output_format,
+                                              weight_kind=weight_kind)
+        else:
+            cols = fitting.Columns(score_col, label_col, weight_col, tuple(field_col), tuple(feature_col))
+            result = fitting.fit_file(input, method, _parse_params(param), cols=cols, fmt=format, seed=seed,
+                                      out=output, strict=_state["strict"], out_format=output_format,
+                                      weight_kind=weight_kind)
     for message in result.warnings:
         console.warn(message)
     _print_fit_summary(method, result)

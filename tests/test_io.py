@@ -127,3 +127,25 @@ def test_field_codes_of_a_stored_dictionary_equal_those_of_plain_text(tmp_path):
     b = evaluate_file(str(csv), ["score"], [], field_col="field").results[0].metrics
     assert a["field_ece"] == pytest.approx(b["field_ece"], rel=1e-12)
     assert a["field_rce"] == pytest.approx(b["field_rce"], rel=1e-12)
+
+
+def test_prefetching_serves_the_read_inside_and_drops_an_unused_one(tmp_path, monkeypatch):
+    """`calib fit` reads its file ahead while its code imports; a read inside the block takes
+    that table, and nothing is left behind for a later command (in another folder)."""
+    from calibcli.io import reading
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "s.csv").write_text("score,label\n0.1,0\n0.9,1\n")
+    (tmp_path / "b" / "s.csv").write_text("score,label\n0.2,0\n0.3,1\n0.4,1\n")
+    monkeypatch.chdir(tmp_path / "a")
+    with reading.prefetching("s.csv"):
+        assert reading._prefetched
+        assert reading.read_table("s.csv").num_rows == 2
+    with reading.prefetching("s.csv"):
+        pass  # the command failed before reading
+    assert not reading._prefetched
+    monkeypatch.chdir(tmp_path / "b")
+    assert reading.read_table("s.csv").num_rows == 3
+    with reading.prefetching("-"), reading.prefetching(str(tmp_path / "missing.csv")):
+        assert not reading._prefetched

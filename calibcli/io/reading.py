@@ -259,28 +259,40 @@ def _check_header(source: Source, schema: pa.Schema) -> None:
                          hint="is it a text file? calib reads UTF-8 CSV, TSV, JSON lines and Parquet") from None
 
 
-_prefetched: dict[tuple, Any] = {}  # (path, fmt, string columns) -> Future of read_table's result
+_prefetched: dict[tuple, Any] = {}  # prefetch key -> Future of read_table's result
 
 
-def prefetch(path: str, fmt: str | None = None, string_columns: tuple[str, ...] = ()) -> None:
-    """Start reading a regular score file in a background thread; `read_table` with the same
-    arguments then takes that result (or its error). pyarrow reads without the GIL, so the
-    CLI's remaining imports run meanwhile. Stdin, URIs, part folders and special files are
-    left to `read_table`, which reads them when asked."""
+def _prefetch_key(path: str, fmt: str | None, string_columns: tuple[str, ...]) -> tuple | None:
+    """What identifies a read of a regular local file (None for anything else)."""
     if path == "-" or is_uri(path) or not os.path.isfile(path):
-        return
-    from concurrent.futures import ThreadPoolExecutor
+        return None
+    return os.path.abspath(path), fmt, tuple(string_columns)
 
-    key = (path, fmt, tuple(string_columns))
-    if key not in _prefetched:
+
+@contextlib.contextmanager
+def prefetching(path: str, fmt: str | None = None, string_columns: tuple[str, ...] = ()) -> Iterator[None]:
+    """Read a regular score file in a background thread while the block runs; `read_table`
+    with the same arguments inside the block takes that result (or its error). pyarrow
+    reads without the GIL, so the CLI's remaining imports run meanwhile. Stdin, URIs, part
+    folders and special files are left to `read_table`. An unused result is dropped on exit."""
+    key = _prefetch_key(path, fmt, string_columns)
+    if key is not None and key not in _prefetched:
+        from concurrent.futures import ThreadPoolExecutor
+
         pool = ThreadPoolExecutor(max_workers=1)
         _prefetched[key] = pool.submit(_read_table, path, fmt, tuple(string_columns))
         pool.shutdown(wait=False)
+    try:
+        yield
+    finally:
+        if key is not None:
+            _prefetched.pop(key, None)
 
 
 def read_table(path: str, fmt: str | None = None, string_columns: tuple[str, ...] = ()) -> pa.Table:
     """Read a whole score file (or dataset of Parquet parts) into memory (fit needs every row)."""
-    pending = _prefetched.pop((path, fmt, tuple(string_columns)), None)
+    key = _prefetch_key(path, fmt, string_columns) if _prefetched else None
+    pending = _prefetched.pop(key, None) if key is not None else None
     if pending is not None:
         return pending.result()
     return _read_table(path, fmt, string_columns)
