@@ -70,8 +70,28 @@ _LAST_STEP = 1e-8  # decrement below which the Newton step is taken without anot
 GRAD_TOL_CONVERGED = 1e-7
 
 
+_CHUNK = 1 << 16  # rows per chunk of a loss pass: its temporaries stay in cache
+
+
 def _loss_grad_hess(cols, y, w, intercept, beta, total):
-    """Mean weighted log-loss of sigmoid(eta), its gradient and Hessian (one exp per row)."""
+    """Mean weighted log-loss of sigmoid(eta), its gradient and Hessian (one exp per row),
+    summed over chunks of rows so that no temporary is n long."""
+    k = len(cols) + intercept
+    loss, grad, hess = 0.0, np.zeros(k), np.zeros((k, k))
+    unit = _unit(w)
+    for lo in range(0, y.size, _CHUNK):
+        part = slice(lo, lo + _CHUNK)
+        chunk = [c[part] for c in cols]
+        part_loss, part_grad, part_hess = _chunk_loss_grad_hess(
+            chunk, y[part], None if unit else w[part], intercept, beta)
+        loss += part_loss
+        grad += part_grad
+        hess += part_hess
+    return loss / total, grad / total, hess / total
+
+
+def _chunk_loss_grad_hess(cols, y, w, intercept, beta):
+    """Summed (not mean) loss, gradient and Hessian of some rows; `w` None for unit weights."""
     eta = np.full(y.shape, beta[-1]) if intercept else np.zeros(y.shape)
     for c, b in zip(cols, beta):
         eta += b * c
@@ -89,7 +109,7 @@ def _loss_grad_hess(cols, y, w, intercept, beta, total):
     h = e
     h *= q
     h *= q  # p (1 - p) = e q^2
-    if not _unit(w):
+    if w is not None:
         terms *= w
         r *= w
         h *= w
@@ -101,13 +121,13 @@ def _loss_grad_hess(cols, y, w, intercept, beta, total):
     def dot(a: np.ndarray, b: np.ndarray | None) -> float:
         return float(a.sum()) if b is None else float(np.multiply(a, b, out=tmp).sum())
 
-    grad = np.array([dot(r, c) for c in features]) / total
+    grad = np.array([dot(r, c) for c in features])
     hess = np.empty((len(features), len(features)))
     for i, ci in enumerate(features):
         hc = h if ci is None else h * ci
         for j in range(i, len(features)):
             hess[i, j] = hess[j, i] = dot(hc, features[j])
-    return float(terms.sum()) / total, grad, hess / total
+    return float(terms.sum()), grad, hess
 
 
 def _unit(w: np.ndarray) -> bool:
