@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from typing import Any, Mapping
 
 from calibcli.calibrators.base import Calibrator
@@ -31,6 +30,8 @@ def get(name: str) -> type[Calibrator]:
     try:
         return _REGISTRY[name]
     except KeyError:
+        import difflib  # only for this message
+
         close = difflib.get_close_matches(name, _REGISTRY, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise UsageError(

@@ -8,7 +8,6 @@ shown with `errors.shown`, so pasting a message into a shell runs nothing.
 from __future__ import annotations
 
 import contextlib
-import difflib
 from typing import Any, Sequence
 
 import numpy as np
@@ -28,6 +27,8 @@ def _pc():
 
 def missing_column(name: str, names: list[str], source: str, flag: str) -> InputError:
     """The error for a column the file lacks, suggesting the closest existing name."""
+    import difflib  # only for this message
+
     close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
     hint = (f"did you mean {shown(close[0])}? " if close else "") + "columns: " + ", ".join(names[:20])
     if len(names) == 1:
