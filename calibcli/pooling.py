@@ -123,13 +123,14 @@ def _nonnegative_counts(v: np.ndarray, positive: np.ndarray) -> tuple[np.ndarray
     return counts_of_keys(packed_keys(v, positive))
 
 
-def packed_keys(v: np.ndarray, positive: np.ndarray) -> np.ndarray:
-    """Sort keys `(bits << 1) | label` of scores >= +0.0 (-0.0 packs as +0.0) and 0/1 labels.
+def packed_keys(v: np.ndarray, positive: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Sort keys `(bits << 1) | label` of scores >= +0.0 (-0.0 packs as +0.0) and 0/1 labels,
+    written into `out` (uint64, v's length) when given.
 
     For non-negative doubles the bit pattern, read as an unsigned integer, orders like the
     value and has its top bit clear, so shifting it left by one loses nothing.
     """
-    keys = np.left_shift(np.ascontiguousarray(v, dtype=np.float64).view(np.uint64), np.uint64(1))
+    keys = np.left_shift(np.ascontiguousarray(v, dtype=np.float64).view(np.uint64), np.uint64(1), out=out)
     keys |= positive
     return keys
 

@@ -131,7 +131,8 @@ def _evaluation_states(path, fmt, label_col, score_col, prob_cols, loaded, field
         if col not in schema.names:
             raise io.missing_column(col, schema.names, name, flag)
     cells = opts.bootstrap is not None and field_col is not None
-    builders = [StateBuilder(opts.step, cells) for _ in (*prob_cols, *loaded)]
+    total = io.parquet_rows(path) if not cells and opts.step is None and opts.weight_col is None else None
+    builders = [StateBuilder(opts.step, cells, total) for _ in (*prob_cols, *loaded)]
     offset = positives = 0
     for batch in batches:
         y = io.labels_from(batch, label_col, name, offset)

@@ -356,7 +356,9 @@ class StateBuilder:
 
     _GRID_MAX = 1 << 24
 
-    def __init__(self, step: float | None = None, field_cells: bool = False):
+    def __init__(self, step: float | None = None, field_cells: bool = False, rows: int | None = None):
+        """`rows`: how many rows will come, when known (Parquet metadata): the exact path then
+        writes its keys into one array of that size instead of concatenating them at the end."""
         self.step = step
         self.field_cells = field_cells
         self._pending: list[EvalState] = []
@@ -364,6 +366,8 @@ class StateBuilder:
         self._merged_size = 0
         self._sums: EvalState | None = None
         self._keys: list[np.ndarray] = []  # packed (p, label) sort keys of the exact unweighted path
+        self._key_buffer = np.empty(rows, dtype=np.uint64) if rows and step is None and not field_cells else None
+        self._key_at = 0  # keys written into _key_buffer
         self._grid: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None  # (lowest index, rows, n0, n1)
 
     def add(self, y: Any, p: Any, fields: Any = None, weights: Any = None) -> None:
@@ -376,7 +380,12 @@ class StateBuilder:
                                              bin_sums=self.step is not None)
                 self._sums = part if self._sums is None else merge_states([self._sums, part])
                 if self.step is None:
-                    self._keys.append(packed_keys(p, y == 1))
+                    buffer, at = self._key_buffer, self._key_at
+                    if buffer is not None and at + p.size <= buffer.size:
+                        packed_keys(p, y == 1, out=buffer[at:at + p.size])
+                        self._key_at += p.size
+                    else:
+                        self._keys.append(packed_keys(p, y == 1))
                 return
         part = EvalState.from_arrays(y, p, fields, weights, self.step, self.field_cells)
         self._pending.append(part)
@@ -421,7 +430,10 @@ class StateBuilder:
                 self._sums.p, self._sums.n0, self._sums.n1 = (used + base) * self.step, n0[used], n1[used]
                 self._grid = None
             elif self.step is None:
-                keys = _drain(self._keys)
+                if self._key_buffer is not None:
+                    self._keys.insert(0, self._key_buffer[:self._key_at])
+                    self._key_buffer = None
+                keys = self._keys.pop() if len(self._keys) == 1 else _drain(self._keys)
                 pa.default_memory_pool().release_unused()  # the read buffers, before the distribution
                 p, rows, n1 = counts_of_keys(keys)  # sorts keys in place; p may be their storage
                 del keys
