@@ -561,7 +561,7 @@ def calibration_slope_intercept(xs, n0, n1, eps: float = LOG_LOSS_EPS, iteration
     """(slope, intercept) of the logistic recalibration logit P(y=1) = a + b logit(p), by
     maximum likelihood (Cox 1958): slope 1 and intercept 0 for a calibrated model. Damped
     Newton on the 2x2 problem over distinct p, warm-started on an evenly spaced subsample of
-    them when they are many (then the full data takes about three passes); NaN when it has
+    them when they are many (then the full data takes about two passes); NaN when it has
     no finite optimum (one class, one distinct p, or perfectly separated)."""
     if np.sum(n0) <= 0 or np.sum(n1) <= 0 or xs.size < 2:
         return float("nan"), float("nan")
