@@ -477,7 +477,6 @@ def spiegelhalter(xs, n0, n1) -> tuple[float, float]:
     return z, erfc(abs(z) / sqrt(2))
 
 
-_PASS_CHUNK = 1 << 16  # entries per chunk of a likelihood pass: its temporaries stay in cache
 _WARM = 1 << 19  # distinct p in the warm-start subsample of the slope/intercept fit
 
 
@@ -490,11 +489,11 @@ def _logistic_pass(p: np.ndarray, n0: np.ndarray | None, n1: np.ndarray, a: floa
     entry (np.logaddexp costs ten times as much). `n0` None means one row per entry
     (n0 = 1 - n1), which saves the weight products."""
     ll, g, h = 0.0, np.zeros(2), np.zeros((2, 2))
-    for lo in range(0, p.size, _PASS_CHUNK):
-        xs = np.clip(p[lo:lo + _PASS_CHUNK], eps, 1 - eps)
+    for lo in range(0, p.size, _CALBIN_CHUNK):
+        xs = np.clip(p[lo:lo + _CALBIN_CHUNK], eps, 1 - eps)
         xs /= 1 - xs
         np.log(xs, out=xs)
-        y1 = n1[lo:lo + _PASS_CHUNK]
+        y1 = n1[lo:lo + _CALBIN_CHUNK]
         eta = xs * b
         eta += a
         t = np.abs(eta)
@@ -511,7 +510,7 @@ def _logistic_pass(p: np.ndarray, n0: np.ndarray | None, n1: np.ndarray, a: floa
             ll += float(y1 @ eta - soft.sum())
             r = y1 - m
         else:
-            c = y1 + n0[lo:lo + _PASS_CHUNK]
+            c = y1 + n0[lo:lo + _CALBIN_CHUNK]
             ll += float(y1 @ eta - c @ soft)
             r = y1 - c * m
             w *= c
@@ -569,8 +568,8 @@ def calibration_slope_intercept(xs, n0, n1, eps: float = LOG_LOSS_EPS, iteration
     if min(max(float(x.min()), eps), 1 - eps) == min(max(float(x.max()), eps), 1 - eps):
         return float("nan"), float("nan")  # one clipped p: no slope
     n1 = np.asarray(n1, dtype=np.float64)
-    unit = all(bool(np.all(n0[lo:lo + _PASS_CHUNK] + n1[lo:lo + _PASS_CHUNK] == 1))
-               for lo in range(0, x.size, _PASS_CHUNK))
+    unit = all(bool(np.all(n0[lo:lo + _CALBIN_CHUNK] + n1[lo:lo + _CALBIN_CHUNK] == 1))
+               for lo in range(0, x.size, _CALBIN_CHUNK))
     n0 = None if unit else np.asarray(n0, dtype=np.float64)  # None: one row per distinct p
     a, b = 0.0, 1.0
     if x.size > 4 * _WARM:
