@@ -12,6 +12,9 @@ column with 1 000 values. For each size:
     `metrics.compute_all` on the arrays (what `evaluate` did before the state), in a fresh
     process, with the largest |difference| of any metric from the streamed exact run.
 
+At 1e8 rows it checks the targets: the exact run under 2 GB peak RSS, the `--step 1e-6` run
+under 600 MB.
+
     python benchmarks/bench_evaluate.py                       # 1e7 rows
     python benchmarks/bench_evaluate.py --rows 1e7 1e8 --out benchmarks/results_evaluate.json
 """
@@ -32,6 +35,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 CHUNK = 1_000_000
+# The issue's targets at 1e8 rows: peak RSS (MB) of the exact run and of the --step 1e-6 run.
+TARGETS = {"calib evaluate": 2048, "calib evaluate --step 1e-06": 600}
+TARGET_ROWS = 100_000_000
 PEER = """
 import json, sys
 import pyarrow.parquet as pq
@@ -112,13 +118,20 @@ def main() -> None:
                                 "peak_rss_mb": rss, "max_abs_diff_vs_exact": diff})
                 print(f"{n:>12,} {'in-memory compute_all':<22} {wall:>8.2f} {n / wall:>12,.0f} {rss:>11.0f} "
                       f"{diff:>10.1e}")
+    checks = [{"rows": r["rows"], "run": r["run"], "peak_rss_mb": r["peak_rss_mb"],
+               "target_mb": TARGETS[r["run"]], "met": r["peak_rss_mb"] < TARGETS[r["run"]]}
+              for r in results if r["rows"] == TARGET_ROWS and r["run"] in TARGETS]
+    for c in checks:
+        print(f"target at {c['rows']:,} rows: {c['run']} peak RSS {c['peak_rss_mb']:.0f} MB "
+              f"< {c['target_mb']} MB: {'met' if c['met'] else 'NOT met'}")
     if args.out:
         import platform
 
-        doc = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+        doc = {"command": " ".join(["python", "benchmarks/bench_evaluate.py", *sys.argv[1:]]),
+               "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                            "numpy": np.__version__, "pyarrow": pa.__version__,
                            "load_average_at_end": os.getloadavg()},
-               "results": results}
+               "targets": checks, "results": results}
         Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from calibcli import _lookup
+from calibcli import _lookup, pooling
 from calibcli.pooling import unique_with_sums
 
 runner = CliRunner()
@@ -44,3 +46,25 @@ def test_lookup_is_bit_identical_to_np_interp():
         x = np.concatenate([rng.choice(xp, n // 3), rng.uniform(xp[0] - 1, xp[-1] + 1, n // 3),
                             rng.uniform(xp[0], xp[-1], n // 3)])
         assert _lookup.interp(x, xp, fp).tobytes() == np.interp(x, xp, fp).tobytes()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.integers(0, 3000), st.sampled_from([1, 3, 64, 1 << 18]),
+       st.sampled_from([2, 30, 10**6]))
+def test_compact_counts_of_keys_equal_counts_of_keys(seed, n, chunk, levels):
+    """The chunked, in-place run-length encoding gives counts_of_keys' scores and counts, in
+    the smallest unsigned dtype that holds them, whatever the chunk boundaries cut."""
+    rng = np.random.default_rng(seed)
+    s = rng.integers(0, levels, n) / levels
+    positive = rng.random(n) < 0.3
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pooling, "_KEY_CHUNK", chunk)
+        xs, n0, n1 = pooling.compact_counts_of_keys(pooling.packed_keys(s, positive))
+    if n == 0:
+        assert xs.size == n0.size == n1.size == 0
+        return
+    ref_x, rows, pos = pooling.counts_of_keys(pooling.packed_keys(s, positive))
+    assert xs.tobytes() == ref_x.tobytes()
+    assert np.array_equal(n1.astype(np.float64), pos) and np.array_equal(n0.astype(np.float64), rows - pos)
+    top = max(int(n0.max()), int(n1.max()))
+    assert n0.dtype == n1.dtype == (np.uint8 if top <= 255 else np.min_scalar_type(top))

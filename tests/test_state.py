@@ -117,6 +117,8 @@ def test_builder_equals_one_state(weighted, step):
     for a in range(0, 3000, 250):
         builder.add(y[a:a + 250], p[a:a + 250], fields=g[a:a + 250], weights=None if w is None else w[a:a + 250])
     got = builder.result()
+    if step is None and not weighted:
+        assert got.n0.dtype == got.n1.dtype == np.uint8  # the compact exact path
     whole = EvalState.from_arrays(y, p, fields=g, weights=w, step=step)
     np.testing.assert_array_equal(got.p, whole.p)
     _close(got.metrics(40), whole.metrics(40))
@@ -191,3 +193,55 @@ def test_calbin_window_chunks_do_not_change_the_result(monkeypatch, chunk):
         assert metrics.calbin(y, p, s) == pytest.approx(plain[s], abs=1e-13)
         assert metrics.calbin_counts(*metrics.distribution(y, p, w), s) == pytest.approx(whole[s], abs=1e-13)
         assert metrics.calbin_counts(*metrics.distribution(y, p, w / 2), s) == pytest.approx(half[s], abs=1e-13)
+
+
+def _same(a, b):
+    """Equal floats, NaN equal to NaN, recursively through dicts, lists and tuples."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for k in a:
+            _same(a[k], b[k])
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for x, z in zip(a, b):
+            _same(x, z)
+    elif isinstance(a, float) and math.isnan(a):
+        assert isinstance(b, float) and math.isnan(b)
+    else:
+        assert a == b
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 400), st.sampled_from([1, 255, 300, 70_000]),
+       st.sampled_from([np.uint8, np.uint16, np.uint32, np.uint64]), st.sampled_from([97, 1 << 16]))
+def test_compact_integer_counts_read_as_their_float_values(seed, m, top, dtype, chunk):
+    """A state whose n0/n1 are unsigned integer counts (what the exact streamed path keeps)
+    gives every metric, view and Arrow row bit for bit as the same counts in float64 would:
+    no reader adds them in their own dtype (uint8 200 + 100 would wrap to 44)."""
+    rng = np.random.default_rng(seed)
+    top = min(top, int(np.iinfo(dtype).max))
+    v = np.unique(rng.random(m))
+    n0 = rng.integers(0, min(top, 300) + 1, v.size)
+    n1 = rng.integers(0, min(top, 300) + 1, v.size)
+    n0[rng.integers(0, v.size, 2)] = top  # a few counts up to the dtype's range, rows stay few
+    n1[(n0 == 0) & (n1 == 0)] = 1
+    if seed % 3 == 0:  # one row per p: the unit paths
+        n1 = (rng.random(v.size) < v).astype(np.int64)
+        n0 = 1 - n1
+
+    def state(counts_dtype):
+        w0, w1 = n0.astype(counts_dtype), n1.astype(counts_dtype)
+        total = float(n0.sum() + n1.sum())
+        sp, sy = np.zeros(10), np.zeros(10)
+        return EvalState(v, w0, w1, int(total), int(n1.sum()), total, 0.0, 0.0, sp, sy)
+
+    compact, plain = state(dtype), state(np.float64)
+    views = (lambda s: s.metrics(7), lambda s: s.metrics(100, ece_bins=4, ece_strategy="quantile"),
+             lambda s: diagnostics.reliability_from_distribution(*s.pooled(), 6),
+             lambda s: diagnostics.histogram_of_distribution(*s.pooled()),
+             lambda s: EvalState.from_arrow(s.to_arrow()).metrics(7),
+             lambda s: merge_states([s, s]).metrics(7))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(metrics, "_CALBIN_CHUNK", chunk)
+        for view in views:
+            _same(view(compact), view(plain))

@@ -56,7 +56,7 @@ def poisson_counts(state: EvalState, plan: BootstrapPlan) -> Iterator[np.ndarray
     if state.field_names is not None and state.cell_field is None:
         raise UsageError("a bootstrap of the field metrics needs a state built with field_cells=True")
     rng = np.random.default_rng(plan.seed)
-    lam = np.concatenate([state.n0, state.n1])
+    lam = np.concatenate([state.n0, state.n1], dtype=np.float64)
     for _ in range(plan.replicates):
         yield rng.poisson(lam).astype(np.float64)
 

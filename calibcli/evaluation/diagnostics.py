@@ -102,7 +102,8 @@ def histogram_of_distribution(v: np.ndarray, n0: np.ndarray, n1: np.ndarray,
     """`histogram` of the rows behind a distribution (distinct p with n0 and n1 each);
     weights sum per bin (whole numbers stay ints)."""
     index = np.minimum((v * bins).astype(np.int64), bins - 1)
-    return [_whole(c) for c in np.bincount(index, weights=n0 + n1, minlength=bins)]
+    return [_whole(c) for c in np.bincount(index, weights=metrics.as_weights(n0) + metrics.as_weights(n1),
+                                          minlength=bins)]
 
 
 def wilson_interval(rate: float, n: float, z: float = 1.959963984540054) -> tuple[float, float]:

@@ -55,6 +55,13 @@ METRICS: dict[str, tuple[str, str]] = {
 TARGETS = {"cal_slope": 1.0, "cal_intercept": 0.0, "spiegelhalter_z": 0.0}
 
 
+def as_weights(counts: np.ndarray) -> np.ndarray:
+    """Counts or weights as float64 (no copy when they are already). A distribution's n0 and
+    n1 may be compact unsigned counts (`pooling.compact_counts_of_keys`): every reader casts
+    them, whole or a chunk at a time, before any arithmetic, so none wraps around."""
+    return np.asarray(counts, dtype=np.float64)
+
+
 def _weight(sample_weight, n: int) -> np.ndarray | None:
     return None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64).reshape(n)
 
@@ -99,7 +106,7 @@ def auc_from_ties(pos: np.ndarray, neg: np.ndarray) -> float:
         return float("nan")
     below = tied = carry = 0.0
     for lo in range(0, pos.size, _CALBIN_CHUNK):  # chunk-sized temporaries: the state may hold 1e8 groups
-        a, b = pos[lo:lo + _CALBIN_CHUNK], neg[lo:lo + _CALBIN_CHUNK]
+        a, b = as_weights(pos[lo:lo + _CALBIN_CHUNK]), as_weights(neg[lo:lo + _CALBIN_CHUNK])
         cum = np.cumsum(b)
         cum += carry
         below += float(a @ cum)
@@ -195,7 +202,7 @@ def calbin_sorted(ps: np.ndarray, ys: np.ndarray, window: int = CALBIN_WINDOW) -
     total = 0.0
     for lo in range(0, n_windows, _CALBIN_CHUNK):
         hi = min(lo + _CALBIN_CHUNK, n_windows)
-        total += _window_deviations(ps[lo:hi - 1 + s], ys[lo:hi - 1 + s], hi - lo, s)
+        total += _window_deviations(ps[lo:hi - 1 + s], as_weights(ys[lo:hi - 1 + s]), hi - lo, s)
     return total / s / n_windows
 
 
@@ -228,6 +235,7 @@ class SortedRuns:
     piecewise linear in t, so any window of the expanded rows costs two binary searches."""
 
     def __init__(self, v: np.ndarray, n0: np.ndarray, n1: np.ndarray):
+        n0, n1 = as_weights(n0), as_weights(n1)
         c = n0 + n1
         self.v = v
         self.rate = np.divide(n1, c, out=np.zeros_like(c), where=c > 0)
@@ -247,19 +255,23 @@ def calbin_counts(v: np.ndarray, n0: np.ndarray, n1: np.ndarray, window: int = C
     """CalBin of the rows behind a distribution: ascending distinct p `v` with n0 negatives
     and n1 positives each (weights allowed: a weight of w counts as w rows, windows start
     at masses 0, 1, 2, ...). Equal to `calbin` of the expanded rows, without expanding them
-    when p has ties; with one row per distinct p it is `calbin_sorted` itself."""
-    c = n0 + n1
-    keep = c > 0
-    if not keep.all():
-        v, n0, n1, c = v[keep], n0[keep], n1[keep], c[keep]
-    del keep
+    when p has ties; with one row per distinct p it is `calbin_sorted` itself. Whole-number
+    counts take chunk-sized temporaries only, whatever the number of distinct p."""
+    empty = unit = whole = False
+    for lo in range(0, v.size, _CALBIN_CHUNK):
+        c = as_weights(n0[lo:lo + _CALBIN_CHUNK]) + as_weights(n1[lo:lo + _CALBIN_CHUNK])
+        empty = empty or bool(np.any(c == 0))
+        unit = (unit or lo == 0) and bool(np.all((c == 1) | (c == 0)))
+        whole = (whole or lo == 0) and bool(np.all(c == np.floor(c)))
+    if empty:
+        keep = (as_weights(n0) + as_weights(n1)) > 0
+        v, n0, n1 = v[keep], n0[keep], n1[keep]
     if v.size == 0:
         return float("nan")
-    if np.all(c == 1):
-        del c  # the distribution may hold 1e8 entries: keep temporaries to chunks
+    if unit:
         return calbin_sorted(v, n1, window)
-    if np.all(c == np.floor(c)):
-        return _calbin_whole_counts(v, c, n1 / c, window)
+    if whole:
+        return _calbin_whole_counts(v, n0, n1, window)
     runs = SortedRuns(v, n0, n1)
     n = runs.total
     s = min(float(window), n)
@@ -279,22 +291,36 @@ def calbin_counts(v: np.ndarray, n0: np.ndarray, n1: np.ndarray, window: int = C
     return total / s / n_windows
 
 
-def _calbin_whole_counts(v: np.ndarray, c: np.ndarray, rate: np.ndarray, window: int) -> float:
-    """`calbin_sorted` of the rows behind whole-number counts, expanding one chunk of
-    windows at a time (`np.repeat` of the groups the chunk's rows fall in)."""
-    at = _prefix_sum(c)
-    n = int(at[-1])
+def _calbin_whole_counts(v: np.ndarray, n0: np.ndarray, n1: np.ndarray, window: int) -> float:
+    """`calbin_sorted` of the rows behind whole-number counts (each > 0), expanding one chunk
+    of windows at a time (`np.repeat` of the groups the chunk's rows fall in). The groups'
+    row positions are computed a chunk of groups ahead and dropped once passed, so memory
+    stays a few chunks whatever the number of distinct p."""
+    n = int(sum(float(as_weights(n0[lo:lo + _CALBIN_CHUNK]).sum() + as_weights(n1[lo:lo + _CALBIN_CHUNK]).sum())
+                for lo in range(0, v.size, _CALBIN_CHUNK)))
     s = min(window, n)
     n_windows = max(n - s, 1)
+    at = np.zeros(1, dtype=np.int64)  # row position of each loaded group, then the end of the last
+    xs, rate = v[:0], np.zeros(0)  # the loaded groups' p and positive rate
+    loaded = 0  # groups loaded (or passed) so far
     total = 0.0
     for lo in range(0, n_windows, _CALBIN_CHUNK):
         hi = min(lo + _CALBIN_CHUNK, n_windows)
         end = hi - 1 + s  # rows lo .. end-1 hold every window starting in lo .. hi-1
+        passed = int(np.searchsorted(at, lo, side="right")) - 1
+        if passed > 0:
+            at, xs, rate = at[passed:], xs[passed:], rate[passed:]
+        while at[-1] < end and loaded < v.size:
+            nxt = min(loaded + _CALBIN_CHUNK, v.size)
+            y1 = as_weights(n1[loaded:nxt])
+            c = as_weights(n0[loaded:nxt]) + y1
+            at = np.concatenate([at, at[-1] + np.cumsum(c.astype(np.int64))])
+            xs, rate = np.concatenate([xs, v[loaded:nxt]]), np.concatenate([rate, y1 / c])
+            loaded = nxt
         first = int(np.searchsorted(at, lo, side="right")) - 1
         last = int(np.searchsorted(at, end, side="left"))  # groups first .. last-1 meet the rows
-        take = np.minimum(at[first + 1:last + 1], end) - np.maximum(at[first:last], lo)
-        reps = take.astype(np.int64)
-        total += _window_deviations(np.repeat(v[first:last], reps), np.repeat(rate[first:last], reps),
+        reps = np.minimum(at[first + 1:last + 1], end) - np.maximum(at[first:last], lo)
+        total += _window_deviations(np.repeat(xs[first:last], reps), np.repeat(rate[first:last], reps),
                                     hi - lo, s)
     return total / s / n_windows
 
@@ -428,7 +454,7 @@ def calibration_bins(xs: np.ndarray, n0: np.ndarray, n1: np.ndarray, bins: int =
         raise ValueError(f"ECE strategy {strategy!r}: expected one of {', '.join(ECE_STRATEGIES)}")
     inner = None
     if strategy == "quantile":
-        inner = _weighted_percentiles(xs, n0 + n1, np.linspace(0, 100, bins + 1))[1:-1]
+        inner = _weighted_percentiles(xs, as_weights(n0) + as_weights(n1), np.linspace(0, 100, bins + 1))[1:-1]
     weight, psum, pos = np.zeros(bins), np.zeros(bins), np.zeros(bins)
     if inner is None:
         def bin_of(x: float) -> int:
@@ -437,7 +463,7 @@ def calibration_bins(xs: np.ndarray, n0: np.ndarray, n1: np.ndarray, bins: int =
         def bin_of(x: float) -> int:
             return int(np.searchsorted(inner, x))
     for k, part in bin_slices(xs, bin_of):
-        x, y1, y0 = xs[part], n1[part], n0[part]
+        x, y1, y0 = xs[part], as_weights(n1[part]), as_weights(n0[part])
         weight[k] = float(y0.sum() + y1.sum())
         psum[k] = float(x @ y0 + x @ y1)
         pos[k] = float(y1.sum())
@@ -467,8 +493,8 @@ def spiegelhalter(xs, n0, n1) -> tuple[float, float]:
 
     num = var = 0.0
     for lo in range(0, xs.size, _CALBIN_CHUNK):  # chunk-sized temporaries on 1e7+ distinct p
-        x, y1 = xs[lo:lo + _CALBIN_CHUNK], n1[lo:lo + _CALBIN_CHUNK]
-        count = n0[lo:lo + _CALBIN_CHUNK] + y1
+        x, y1 = xs[lo:lo + _CALBIN_CHUNK], as_weights(n1[lo:lo + _CALBIN_CHUNK])
+        count = as_weights(n0[lo:lo + _CALBIN_CHUNK]) + y1
         num += float(np.sum((y1 - count * x) * (1 - 2 * x)))
         var += float(np.sum(count * (1 - 2 * x) ** 2 * x * (1 - x)))
     if var <= 0:
@@ -493,7 +519,7 @@ def _logistic_pass(p: np.ndarray, n0: np.ndarray | None, n1: np.ndarray, a: floa
         xs = np.clip(p[lo:lo + _CALBIN_CHUNK], eps, 1 - eps)
         xs /= 1 - xs
         np.log(xs, out=xs)
-        y1 = n1[lo:lo + _CALBIN_CHUNK]
+        y1 = as_weights(n1[lo:lo + _CALBIN_CHUNK])
         eta = xs * b
         eta += a
         t = np.abs(eta)
@@ -510,7 +536,7 @@ def _logistic_pass(p: np.ndarray, n0: np.ndarray | None, n1: np.ndarray, a: floa
             ll += float(y1 @ eta - soft.sum())
             r = y1 - m
         else:
-            c = y1 + n0[lo:lo + _CALBIN_CHUNK]
+            c = y1 + as_weights(n0[lo:lo + _CALBIN_CHUNK])
             ll += float(y1 @ eta - c @ soft)
             r = y1 - c * m
             w *= c
@@ -567,10 +593,9 @@ def calibration_slope_intercept(xs, n0, n1, eps: float = LOG_LOSS_EPS, iteration
     x = np.asarray(xs, dtype=np.float64)
     if min(max(float(x.min()), eps), 1 - eps) == min(max(float(x.max()), eps), 1 - eps):
         return float("nan"), float("nan")  # one clipped p: no slope
-    n1 = np.asarray(n1, dtype=np.float64)
-    unit = all(bool(np.all(n0[lo:lo + _CALBIN_CHUNK] + n1[lo:lo + _CALBIN_CHUNK] == 1))
+    unit = all(bool(np.all(as_weights(n0[lo:lo + _CALBIN_CHUNK]) + as_weights(n1[lo:lo + _CALBIN_CHUNK]) == 1))
                for lo in range(0, x.size, _CALBIN_CHUNK))
-    n0 = None if unit else np.asarray(n0, dtype=np.float64)  # None: one row per distinct p
+    n0 = None if unit else n0  # None: one row per distinct p
     a, b = 0.0, 1.0
     if x.size > 4 * _WARM:
         every = x.size // _WARM

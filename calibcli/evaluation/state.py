@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from calibcli.errors import UsageError
 from calibcli.evaluation import metrics as _metrics
-from calibcli.pooling import counts_of_keys, packed_keys
+from calibcli.pooling import compact_counts_of_keys, packed_keys
 
 STATE_VERSION = 1
 ARROW_KEY = b"calibcli.evaluation_state"
@@ -51,7 +51,7 @@ class EvalState:
     """Partial sums and the probability distribution of some rows of one probability column."""
 
     p: np.ndarray  # ascending distinct (or bucketed) p; with cell_field, one entry per (p, field)
-    n0: np.ndarray  # weight of negatives at each entry
+    n0: np.ndarray  # weight of negatives at each entry (or compact unsigned counts: see StateBuilder)
     n1: np.ndarray  # weight of positives at each entry
     rows: int
     positives: int
@@ -130,8 +130,9 @@ class EvalState:
         if self.cell_field is None:
             return self.p, self.n0, self.n1
         starts = _starts(self.p)
-        return (self.p[starts], np.add.reduceat(self.n0, starts) if starts.size else self.n0,
-                np.add.reduceat(self.n1, starts) if starts.size else self.n1)
+        n0, n1 = _metrics.as_weights(self.n0), _metrics.as_weights(self.n1)
+        return (self.p[starts], np.add.reduceat(n0, starts) if starts.size else n0,
+                np.add.reduceat(n1, starts) if starts.size else n1)
 
     def metrics(self, calbin_window: int = _metrics.CALBIN_WINDOW, ece_bins: int = _metrics.ECE_BINS,
                 ece_strategy: str = "uniform") -> dict[str, float]:
@@ -166,7 +167,7 @@ class EvalState:
         """
         if self.step is None:
             return None
-        v, n0, n1 = self.pooled()
+        v, n0, n1 = (_metrics.as_weights(a) for a in self.pooled())
         w0, w1 = float(n0.sum()), float(n1.sum())
         auc = float(n0 @ n1) / (2 * w0 * w1) * (1 + 1e-9) if w0 > 0 and w1 > 0 else float("nan")
         c_max = float((n0 + n1).max()) if v.size else 0.0
@@ -185,7 +186,8 @@ class EvalState:
         f64 = pa.list_(pa.float64())
         cols = {
             "header": pa.array([json.dumps(header)]),
-            "p": pa.array([self.p], f64), "n0": pa.array([self.n0], f64), "n1": pa.array([self.n1], f64),
+            "p": pa.array([self.p], f64), "n0": pa.array([_metrics.as_weights(self.n0)], f64),
+            "n1": pa.array([_metrics.as_weights(self.n1)], f64),
             "cell_field": pa.array([self.cell_field if self.cell_field is not None else []], pa.list_(pa.int64())),
             "ece_p": pa.array([self.ece_p], f64), "ece_y": pa.array([self.ece_y], f64),
             "field_names": pa.array([self.field_names or []], pa.list_(pa.string())),
@@ -307,8 +309,9 @@ def merge_states(states: Sequence[EvalState] | Iterable[EvalState]) -> EvalState
     if first.cell_field is not None:
         cells = np.concatenate([lut[s.cell_field] if s.cell_field.size else s.cell_field
                                 for s, lut in zip(parts, remaps)])
-    p, n0, n1, cell = _pool(np.concatenate([s.p for s in parts]), np.concatenate([s.n0 for s in parts]),
-                            np.concatenate([s.n1 for s in parts]), cells, presorted_runs=True)
+    p, n0, n1, cell = _pool(np.concatenate([s.p for s in parts]),
+                            np.concatenate([s.n0 for s in parts], dtype=np.float64),
+                            np.concatenate([s.n1 for s in parts], dtype=np.float64), cells, presorted_runs=True)
     return EvalState(
         p, n0, n1, sum(s.rows for s in parts), sum(s.positives for s in parts),
         float(sum(s.weight for s in parts)), float(sum(s.log_loss_sum for s in parts)),
@@ -323,8 +326,9 @@ def _bin_sums_of_distribution(v: np.ndarray, n0: np.ndarray, n1: np.ndarray,
     bin (`metrics.bin_slices`): no per-entry temporaries."""
     sp, sy = np.zeros(bins), np.zeros(bins)
     for k, part in _metrics.bin_slices(v, lambda x: min(int(x * bins), bins - 1)):
-        sp[k] = float(v[part] @ n0[part] + v[part] @ n1[part])
-        sy[k] = float(n1[part].sum())
+        x, y0, y1 = v[part], _metrics.as_weights(n0[part]), _metrics.as_weights(n1[part])
+        sp[k] = float(x @ y0 + x @ y1)
+        sy[k] = float(y1.sum())
     return sp, sy
 
 
@@ -346,8 +350,11 @@ class StateBuilder:
 
     - Unweighted exact p (the default): the sums are merged batch by batch and each row is
       kept as one packed sort key, (bits of p << 1) | label (8 bytes a row), sorted in place
-      once and run-length encoded (`pooling.counts_of_keys`). Batches holding NaN or
-      negative p (which only the engines can pass) take the per-batch path below.
+      once and run-length encoded into the same storage (`pooling.compact_counts_of_keys`):
+      the state's n0 and n1 are then unsigned integer counts of the smallest dtype that
+      holds them (1 byte an entry unless a p repeats 256 times), which every metric reads
+      through `metrics.as_weights`. Batches holding NaN or negative p (which only the
+      engines can pass) take the per-batch path below.
     - With `step`: the sums likewise, and the bucketed distribution is added up on a dense
       grid of bucket indices (three float arrays of 1/step + 1 entries for p in [0, 1]).
     - Otherwise (field cells, or a grid wider than 2^24 buckets): a state per batch,
@@ -435,11 +442,10 @@ class StateBuilder:
                     self._key_buffer = None
                 keys = self._keys.pop() if len(self._keys) == 1 else _drain(self._keys)
                 pa.default_memory_pool().release_unused()  # the read buffers, before the distribution
-                p, rows, n1 = counts_of_keys(keys)  # sorts keys in place; p may be their storage
+                p, n0, n1 = compact_counts_of_keys(keys)  # p is the sorted keys' storage
                 del keys
-                rows -= n1  # the negatives, in place
-                self._sums.p, self._sums.n0, self._sums.n1 = p, rows, n1
-                self._sums.ece_p, self._sums.ece_y = _bin_sums_of_distribution(p, rows, n1)
+                self._sums.p, self._sums.n0, self._sums.n1 = p, n0, n1
+                self._sums.ece_p, self._sums.ece_y = _bin_sums_of_distribution(p, n0, n1)
             parts.append(self._sums)
             self._sums = None
         if not parts:
