@@ -132,3 +132,19 @@ def test_perfectly_calibrated_constant_has_zero_ece():
     p = np.full(100, 0.25)
     assert metrics.prob_ece(y, p) == pytest.approx(0.0)
     assert metrics.field_ece(y, p, np.zeros(100, dtype=np.int64)) == pytest.approx(0.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 500), st.sampled_from([np.float64, np.float32, np.int8, np.int64, bool]))
+def test_log_loss_terms_select_the_likelihood_bit_for_bit(seed, n, label_dtype):
+    """The branch-free selection y q + (1 - y)(1 - q) gives np.where's bits for 0/1 labels of
+    any dtype, including p at 0, 1 and inside the clipping margin."""
+    rng = np.random.default_rng(seed)
+    p = rng.random(n)
+    p[rng.random(n) < 0.1] = 0.0
+    p[rng.random(n) < 0.1] = 1.0
+    p[rng.random(n) < 0.1] = 1e-17
+    y = rng.random(n) < 0.5
+    q = np.clip(p, metrics.LOG_LOSS_EPS, 1 - metrics.LOG_LOSS_EPS)
+    expected = -np.log(np.where(y, q, 1.0 - q))
+    assert metrics.log_loss_terms(y.astype(label_dtype), p).tobytes() == expected.tobytes()

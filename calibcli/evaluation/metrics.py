@@ -72,9 +72,16 @@ def _mean(values: np.ndarray, w: np.ndarray | None) -> float:
 
 def log_loss_terms(y: np.ndarray, p: np.ndarray, eps: float = LOG_LOSS_EPS) -> np.ndarray:
     """Each row's negative log-likelihood, p clipped to [eps, 1-eps]: -log(q) for a positive,
-    -log(1 - q) for a negative (one log a row; 1 - q rounds by at most half an ulp of 1)."""
+    -log(1 - q) for a negative (one log a row; 1 - q rounds by at most half an ulp of 1).
+
+    The likelihood is selected as y q + (1 - y)(1 - q), which for labels 0 and 1 is q or
+    1 - q exactly (the other product is +0): the same bits as `np.where(y == 1, q, 1 - q)`,
+    without its branch per row (random labels made that 4x the cost of the log)."""
     q = np.clip(p, eps, 1 - eps)
-    q = np.where(y == 1, q, 1.0 - q)
+    other = np.subtract(1.0, q)
+    other *= np.subtract(1.0, y)
+    q *= y
+    q += other
     np.log(q, out=q)
     np.negative(q, out=q)
     return q
