@@ -13,7 +13,10 @@ with the slope computed here), so they agree with `calib apply` to the last bit 
 engines that evaluate IEEE doubles; the sigmoid is written without overflow as
 `EXP(LEAST(e, 0)) / (1 + EXP(-ABS(e)))`, within a few ulps of numpy. Knot intervals are
 a balanced tree of `CASE` expressions (depth log2 of the knots), so a row costs a few
-comparisons even for maps with many knots. NULL scores give NULL.
+comparisons even for maps with many knots. NULL scores give NULL, and so do scores outside
+[0, 1] for a map fitted on probabilities (beta, ilps with `score_kind=probability`), which
+`calib apply` refuses: SQL has no portable error, and NULL is its "no value" (NaN compares
+above every number in DuckDB and Spark, so a NaN score gives NULL there too).
 
 The score is inserted as given: a column name, or any SQL expression, quoted for the
 target dialect when needed ("my col" in ANSI SQL, `my col` in Spark).
@@ -151,7 +154,8 @@ def supports_sql(cal: Calibrator) -> bool:
 
 
 def sql_expression(cal: Calibrator, score: str = "score") -> str:
-    """One SQL expression giving the calibrated probability of `score` (NULL for NULL)."""
+    """One SQL expression giving the calibrated probability of `score` (NULL for NULL, and
+    for a score outside [0, 1] when the map was fitted on probabilities)."""
     if not supports_sql(cal):
         raise MapError(f"a {cal.name} map cannot be exported as SQL",
                        hint="SQL export supports " + ", ".join(SQL_METHODS))
@@ -159,7 +163,8 @@ def sql_expression(cal: Calibrator, score: str = "score") -> str:
     if not score:
         raise UsageError("--score-col must name a column")
     s = score if _IDENTIFIER.fullmatch(score) else f"({score})"
-    return f"CASE WHEN {s} IS NULL THEN NULL ELSE {_WRITERS[cal.name](cal, s)} END"
+    refused = f"{s} IS NULL OR {s} < 0 OR {s} > 1" if cal.needs_probabilities else f"{s} IS NULL"
+    return f"CASE WHEN {refused} THEN NULL ELSE {_WRITERS[cal.name](cal, s)} END"
 
 
 def export_sql(map_path: str, score: str = "score") -> str:

@@ -164,6 +164,20 @@ def test_apply_passes_null_and_nan_scores_through(engine, read, collect, data, t
         assert all(v is None or np.isnan(v) for v in got[1:])  # Spark keeps null and NaN apart: test_spark
 
 
+def test_apply_gives_no_value_where_calib_apply_refuses_the_score(engine, read, collect, data, tmp_path):
+    """A map fitted on probabilities (beta, ilps): `calib apply` refuses a score outside
+    [0, 1]; an engine job cannot stop for one row, so it gives no value there (null, or NaN
+    in pandas), as the exported SQL gives NULL; scores inside [0, 1] are calibrated as usual."""
+    path = tmp_path / "outside.parquet"
+    pq.write_table(pa.table({"id": [0, 1, 2, 3], "score": pa.array([0.5, -0.2, 1.3, 1.0], pa.float64())}), path)
+    for m in (_fit_cli_map(data, tmp_path, "beta"), _fit_cli_map(data, tmp_path, "ilps", "--param", "K=20")):
+        got = collect(engine.apply(read(str(path)), m, "score", "p")).sort_by("id").column("p").to_pylist()
+        cal = maps.load_map(m)[0]
+        assert got[0] == pytest.approx(cal.predict([0.5])[0], abs=1e-12)
+        assert got[3] == pytest.approx(cal.predict([1.0])[0], abs=1e-12)
+        assert all(v is None or np.isnan(v) for v in got[1:3]), m
+
+
 @pytest.mark.parametrize("columns,weight,message", [
     ({"score": [0.1, float("nan"), 0.3, float("inf")], "label": [0, 1, 1, 0]}, None,
      r"column 'score': 2 rows with a null, NaN or infinite score"),

@@ -75,6 +75,23 @@ def test_null_scores_give_null_and_quoted_columns_work(tmp_path):
     assert con.execute(f"SELECT {sql} FROM t").fetchall() == [(0.5,), (None,), (0.9,)]
 
 
+@pytest.mark.parametrize("method,params", [("beta", {}), ("ilps", {"K": "20"})])
+def test_probability_maps_give_null_where_calib_apply_refuses(tmp_path, method, params):
+    """Beta and ilps maps fitted on probabilities: SQL gives NULL for a score outside [0, 1]
+    (`calib apply` refuses it) and the map's value inside, both ends included; with
+    score_kind=logit every finite score has a value."""
+    rng = np.random.default_rng(5)
+    s = rng.uniform(0.02, 0.98, 3000)
+    y = (rng.random(3000) < s).astype(float)
+    cal = registry.get(method).from_cli(params).fit(s, y)
+    scores = np.array([-0.2, 0.0, 0.5, 1.0, 1.3])
+    got = run_duckdb(export.sql_expression(cal), scores)
+    assert np.isnan(got[[0, 4]]).all()
+    np.testing.assert_allclose(got[1:4], cal.predict(scores[1:4]), rtol=0, atol=1e-12)
+    logit = registry.get(method).from_cli({**params, "score_kind": "logit"}).fit(np.log(s / (1 - s)), y)
+    assert not np.isnan(run_duckdb(export.sql_expression(logit), scores)).any()
+
+
 def test_literals_parse_back_to_the_same_bits():
     rng = np.random.default_rng(0)
     values = np.concatenate([rng.standard_normal(200) * 10.0 ** rng.integers(-300, 300, 200),

@@ -101,6 +101,16 @@ def test_apply_keeps_null_and_nan_apart(engine, spark, tmp_path, data):
         assert p[0] is None and np.isnan(p[1]), method
 
 
+def test_refused_scores_are_null_natively_and_through_arrow(engine, spark, tmp_path, data):
+    from engine_contract import _fit_cli_map
+
+    df = spark.createDataFrame(pa.table({"id": [0, 1, 2], "score": pa.array([-0.2, 1.3, float("nan")], pa.float64())}))
+    for native in (True, False):
+        got = engine.apply(df, _fit_cli_map(data, tmp_path, "beta"), "score", "p", native=native).toArrow()
+        p = got.sort_by("id").column("p").to_pylist()
+        assert p[0] is None and p[1] is None and np.isnan(p[2]), native
+
+
 def test_example_job_runs_end_to_end(spark, tmp_path):
     """examples/spark_job.py on the test session: calibration improves log-loss, ECE and Field-RCE."""
     import importlib.util

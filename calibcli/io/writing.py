@@ -56,8 +56,9 @@ class BatchWriter:
     """Writes record batches as CSV, TSV, JSON lines or Parquet to an open binary handle.
 
     Parquet and CSV/TSV batches are encoded on a background thread (pyarrow releases the
-    GIL), so reading and predicting the next batch overlaps writing this one; at most two
-    batches wait in the queue. `close` waits for the thread and re-raises its error.
+    GIL), so reading and predicting the next batch overlaps writing this one; at most one
+    batch waits in the queue (one more only adds a batch's memory: the writer never starves
+    while the reader keeps one ready). `close` waits for the thread and re-raises its error.
     JSON lines are encoded column by column with pyarrow compute, not row by row.
     """
 
@@ -86,7 +87,7 @@ class BatchWriter:
             import queue
             import weakref
 
-            self._queue = queue.Queue(maxsize=2)
+            self._queue = queue.Queue(maxsize=1)
             self._errors: list[BaseException] = []
             self._thread = threading.Thread(target=_drain, args=(self._queue, self._writer, self._errors),
                                             name="calibcli-writer", daemon=True)
