@@ -448,32 +448,38 @@ def bin_slices(xs: np.ndarray, bin_of) -> list[tuple[int, slice]]:
     return out
 
 
-def calibration_bins(xs: np.ndarray, n0: np.ndarray, n1: np.ndarray, bins: int = ECE_BINS,
-                     strategy: str = "uniform") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(weight, mean p, positive rate) of each non-empty bin of p.
+def bin_sums_of_distribution(xs: np.ndarray, n0: np.ndarray, n1: np.ndarray, bins: int = ECE_BINS,
+                             strategy: str = "uniform") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(weight, weighted sum of p, weight of positives) in each of the `bins` bins of p.
 
-    uniform: bin k = min(floor(bins p), bins - 1), as `prob_ece`; quantile: edges at the
-    0, 100/bins, ..., 100 percentiles of p, a p assigned as scikit-learn's
-    `calibration_curve(strategy="quantile")` does (`searchsorted` on the inner edges).
-    `xs` ascending (a distribution): each bin is one slice (`bin_slices`).
+    uniform: bin k = min(floor(bins p), bins - 1), as `prob_ece` and `ece_sums` assign a
+    row; quantile: edges at the 0, 100/bins, ..., 100 percentiles of p, a p assigned as
+    scikit-learn's `calibration_curve(strategy="quantile")` does (`searchsorted` on the
+    inner edges). `xs` ascending (a distribution): each bin is one slice (`bin_slices`).
     """
     if strategy not in ECE_STRATEGIES:
         raise ValueError(f"ECE strategy {strategy!r}: expected one of {', '.join(ECE_STRATEGIES)}")
-    inner = None
     if strategy == "quantile":
         inner = _weighted_percentiles(xs, as_weights(n0) + as_weights(n1), np.linspace(0, 100, bins + 1))[1:-1]
-    weight, psum, pos = np.zeros(bins), np.zeros(bins), np.zeros(bins)
-    if inner is None:
-        def bin_of(x: float) -> int:
-            return min(int(x * bins), bins - 1)
-    else:
+
         def bin_of(x: float) -> int:
             return int(np.searchsorted(inner, x))
+    else:
+        def bin_of(x: float) -> int:
+            return min(int(x * bins), bins - 1)
+    weight, psum, pos = np.zeros(bins), np.zeros(bins), np.zeros(bins)
     for k, part in bin_slices(xs, bin_of):
         x, y1, y0 = xs[part], as_weights(n1[part]), as_weights(n0[part])
         weight[k] = float(y0.sum() + y1.sum())
         psum[k] = float(x @ y0 + x @ y1)
         pos[k] = float(y1.sum())
+    return weight, psum, pos
+
+
+def calibration_bins(xs: np.ndarray, n0: np.ndarray, n1: np.ndarray, bins: int = ECE_BINS,
+                     strategy: str = "uniform") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(weight, mean p, positive rate) of each non-empty bin of p (`bin_sums_of_distribution`)."""
+    weight, psum, pos = bin_sums_of_distribution(xs, n0, n1, bins, strategy)
     keep = weight > 0
     return weight[keep], psum[keep] / weight[keep], pos[keep] / weight[keep]
 

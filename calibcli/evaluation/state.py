@@ -320,18 +320,6 @@ def merge_states(states: Sequence[EvalState] | Iterable[EvalState]) -> EvalState
         first.step, any(s.weighted for s in parts))
 
 
-def _bin_sums_of_distribution(v: np.ndarray, n0: np.ndarray, n1: np.ndarray,
-                              bins: int = _metrics.ECE_BINS) -> tuple[np.ndarray, np.ndarray]:
-    """`metrics.ece_sums` of the rows behind an exact distribution (ascending p), one slice a
-    bin (`metrics.bin_slices`): no per-entry temporaries."""
-    sp, sy = np.zeros(bins), np.zeros(bins)
-    for k, part in _metrics.bin_slices(v, lambda x: min(int(x * bins), bins - 1)):
-        x, y0, y1 = v[part], _metrics.as_weights(n0[part]), _metrics.as_weights(n1[part])
-        sp[k] = float(x @ y0 + x @ y1)
-        sy[k] = float(y1.sum())
-    return sp, sy
-
-
 def _drain(chunks: list[np.ndarray]) -> np.ndarray:
     """Concatenate `chunks`, releasing each as it is copied (peak: the result plus one chunk)."""
     out = np.empty(sum(c.size for c in chunks), dtype=chunks[0].dtype if chunks else np.float64)
@@ -445,7 +433,7 @@ class StateBuilder:
                 p, n0, n1 = compact_counts_of_keys(keys)  # p is the sorted keys' storage
                 del keys
                 self._sums.p, self._sums.n0, self._sums.n1 = p, n0, n1
-                self._sums.ece_p, self._sums.ece_y = _bin_sums_of_distribution(p, n0, n1)
+                _, self._sums.ece_p, self._sums.ece_y = _metrics.bin_sums_of_distribution(p, n0, n1)
             parts.append(self._sums)
             self._sums = None
         if not parts:
