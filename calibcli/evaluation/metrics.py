@@ -264,12 +264,12 @@ def calbin_counts(v: np.ndarray, n0: np.ndarray, n1: np.ndarray, window: int = C
     at masses 0, 1, 2, ...). Equal to `calbin` of the expanded rows, without expanding them
     when p has ties; with one row per distinct p it is `calbin_sorted` itself. Whole-number
     counts take chunk-sized temporaries only, whatever the number of distinct p."""
-    empty = unit = whole = False
+    empty, unit, whole = False, True, True  # some count 0; every count 0 or 1; every count whole
     for lo in range(0, v.size, _CALBIN_CHUNK):
         c = as_weights(n0[lo:lo + _CALBIN_CHUNK]) + as_weights(n1[lo:lo + _CALBIN_CHUNK])
         empty = empty or bool(np.any(c == 0))
-        unit = (unit or lo == 0) and bool(np.all((c == 1) | (c == 0)))
-        whole = (whole or lo == 0) and bool(np.all(c == np.floor(c)))
+        unit = unit and bool(np.all((c == 1) | (c == 0)))
+        whole = whole and bool(np.all(c == np.floor(c)))
     if empty:
         keep = (as_weights(n0) + as_weights(n1)) > 0
         v, n0, n1 = v[keep], n0[keep], n1[keep]
