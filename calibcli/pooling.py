@@ -150,7 +150,6 @@ def counts_of_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return xs[starts], rows, np.add.reduceat(label, starts)
 
 
-_COUNT_DTYPES = (np.uint8, np.uint16, np.uint32, np.uint64)
 _KEY_CHUNK = 1 << 18  # keys per chunk of `compact_counts_of_keys`: chunk temporaries stay a few MB
 
 
@@ -209,8 +208,7 @@ def _widened(counts: np.ndarray, used: int, top: int) -> np.ndarray:
     """`counts` (its first `used` entries kept) in the smallest unsigned dtype holding `top`."""
     if top <= np.iinfo(counts.dtype).max:
         return counts
-    dtype = next(d for d in _COUNT_DTYPES if top <= np.iinfo(d).max)
-    out = np.empty(counts.size, dtype=dtype)
+    out = np.empty(counts.size, dtype=np.min_scalar_type(top))
     out[:used] = counts[:used]
     return out
 

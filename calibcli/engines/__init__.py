@@ -99,19 +99,11 @@ def resolve_map(map: Any) -> tuple[Calibrator, dict[str, Any]]:
     raise UsageError(f"map must be a path, a fitted calibrator or a map envelope, got {type(map).__name__}")
 
 
-def refused_scores(cal: Calibrator, s: np.ndarray) -> np.ndarray:
-    """Finite scores `calib apply` refuses: outside [0, 1] for a map fitted on probabilities.
-    The engines give no value there (null, or NaN in pandas), as the exported SQL gives NULL."""
-    if not cal.needs_probabilities:
-        return np.zeros(s.shape, dtype=bool)
-    return (s < 0) | (s > 1)
-
-
 def predict_array(cal: Calibrator, s: np.ndarray, features: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
     """`calib apply` on finite scores; NaN (and null, read as NaN), infinite and refused
-    (`refused_scores`) scores give NaN."""
+    (`Calibrator.refused_scores`) scores give NaN: no value where `calib apply` would stop."""
     s = np.asarray(s, dtype=np.float64)
-    ok = np.isfinite(s) & ~refused_scores(cal, s)
+    ok = np.isfinite(s) & ~cal.refused_scores(s)
     if ok.all():
         return cal.predict(s, features)
     p = np.full(s.shape, np.nan)
@@ -134,7 +126,7 @@ def predict_arrow_batch(cal: Calibrator, batch, score_col: str, out_col: str):
     features.update({c: batch.column(c).cast(pa.float64()).fill_null(float("nan")).to_numpy(zero_copy_only=False)
                      for c in numeric})
     p = predict_array(cal, s, features or None)
-    missing = refused_scores(cal, s)
+    missing = cal.refused_scores(s)
     if col.null_count:
         missing |= np.asarray(pc.is_null(col))
     out = pa.array(p, mask=missing if missing.any() else None)

@@ -174,7 +174,7 @@ def check_scores_for(cal: Any, s: np.ndarray, col: str, source: str, map_path: s
     of clipping them; `map_path` is None while fitting."""
     if not cal.needs_probabilities:
         return
-    bad = (s < 0) | (s > 1)
+    bad = cal.refused_scores(s)
     if bad.any():
         i = int(np.argmax(bad))
         raise InputError(
