@@ -553,13 +553,6 @@ class Calibrator:
             features = {name: np.repeat(np.asarray(col), k) for name, col in features.items()}
         return np.repeat(s, k), np.repeat(y, k), np.ones(int(k.sum())), features
 
-    def refused_scores(self, s: np.ndarray) -> np.ndarray:
-        """Which finite scores lie outside this map's domain: outside [0, 1] when it needs
-        probabilities. `calib apply` refuses them, the engines give no value, SQL gives NULL."""
-        if not self.needs_probabilities:
-            return np.zeros(s.shape, dtype=bool)
-        return (s < 0) | (s > 1)
-
     def predict(self, scores: Any, features: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
         """Calibrated probabilities in [0, 1] for new scores.
 

@@ -101,9 +101,11 @@ def resolve_map(map: Any) -> tuple[Calibrator, dict[str, Any]]:
 
 def predict_array(cal: Calibrator, s: np.ndarray, features: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
     """`calib apply` on finite scores; NaN (and null, read as NaN), infinite and refused
-    (`Calibrator.refused_scores`) scores give NaN: no value where `calib apply` would stop."""
+    (`io.refused_scores`) scores give NaN: no value where `calib apply` would stop."""
+    from calibcli import io
+
     s = np.asarray(s, dtype=np.float64)
-    ok = np.isfinite(s) & ~cal.refused_scores(s)
+    ok = np.isfinite(s) & ~io.refused_scores(cal, s)
     if ok.all():
         return cal.predict(s, features)
     p = np.full(s.shape, np.nan)
@@ -126,7 +128,7 @@ def predict_arrow_batch(cal: Calibrator, batch, score_col: str, out_col: str):
     features.update({c: batch.column(c).cast(pa.float64()).fill_null(float("nan")).to_numpy(zero_copy_only=False)
                      for c in numeric})
     p = predict_array(cal, s, features or None)
-    missing = cal.refused_scores(s)
+    missing = io.refused_scores(cal, s)
     if col.null_count:
         missing |= np.asarray(pc.is_null(col))
     out = pa.array(p, mask=missing if missing.any() else None)

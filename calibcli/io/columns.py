@@ -168,13 +168,22 @@ def field_values(table: pa.Table | pa.RecordBatch, name: str, source: str) -> np
     return np.asarray(categories, dtype=object)[codes] if codes.size else np.empty(0, dtype=object)
 
 
+def refused_scores(cal: Any, s: np.ndarray) -> np.ndarray:
+    """Which scores lie outside a method's or map's domain: outside [0, 1] when it needs
+    probabilities. `calib apply` refuses them (`check_scores_for`), the engines give no
+    value there and exported SQL gives NULL."""
+    if not cal.needs_probabilities:
+        return np.zeros(s.shape, dtype=bool)
+    return (s < 0) | (s > 1)
+
+
 def check_scores_for(cal: Any, s: np.ndarray, col: str, source: str, map_path: str | None,
                      offset: int = 0) -> None:
     """A method or map for probabilities refuses scores outside [0, 1] (naming the row) instead
     of clipping them; `map_path` is None while fitting."""
     if not cal.needs_probabilities:
         return
-    bad = cal.refused_scores(s)
+    bad = refused_scores(cal, s)
     if bad.any():
         i = int(np.argmax(bad))
         raise InputError(
