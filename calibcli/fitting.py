@@ -106,7 +106,13 @@ def fit_file(
         training["weight_kind"] = weight_kind
 
     def quality(p: np.ndarray, part: slice) -> tuple[dict[str, float], float]:
-        return {"log_loss": metrics.log_loss(y[part], p), "brier": metrics.brier(y[part], p)}, p.size
+        """Weighted like the fit (and like the --from-summary path, whose counts are weights)."""
+        sw = None if w is None else w[part]
+        total = p.size if sw is None else float(np.sum(sw))
+        if total == 0:  # a chunk of zero-weight rows adds nothing
+            return {"log_loss": 0.0, "brier": 0.0}, 0.0
+        return ({"log_loss": metrics.log_loss(y[part], p, sample_weight=sw),
+                 "brier": metrics.brier(y[part], p, sample_weight=sw)}, total)
 
     def predict(part: slice) -> np.ndarray:
         return calibrator.predict(s[part], features=None if feats is None else {k: v[part] for k, v in feats.items()})

@@ -165,3 +165,28 @@ def test_subprocess_fit_from_summary_on_stdin(tmp_path):
     assert fit.returncode == 0 and fit.stderr.startswith("fitted logistic") and "on 3000 rows" in fit.stderr
     envelope = json.loads(fit.stdout)
     assert envelope["method"] == "logistic" and envelope["training"]["from_summary"]["entries"] == np.unique(s).size
+
+
+@pytest.mark.parametrize("kind", ["frequency", "importance"])
+def test_weighted_fit_records_the_same_training_quality_as_from_its_summary(tmp_path, kind):
+    """The training block weighs its log-loss and Brier by --weight-col on both paths."""
+    s, y = rounded_scores(6000)
+    w = np.random.default_rng(5).integers(1, 6, s.size).astype(float)
+    pq.write_table(pa.table({"score": s, "label": y, "w": w}), tmp_path / "cal.parquet")
+    args = ["-p", "platt_correction=false", "--weight-col", "w", "--weight-kind", kind]
+    direct = runner.invoke(app, ["fit", str(tmp_path / "cal.parquet"), *args])
+    assert direct.exit_code == 0, direct.output
+    res = runner.invoke(app, ["summarize", str(tmp_path / "cal.parquet"), "--weight-col", "w",
+                              "-o", str(tmp_path / "sum.parquet")])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["fit", "--from-summary", str(tmp_path / "sum.parquet"), *args[:2],
+                              "--weight-kind", kind])
+    assert res.exit_code == 0, res.output
+    a, b = json.loads(direct.stdout)["training"], json.loads(res.stdout)["training"]
+    for when in ("before", "after"):
+        for metric in ("log_loss", "brier"):
+            assert b[when][metric] == pytest.approx(a[when][metric], rel=1e-12)
+    # and they are the weighted means, not the row means
+    p = create("isotonic", {"platt_correction": False}).fit(s, y, weights=w).predict(s)
+    ll = -np.sum(w * np.log(np.clip(np.where(y == 1, p, 1 - p), 1e-15, None))) / w.sum()
+    assert a["after"]["log_loss"] == pytest.approx(ll, rel=1e-12)
