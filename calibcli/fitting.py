@@ -221,3 +221,4 @@ def _claim_map_output(out: str | None, out_format: str | None, reads: Sequence[s
     if out is not None:
         targets.check_output(out, reads)
         maps.map_format(out, out_format)
+        maps.source_date_epoch()

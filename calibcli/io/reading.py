@@ -251,12 +251,19 @@ def _late_type_error(source: Source, names: list[str], done: int, exc: Exception
 
 
 def _check_header(source: Source, schema: pa.Schema) -> None:
-    """Column names must be UTF-8 (pyarrow only fails later, with a bare UnicodeDecodeError)."""
+    """Column names must be UTF-8 (pyarrow only fails later, with a bare UnicodeDecodeError)
+    and unique: a name given twice would make `--score-col` ambiguous and the rows `apply`
+    passes through (JSON objects with a key twice), so it is refused for every command."""
     try:
-        schema.names
+        names = schema.names
     except UnicodeDecodeError:
         raise InputError(f"{source.name}: the header is not UTF-8 text",
                          hint="is it a text file? calib reads UTF-8 CSV, TSV, JSON lines and Parquet") from None
+    if len(set(names)) != len(names):
+        seen: set[str] = set()
+        name = next(n for n in names if n in seen or seen.add(n))  # type: ignore[func-returns-value]
+        raise InputError(f"{source.name}: column {shown(name)} appears {names.count(name)} times in the header",
+                         hint="column names must be unique: rename or drop the copies")
 
 
 _prefetched: dict[tuple, Any] = {}  # prefetch key -> Future of read_table's result
@@ -301,6 +308,7 @@ def read_table(path: str, fmt: str | None = None, string_columns: tuple[str, ...
 def _read_table(path: str, fmt: str | None, string_columns: tuple[str, ...]) -> pa.Table:
     if is_parts(path):
         dataset = open_dataset(path)
+        _check_header(Source(display_name(path), "parquet", dataset), dataset.schema)
         try:
             return _cast_strings(dataset.to_table(), string_columns)
         except (pa.ArrowException, OSError) as exc:
@@ -437,6 +445,7 @@ def _dataset_batches(path: str, string_columns: tuple[str, ...]
                      ) -> tuple[Source, pa.Schema, Iterator[pa.RecordBatch]]:
     dataset = open_dataset(path)
     source = Source(display_name(path), "parquet", dataset)
+    _check_header(source, dataset.schema)
     schema = pa.schema([pa.field(f.name, pa.string()) if f.name in string_columns else f
                         for f in dataset.schema])
 
