@@ -506,8 +506,9 @@ def _text_error(source: Source, exc: Exception, done: int, block_start: int | No
     error = _arrow_error(source, exc)
     if re.search(r"Expected \d+ columns, got \d+", text):
         row = _find_row(source, done, lambda fields, header: len(fields) != len(header))
-        if row is not None:
-            error = InputError(error.message.replace(f"{source.name}: a row has", f"{source.name}: row {row} has", 1),
+        where = f"row {row}" if row is not None else f"a row after row {done}" if done else None
+        if where is not None:
+            error = InputError(error.message.replace(f"{source.name}: a row has", f"{source.name}: {where} has", 1),
                                hint=error.hint)
     return error
 
