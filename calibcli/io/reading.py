@@ -6,8 +6,11 @@
   lines, otherwise CSV, or TSV when the header line has tabs and no commas.
 - UTF-8 BOM and CRLF line ends are accepted. Columns of any numeric or boolean type are
   read as float64.
-- Errors name the file, the column and the 1-based data row (header not counted) and the
-  offending value; they are `InputError`s, which the CLI prints as one line with exit 2.
+- Errors name the file, the column and the 1-based data row (header not counted, counted
+  across read blocks) and the offending value; they are `InputError`s, which the CLI prints
+  as one line with exit 2. Column names must be unique (`_check_header`).
+- A row longer than the read block (a cell or JSON line of megabytes) is read by reading
+  the input again with larger blocks; stdin is kept in memory for whole-table reads.
 - A directory, glob or URI of Parquet parts is read as one dataset (`paths`).
 """
 
