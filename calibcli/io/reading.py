@@ -351,36 +351,68 @@ def _read_table(path: str, fmt: str | None, string_columns: tuple[str, ...]) -> 
 _BLOCK = {"csv": 1 << 20, "tsv": 1 << 20, "jsonl": 1 << 20}  # pyarrow's default block sizes
 _STREAM_BLOCK = {"csv": 1 << 22, "tsv": 1 << 22, "jsonl": 1 << 20}
 MAX_BLOCK = 1 << 30
+MAX_PIPE_BLOCK = 1 << 26  # stdin and pipes are kept in memory to be read again: /dev/zero never ends
 
 
-def _larger_block(block: int, exc: Exception) -> int | None:
+def _larger_block(block: int, exc: Exception, limit: int = MAX_BLOCK) -> int | None:
     """The block size to retry with when a row did not fit in one block (a cell or a JSON line
-    of megabytes), or None for any other error or once past `MAX_BLOCK`."""
-    if "straddl" not in str(exc) or block >= MAX_BLOCK:
+    of megabytes), or None for any other error or once past `limit`."""
+    if "straddl" not in str(exc) or block >= limit:
         return None
-    return min(block * 16, MAX_BLOCK)
+    return min(block * 16, limit)
+
+
+class _Kept:
+    """A stream whose bytes are kept as they are read, so it can be read again from the start
+    (`open`): stdin and pipes, for a whole-table read (the table holds every row anyway)."""
+
+    def __init__(self, stream: IO[bytes]):
+        self.stream = stream
+        self.data = bytearray()
+
+    def open(self) -> IO[bytes]:
+        return _io.BufferedReader(_KeptReader(self))
+
+
+class _KeptReader(_io.RawIOBase):
+    def __init__(self, kept: _Kept):
+        self._kept = kept
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        kept = self._kept
+        if self._pos >= len(kept.data):
+            chunk = kept.stream.read(len(buf))
+            if not chunk:
+                return 0
+            kept.data += chunk
+        n = min(len(buf), len(kept.data) - self._pos)
+        buf[:n] = kept.data[self._pos:self._pos + n]
+        self._pos += n
+        return n
 
 
 def _read_text_table(source: Source, string_columns: tuple[str, ...]) -> pa.Table:
     """A whole CSV, TSV or JSON lines input; a row longer than the block size is read by
-    reading again with larger blocks. Stdin and pipes are read into memory first (the
-    table holds every row anyway), so they can be read again too."""
+    reading again with larger blocks (up to `MAX_BLOCK`, `MAX_PIPE_BLOCK` for stdin and
+    pipes, whose bytes are kept as they are read)."""
+    limit = MAX_BLOCK
     if source.reopen is None:
-        try:
-            data = source.stream.read()
-        except (OSError, EOFError) as exc:
-            raise InputError(f"{source.name}: cannot read ({exc})") from None
-        source = Source(source.name, source.format, None, lambda: _io.BytesIO(data))
-        source.stream = source.reopen()  # type: ignore[misc]
+        kept = _Kept(source.stream)
+        source = Source(source.name, source.format, kept.open(), kept.open)
+        limit = MAX_PIPE_BLOCK
     block = _BLOCK[source.format]
     while True:
         try:
             table = _parse_text(source.stream, source.format, string_columns, block)
             break
         except (pa.ArrowException, OSError, EOFError) as exc:
-            larger = _larger_block(block, exc)
+            larger = _larger_block(block, exc, limit)
             if larger is None:
-                raise _text_error(source, exc, 0) from None
+                raise _text_error(source, exc, 0, limit=limit) from None
             block, source.stream = larger, source.reopen()  # type: ignore[misc]
     _check_header(source, table.schema)
     return table
@@ -471,7 +503,7 @@ def _bad_json(line: str, header: Any) -> bool:
 
 
 def _text_error(source: Source, exc: Exception, done: int, block_start: int | None = None,
-                names: list[str] | None = None) -> InputError:
+                names: list[str] | None = None, limit: int = MAX_BLOCK) -> InputError:
     """A CSV/TSV/JSON lines read error naming the true 1-based data row when it can be found.
 
     pyarrow counts JSON rows from 0 within a block (`block_start`: the rows before the
@@ -480,13 +512,13 @@ def _text_error(source: Source, exc: Exception, done: int, block_start: int | No
     """
     text = str(exc)
     if "straddl" in text:
-        return InputError(
-            f"{source.name}: a row after row {done} is longer than {MAX_BLOCK >> 20} MiB"
-            if source.reopen is not None else
-            f"{source.name}: a row after row {done} does not fit in a read block of {_STREAM_BLOCK[source.format] >> 20} MiB, "
-            "and a pipe cannot be read again with a larger one",
-            hint="check the quoting of that row" if source.reopen is not None else
-            "give the file's path instead of a pipe")
+        if source.reopen is None:
+            return InputError(f"{source.name}: a row after row {done} does not fit in a read block of "
+                              f"{_STREAM_BLOCK[source.format] >> 20} MiB, and a pipe cannot be read again "
+                              "with a larger one", hint="give the file's path instead of a pipe")
+        return InputError(f"{source.name}: a row after row {done} is longer than {limit >> 20} MiB"
+                          + (", the longest read from a pipe" if limit < MAX_BLOCK else ""),
+                          hint="is it a text file? check the quoting of that row")
     if source.format == "jsonl":
         found = re.search(r"^(JSON parse error: .*?) in row (\d+)$", text.strip().splitlines()[0] if text.strip() else "")
         if found:
