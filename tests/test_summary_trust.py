@@ -175,3 +175,21 @@ def test_string_scores_and_missing_fields_are_refused(tmp_path):
     pq.write_table(table, tmp_path / "text.parquet")
     res = runner.invoke(app, ["fit", "--from-summary", str(tmp_path / "text.parquet")])
     assert res.exit_code == 2 and "column 'score' has type string, expected numbers" in res.stderr
+
+
+@pytest.mark.parametrize("n0, n1, weighted, positives, cause", [
+    ([0.0, 0.0], [0.0, 0.0], True, 1, "all weights are zero"),
+    ([1.0, 2.0], [0.0, 0.0], False, 0, "every label is 0 (negative): n1 is 0 for every score"),
+    ([0.0, 0.0], [1.0, 1.0], False, 2, "every label is 1 (positive): n0 is 0 for every score"),
+    ([1.5, 2.0], [0.0, 0.0], True, 1, "every row with label 1 has weight zero"),
+])
+def test_a_summary_with_one_class_says_why(tmp_path, n0, n1, weighted, positives, cause):
+    rows = 4 if weighted else int(sum(n0) + sum(n1))
+    doc = {"format": "calibcli.summary", "schema_version": 1, "rows": rows, "positives": positives,
+           "score_range": [0.25, 0.75], "weighted": weighted, "step": None,
+           "score": [0.25, 0.75], "n0": n0, "n1": n1}
+    path = tmp_path / "s.json"
+    _write(doc, path, False)
+    res = runner.invoke(app, ["fit", "--from-summary", str(path)])
+    assert res.exit_code == 2, res.stderr
+    assert res.stderr.startswith(f"error: {path}: cannot fit isotonic: {cause}"), res.stderr
