@@ -280,8 +280,7 @@ def _check_header(source: Source, schema: pa.Schema) -> None:
         raise InputError(f"{source.name}: the header is not UTF-8 text",
                          hint="is it a text file? calib reads UTF-8 CSV, TSV, JSON lines and Parquet") from None
     if len(set(names)) != len(names):
-        seen: set[str] = set()
-        name = next(n for n in names if n in seen or seen.add(n))  # type: ignore[func-returns-value]
+        name = next(n for i, n in enumerate(names) if n in names[:i])
         raise InputError(f"{source.name}: column {shown(name)} appears {names.count(name)} times in the header",
                          hint="column names must be unique: rename or drop the copies")
 
