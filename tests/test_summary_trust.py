@@ -78,8 +78,8 @@ def _write(doc: dict, path, as_parquet: bool) -> None:
         values = doc.get(name, [])
         try:
             cols[name] = pa.array(values if isinstance(values, list) else [values])
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            cols[name] = pa.array([str(v) for v in values], pa.string())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):  # Parquet cannot hold it as a number
+            cols[name] = pa.array([str(v) for v in (values if isinstance(values, list) else [values])], pa.string())
     lengths = {len(c) for c in cols.values()}
     if len(lengths) > 1:  # Parquet columns share a length: pad the short ones with nulls
         n = max(lengths)
