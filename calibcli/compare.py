@@ -128,6 +128,7 @@ def compare_file(path: str, methods: Sequence[str] | None = None, folds: int = 5
     if out is not None:
         targets.check_output(out, [path])
         maps.map_format(out)
+        maps.source_date_epoch()
     source = io.display_name(path)
     table = io.read_table(path, fmt)
     s = io.scores_from(table, score_col, source)

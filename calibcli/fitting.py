@@ -144,6 +144,7 @@ def fit_summary(summ: summary.ScoreSummary, calibrator: Calibrator, source: str,
     """Fit an unfitted score-only calibrator on a summary (from a file, or built by an engine)."""
     if summ.size == 0:
         raise InputError(f"{source}: the summary holds no scores")
+    _check_summary_classes(summ, calibrator, source)
     s, y, w = summary.fit_rows(summ)
     n0, n1 = summ.n0, summ.n1
     training: dict[str, Any] = {
@@ -164,6 +165,24 @@ def fit_summary(summ: summary.ScoreSummary, calibrator: Calibrator, source: str,
     return _fit_and_save(calibrator, source, dict(scores=s, labels=y, weights=w, weight_kind=weight_kind),
                          training, [], strict, out, out_format, quality, summ.score,
                          lambda part: calibrator.predict(summ.score[part]))
+
+
+def _check_summary_classes(summ: summary.ScoreSummary, calibrator: Calibrator, source: str) -> None:
+    """A summary without weight on both classes, refused with its true cause (its rows have
+    only one label, or the rows of a class all weigh zero)."""
+    total0, total1 = float(np.sum(summ.n0)), float(np.sum(summ.n1))
+    if total0 > 0 and total1 > 0:
+        return
+    if total0 <= 0 and total1 <= 0:
+        cause = "all weights are zero: n0 and n1 are 0 for every score"
+    else:
+        label = 1 if total1 <= 0 else 0
+        rows_with_label = summ.positives if label == 1 else summ.rows - summ.positives
+        cause = (f"every row with label {label} has weight zero" if summ.weighted and rows_with_label > 0
+                 else f"every label is {1 - label} ({'positive' if label == 0 else 'negative'}): "
+                 f"n{label} is 0 for every score")
+    raise FitError(f"{source}: cannot fit {calibrator.name}: {cause}: calibration needs both classes",
+                   hint="check the labels (and weights) the summary was made from")
 
 
 def _fit_and_save(calibrator: Calibrator, source: str, fit_args: dict[str, Any], training: dict[str, Any],
@@ -227,3 +246,4 @@ def _claim_map_output(out: str | None, out_format: str | None, reads: Sequence[s
     if out is not None:
         targets.check_output(out, reads)
         maps.map_format(out, out_format)
+        maps.source_date_epoch()

@@ -27,6 +27,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 import stat
 from typing import Any, Mapping
 
@@ -35,7 +36,7 @@ import numpy as np
 from calibcli import __version__, strictjson
 from calibcli.calibrators import Calibrator, registry
 from calibcli.calibrators.base import MAX_KNOTS
-from calibcli.errors import UPGRADE_HINT, CalibError, MapError
+from calibcli.errors import UPGRADE_HINT, CalibError, MapError, UsageError, shown
 
 FORMAT = "calibcli.map"
 SCHEMA_VERSION = 1
@@ -79,21 +80,71 @@ def make_envelope(calibrator: Calibrator, training: Mapping[str, Any] | None = N
     }
 
 
+MAX_EPOCH = 253402300799  # 9999-12-31T23:59:59Z, the last instant an ISO 8601 year of 4 digits holds
+
+
+def source_date_epoch() -> int | None:
+    """`SOURCE_DATE_EPOCH` as whole seconds since 1970, or None when unset or empty.
+
+    As the reproducible-builds specification asks, a malformed value is an error (exit 2),
+    not a silent fall-back to the clock: ASCII digits only, at most `MAX_EPOCH`.
+    """
+    raw = os.environ.get("SOURCE_DATE_EPOCH")
+    if raw is None or not raw.strip():
+        return None
+    text = raw.strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 12 and int(text) <= MAX_EPOCH):
+        raise UsageError(f"SOURCE_DATE_EPOCH must be a whole number of seconds from 0 to {MAX_EPOCH}, "
+                         f"got {shown(raw[:40])}", hint="unset it, or set it to e.g. $(date +%s)")
+    return int(text)
+
+
 def _created() -> str:
     """Now, or `SOURCE_DATE_EPOCH` when set (reproducible builds): refitting the same data then
     gives the same bytes."""
-    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
-    moment = (_dt.datetime.fromtimestamp(int(epoch), _dt.timezone.utc) if epoch.isdigit()
+    epoch = source_date_epoch()
+    moment = (_dt.datetime.fromtimestamp(epoch, _dt.timezone.utc) if epoch is not None
               else _dt.datetime.now(_dt.timezone.utc))
     return moment.isoformat(timespec="seconds")
 
 
+def _non_finite(value: Any, where: str) -> str | None:
+    """The path (`state.y[3]`) of the first non-finite float in a plain envelope, or None."""
+    if isinstance(value, float):
+        return None if np.isfinite(value) else where
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            found = _non_finite(item, f"{where}.{key}" if where else str(key))
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        if value and all(type(v) is float for v in value):
+            bad = ~np.isfinite(np.asarray(value, dtype=np.float64))
+            return f"{where}[{int(np.argmax(bad))}]" if bad.any() else None
+        for i, item in enumerate(value):
+            found = _non_finite(item, f"{where}[{i}]")
+            if found:
+                return found
+    return None
+
+
 def envelope_to_json(envelope: Mapping[str, Any]) -> str:
     """Serialise an envelope; non-finite numbers are refused (JSON has none)."""
-    try:
-        return json.dumps(envelope, sort_keys=True, indent=2, allow_nan=False) + "\n"
-    except ValueError as exc:
-        raise MapError(f"cannot save the map: its state holds a non-finite number ({exc})") from None
+    where = _non_finite(envelope, "")
+    if where is not None:
+        value = _value_at(envelope, where)
+        raise MapError(f"cannot save the map: {where} is {value!r}, and a map holds only finite numbers "
+                       "(JSON has no NaN or infinity)",
+                       hint="the fit diverged or was given extreme inputs: check the scores and weights")
+    return json.dumps(envelope, sort_keys=True, indent=2, allow_nan=False) + "\n"
+
+
+def _value_at(envelope: Mapping[str, Any], where: str) -> Any:
+    """The value at a path `_non_finite` returned."""
+    value: Any = envelope
+    for key, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", where):
+        value = value[int(index)] if index else value[key]
+    return value
 
 
 def envelope_to_parquet_bytes(envelope: Mapping[str, Any]) -> bytes:
@@ -147,8 +198,19 @@ def save_map(
         data = envelope_to_parquet_bytes(envelope)
     else:
         data = envelope_to_json(envelope).encode()
+    check_saved_bytes(data)
     targets.write_bytes_atomic(path, data)
     return envelope
+
+
+def check_saved_bytes(data: bytes) -> Calibrator:
+    """Read a map's bytes back as `load_map` would before they are written: a map that would be
+    refused on load is refused on save, with the loader's message."""
+    try:
+        return envelope_to_calibrator(parse_map_bytes(data, "the map"), "the map")
+    except MapError as exc:
+        message = exc.message[len("the map: "):] if exc.message.startswith("the map: ") else exc.message
+        raise MapError(f"cannot save the map: {message}", hint=exc.hint) from None
 
 
 def parse_map_bytes(data: bytes, source: str) -> dict[str, Any]:

@@ -234,45 +234,140 @@ def save(summary: ScoreSummary, path: str) -> None:
     targets.write_bytes_atomic(path, (json.dumps(doc, allow_nan=False) + "\n").encode())
 
 
-def _from_columns(score: Any, n0: Any, n1: Any, header: dict[str, Any], source: str) -> ScoreSummary:
-    arrays = []
-    for name, values in (("score", score), ("n0", n0), ("n1", n1)):
-        try:
-            arr = np.asarray(values, dtype=np.float64).ravel()
-        except (TypeError, ValueError):
-            raise InputError(f"{source}: summary column {name!r} must hold numbers") from None
-        bad = ~np.isfinite(arr) | ((arr < 0) if name != "score" else False)
-        if bad.any():
-            i = int(np.argmax(bad))
-            what = "finite" if name == "score" else "finite and >= 0"
-            raise InputError(f"{source}: summary column {name!r}, row {i + 1}: {arr[i]!r} must be {what}")
-        arrays.append(arr)
-    if not arrays[0].size == arrays[1].size == arrays[2].size:
-        raise InputError(f"{source}: summary columns score, n0, n1 differ in length")
-    xs, n0_, n1_ = _aggregate(*arrays)
-    counts = n0_ + n1_
-    rows = header.get("rows", int(round(float(counts.sum()))))
-    positives = header.get("positives", int(round(float(n1_.sum()))))
-    rng = header.get("score_range") or ([float(xs[0]), float(xs[-1])] if xs.size else [0.0, 0.0])
-    extra = {k: v for k, v in header.items()
-             if k not in {"format", "schema_version", "rows", "positives", "score_range", "weighted", "step"}}
-    return ScoreSummary(xs, n0_, n1_, int(rows), int(positives), (float(rng[0]), float(rng[1])),
-                        weighted=bool(header.get("weighted", False)), step=header.get("step"), meta=extra)
+_HEADER_KEYS = ("format", "schema_version", "rows", "positives", "score_range", "weighted", "step")
+_TEXT_KEYS = ("input", "score_col", "label_col", "weight_col")
+MAX_ROWS = 1 << 53  # row counts are kept exact in float64 sums
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _refuse(source: str, what: str) -> InputError:
+    return InputError(f"{source}: corrupt calibcli summary: {what}",
+                      hint="write summaries with `calib summarize`, or as Parquet columns score, n0, n1")
 
 
 def _check_header(header: Any, source: str) -> dict[str, Any]:
+    """A summary's header, checked as strictly as user input: every field present with its
+    type and a possible value (one line naming the field otherwise)."""
     if not isinstance(header, dict):
-        raise InputError(f"{source}: corrupt calibcli summary header")
-    version = header.get("schema_version", SCHEMA_VERSION)
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise _refuse(source, "the header is not an object")
+    version = header.get("schema_version")
+    if _whole(version) and version > SCHEMA_VERSION:
         raise InputError(f"{source}: summary schema version {version!r} is newer than this calibcli reads "
                          f"(up to {SCHEMA_VERSION})", hint=UPGRADE_HINT)
+    missing = [k for k in _HEADER_KEYS if k not in header]
+    if missing:
+        raise _refuse(source, f"the header has no field {missing[0]!r}")
+    if header["format"] != FORMAT:
+        raise _refuse(source, f"header field 'format' must be {FORMAT!r}, got {header['format']!r:.60}")
+    if not _whole(version) or version < 1:
+        raise _refuse(source, f"header field 'schema_version' must be a whole number from 1, got {version!r:.60}")
+    rows, positives = header["rows"], header["positives"]
+    if not _whole(rows) or not 0 <= rows <= MAX_ROWS:
+        raise _refuse(source, f"header field 'rows' must be a whole number from 0 to 2**53, got {rows!r:.60}")
+    if not _whole(positives) or not 0 <= positives <= rows:
+        raise _refuse(source, f"header field 'positives' must be a whole number from 0 to rows ({rows}), "
+                      f"got {positives!r:.60}")
+    rng = header["score_range"]
+    if not (isinstance(rng, list) and len(rng) == 2 and all(_is_number(v) for v in rng)):
+        raise _refuse(source, f"header field 'score_range' must be a list of two numbers, got {rng!r:.60}")
+    lo, hi = float(rng[0]), float(rng[1])  # a JSON integer beyond float range is refused below
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo <= hi):
+        raise _refuse(source, f"header field 'score_range' must be finite with low <= high, got {rng!r:.60}")
+    if not isinstance(header["weighted"], bool):
+        raise _refuse(source, f"header field 'weighted' must be true or false, got {header['weighted']!r:.60}")
+    step = header["step"]
+    if step is not None and not (_is_number(step) and np.isfinite(float(step)) and step > 0):
+        raise _refuse(source, f"header field 'step' must be null or a positive number, got {step!r:.60}")
+    for key in _TEXT_KEYS:
+        if key in header and not isinstance(header[key], str):
+            raise _refuse(source, f"header field {key!r} must be text, got {header[key]!r:.60}")
     return header
+
+
+def _column_array(name: str, values: Any, source: str) -> np.ndarray:
+    """A summary column as float64: numbers only (no text, booleans or nulls), finite, and
+    counts >= 0."""
+    if isinstance(values, list):
+        odd = next((i for i, v in enumerate(values) if not _is_number(v)), None)
+        if odd is not None:
+            raise _refuse(source, f"column {name!r}, row {odd + 1}: {values[odd]!r:.60} is not a number")
+    try:
+        arr = np.asarray(values, dtype=np.float64).ravel()
+    except (TypeError, ValueError, OverflowError):
+        raise _refuse(source, f"column {name!r} must hold numbers") from None
+    bad = ~np.isfinite(arr) | ((arr < 0) if name != "score" else False)
+    if bad.any():
+        i = int(np.argmax(bad))
+        what = "finite" if name == "score" else "finite and >= 0"
+        raise InputError(f"{source}: summary column {name!r}, row {i + 1}: {arr[i]!r} must be {what}")
+    return arr
+
+
+def _from_columns(score: Any, n0: Any, n1: Any, header: dict[str, Any] | None, source: str) -> ScoreSummary:
+    """A summary from its columns and (checked) header, the two checked against each other;
+    without a header (a Parquet summary from another engine) the counts give rows and range."""
+    arrays = [_column_array(name, values, source) for name, values in (("score", score), ("n0", n0), ("n1", n1))]
+    if not arrays[0].size == arrays[1].size == arrays[2].size:
+        raise _refuse(source, "columns score, n0, n1 differ in length")
+    xs, n0_, n1_ = _aggregate(*arrays)
+    total0, total1 = float(np.sum(n0_)), float(np.sum(n1_))
+    if not np.isfinite(total0 + total1):
+        raise _refuse(source, "the counts n0 + n1 add up to more than a float64 holds")
+    if header is None:
+        header = {"rows": int(round(total0 + total1)), "positives": int(round(total1)),
+                  "score_range": [float(xs[0]), float(xs[-1])] if xs.size else [0.0, 0.0],
+                  "weighted": False, "step": None}
+    else:
+        _check_body(header, xs, n0_, n1_, source)
+    rng = header["score_range"]
+    extra = {k: v for k, v in header.items() if k not in _HEADER_KEYS}
+    return ScoreSummary(xs, n0_, n1_, header["rows"], header["positives"], (float(rng[0]), float(rng[1])),
+                        weighted=header["weighted"], step=header["step"], meta=extra)
+
+
+def _check_body(header: dict[str, Any], xs: np.ndarray, n0: np.ndarray, n1: np.ndarray, source: str) -> None:
+    """What a header promises about its body: row counts equal to the counts (unweighted),
+    no more scores than rows, and scores inside the score range (within a step)."""
+    rows, positives, step = header["rows"], header["positives"], header["step"]
+    if xs.size > rows:
+        raise _refuse(source, f"header field 'rows' is {rows}, fewer than the {xs.size} distinct scores")
+    if not header["weighted"]:
+        whole = (n0 == np.floor(n0)) & (n1 == np.floor(n1))
+        if not whole.all():
+            i = int(np.argmax(~whole))
+            raise _refuse(source, f"an unweighted summary counts whole rows, but score {float(xs[i])!r} has "
+                          f"n0={float(n0[i])!r}, n1={float(n1[i])!r}")
+        counted, counted1 = float(np.sum(n0) + np.sum(n1)), float(np.sum(n1))
+        if counted != rows:
+            raise _refuse(source, f"header field 'rows' is {rows}, but n0 + n1 add up to {counted:.17g}")
+        if counted1 != positives:
+            raise _refuse(source, f"header field 'positives' is {positives}, but n1 adds up to {counted1:.17g}")
+    else:
+        if float(np.sum(n1)) > 0 and positives == 0:
+            raise _refuse(source, "header field 'positives' is 0, but n1 holds positive weight")
+        if float(np.sum(n0)) > 0 and positives == rows:
+            raise _refuse(source, f"header field 'positives' equals 'rows' ({rows}), but n0 holds negative weight")
+    if xs.size:
+        lo, hi = (float(v) for v in header["score_range"])
+        slack = 0.0 if step is None else float(step)
+        if xs[0] < lo - slack or xs[-1] > hi + slack or (step is None and (xs[0] != lo or xs[-1] != hi)):
+            raise _refuse(source, f"header field 'score_range' is [{lo!r}, {hi!r}], but the scores run from "
+                          f"{float(xs[0])!r} to {float(xs[-1])!r}")
 
 
 def load(path: str) -> ScoreSummary:
     """Read a summary: a JSON or Parquet file from `save`, or any Parquet file or directory of
-    parts with columns score, n0, n1 (e.g. written by Spark); duplicate scores are merged."""
+    parts with columns score, n0, n1 (e.g. written by Spark); duplicate scores are merged.
+
+    A summary is checked as strictly as user input (`_check_header`, `_check_body`): a header
+    that says impossible things is refused with one line naming the file and the field."""
     from calibcli import io
 
     source = io.display_name(path)
@@ -295,9 +390,10 @@ def load(path: str) -> ScoreSummary:
 
 
 def _load_parquet(parts: Sequence[Any], source: str) -> ScoreSummary:
+    """Each part checked against its own header (when it has one), then merged."""
     import pyarrow.parquet as pq
 
-    tables, headers = [], []
+    summaries = []
     for part in parts:
         try:
             table = pq.read_table(part)
@@ -307,23 +403,32 @@ def _load_parquet(parts: Sequence[Any], source: str) -> ScoreSummary:
         if missing:
             raise InputError(f"{source}: summary has no column {missing[0]!r}",
                              hint="a summary has the columns score, n0 (negatives), n1 (positives)")
+        for name in ("score", "n0", "n1"):
+            kind = table.schema.field(name).type
+            if not (pa.types.is_floating(kind) or pa.types.is_integer(kind) or pa.types.is_decimal(kind)):
+                raise _refuse(source, f"column {name!r} has type {kind}, expected numbers")
         raw = (table.schema.metadata or {}).get(PARQUET_KEY)
+        header = None
         if raw is not None:
             try:
-                headers.append(_check_header(strictjson.loads(raw), source))
+                header = _check_header(strictjson.loads(raw), source)
             except strictjson.StrictJSONError as exc:
-                raise InputError(f"{source}: corrupt calibcli summary header ({exc})") from None
-        tables.append(table.select(["score", "n0", "n1"]).cast(
-            pa.schema([("score", pa.float64()), ("n0", pa.float64()), ("n1", pa.float64())])))
-    table = pa.concat_tables(tables)
-    header: dict[str, Any] = headers[0] if len(headers) == 1 and len(parts) == 1 else {}
-    if len(headers) == len(parts) and len(parts) > 1:
-        header = {"rows": sum(h["rows"] for h in headers), "positives": sum(h["positives"] for h in headers),
-                  "score_range": [min(h["score_range"][0] for h in headers),
-                                  max(h["score_range"][1] for h in headers)],
-                  "weighted": any(h.get("weighted") for h in headers), "step": headers[0].get("step")}
-    cols = [np.asarray(table.column(c).fill_null(float("nan"))) for c in ("score", "n0", "n1")]
-    return _from_columns(*cols, header, source)
+                raise _refuse(source, f"the header is not JSON ({exc})") from None
+        cols = [np.asarray(_pc_cast(table.column(c)).fill_null(float("nan"))) for c in ("score", "n0", "n1")]
+        summaries.append(_from_columns(*cols, header, source))
+    if len(summaries) == 1:
+        return summaries[0]
+    try:
+        merged = merge(summaries)
+    except UsageError as exc:
+        raise InputError(f"{source}: the parts {exc.message}") from None
+    return merged
+
+
+def _pc_cast(column: Any) -> Any:
+    import pyarrow.compute as pc
+
+    return pc.cast(column, pa.float64(), safe=False)
 
 
 def summarize_batches(batches: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray | None]],

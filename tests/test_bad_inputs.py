@@ -109,7 +109,7 @@ def test_bad_row_after_several_written_batches_leaves_no_file(corpus):
     body = "\n".join(np.char.mod("%.6f", scores)) + "\noops\n"
     (corpus / "big.csv").write_text("score\n" + body)
     result = runner.invoke(app, ["apply", "map_ok.json", "big.csv", "-o", "out/big_out.csv"])
-    case = {"error": ["big.csv: column 'score', a row after row ", "'oops' is not a number"]}
+    case = {"error": [f"big.csv: column 'score', row {n + 1}: 'oops' is not a number"]}
     check_failure(case, result.exit_code, result.stdout, result.stderr, corpus / "out")
 
 

@@ -92,6 +92,9 @@ def test_truncated_parquet_map(tmp_path, fitted):
 
 
 def test_non_finite_state_is_refused():
-    env = {"format": "calibcli.map", "state": {"x": [float("nan")]}}
-    with pytest.raises(MapError, match="non-finite"):
+    env = {"format": "calibcli.map", "state": {"x": [0.5, 1.0, float("nan")]}}
+    with pytest.raises(MapError, match=r"state\.x\[2\] is nan, and a map holds only finite numbers"):
+        maps.envelope_to_json(env)
+    env = {"format": "calibcli.map", "state": {"k": [[1, 2], [3, float("-inf")]]}, "training": {}}
+    with pytest.raises(MapError, match=r"state\.k\[1\]\[1\] is -inf"):
         maps.envelope_to_json(env)

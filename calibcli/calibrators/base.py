@@ -425,6 +425,21 @@ PROBE_SCORES = np.array([-1e300, -1e10, -1e3, -30.0, -5.0, -1.0, -1e-300, 0.0, 5
                          2.0, 5.0, 30.0, 1e3, 1e10, 1e300])
 
 
+def _one_class(y: np.ndarray, pos: float, neg: float, weighted: bool) -> FitError:
+    """Why a fit sees one class only, by its true cause: all weights zero, every label the
+    same, or every row of one class weighted zero."""
+    if weighted and pos <= 0 and neg <= 0:
+        return FitError("all weights are zero: calibration needs weight on both classes",
+                        hint="check --weight-col")
+    missing = 1 if pos <= 0 else 0
+    if not np.any(y == missing):
+        only = "0 (negative)" if missing == 1 else "1 (positive)"
+        return FitError(f"every label is {only}: calibration needs both classes",
+                        hint="check --label-col, or fit on more data")
+    return FitError(f"every row with label {missing} has weight zero: calibration needs weight on both classes",
+                    hint="check --weight-col")
+
+
 class Calibrator:
     """Base class: parameter handling, input checks, Platt correction, clipping, state."""
 
@@ -513,11 +528,7 @@ class Calibrator:
                 raise FitError("weights must be finite and non-negative")
         pos, neg = class_weights(y, w)
         if pos <= 0 or neg <= 0:
-            only = "positive (1)" if neg <= 0 else "negative (0)"
-            raise FitError(
-                f"every weighted label is {only}: calibration needs both classes",
-                hint="check --label-col, or fit on more data",
-            )
+            raise _one_class(y, pos, neg, weights is not None)
         if self.needs_probabilities and (s.min() < 0 or s.max() > 1):
             raise FitError(
                 f"method {self.name!r} needs scores in [0, 1], got range [{s.min():g}, {s.max():g}]"

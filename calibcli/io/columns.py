@@ -70,7 +70,9 @@ def _to_float(col: pa.ChunkedArray, name: str, source: str, offset: int) -> np.n
         return values.astype(np.float64, copy=False)
     if pa.types.is_boolean(typ) or pa.types.is_integer(typ) or pa.types.is_floating(typ) \
             or pa.types.is_decimal(typ):
-        return np.asarray(col.cast(pa.float64()), dtype=np.float64)
+        # Integers beyond 2**53 (int64, uint64 up to 2**64 - 1) round to the nearest float64,
+        # as a long decimal in a CSV does: numbers are read as float64.
+        return np.asarray(_pc().cast(col, pa.float64(), safe=False), dtype=np.float64)
     if pa.types.is_string(typ) or pa.types.is_large_string(typ):
         trimmed = _pc().utf8_trim_whitespace(col)
         with contextlib.suppress(pa.ArrowInvalid):  # numbers stored as text parse here
@@ -112,6 +114,8 @@ _LABEL_TEXT = {"0": 0.0, "1": 1.0, "0.0": 0.0, "1.0": 1.0, "false": 0.0, "true":
 def labels_from(table: pa.Table | pa.RecordBatch, name: str, source: str, offset: int = 0) -> np.ndarray:
     """A 0/1 label column (0/1 numbers, booleans, or the words true/false) as float64."""
     col = _column(table, name, source, "--label-col")
+    if pa.types.is_dictionary(col.type):  # e.g. a Parquet dictionary column of true/false
+        col = col.cast(col.type.value_type)
     if col.null_count:
         row = _first(np.asarray(col.is_null())) + 1 + offset
         raise InputError(f"{source}: column {shown(name)}, row {row}: empty label (labels must be 0 or 1)")

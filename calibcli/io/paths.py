@@ -71,10 +71,12 @@ def is_parts(path: str) -> bool:
     """True for a directory or a glob pattern (local or URI): an input made of Parquet part files."""
     if path == "-":
         return False
+    if not is_uri(path) and os.path.lexists(path):
+        return Path(path).is_dir()  # an existing path is taken literally, brackets and all
     if _GLOB_CHARS & set(path):
         return True
     if not is_uri(path):
-        return Path(path).is_dir()
+        return False
     import pyarrow.fs as pafs
 
     fs, inner = _filesystem(path)
@@ -84,8 +86,11 @@ def is_parts(path: str) -> bool:
         return False
 
 
-def _split_glob(path: str) -> tuple[str, str | None]:
-    """(root folder without wildcards, pattern relative to it or None)."""
+def _split_glob(path: str, literal: bool = False) -> tuple[str, str | None]:
+    """(root folder without wildcards, pattern relative to it or None); a `literal` path (one
+    that exists) is its own root, whatever characters it holds."""
+    if literal:
+        return path.rstrip("/") or "/", None
     pieces = path.split("/")
     fixed = next((i for i, piece in enumerate(pieces) if _GLOB_CHARS & set(piece)), len(pieces))
     if fixed == len(pieces):
@@ -108,7 +113,7 @@ def list_parts(path: str) -> list[tuple[str, str]]:
 
     uri = is_uri(path)
     fs, inner = _filesystem(path)
-    root, pattern = _split_glob(inner)
+    root, pattern = _split_glob(inner, literal=not uri and os.path.lexists(path))
     try:
         infos = fs.get_file_info(pafs.FileSelector(root, recursive=True))
     except FileNotFoundError:
@@ -138,7 +143,7 @@ def open_dataset(path: str) -> Any:
     import pyarrow.dataset as pads
 
     fs, inner = _filesystem(path)
-    root, _ = _split_glob(inner)
+    root, _ = _split_glob(inner, literal=not is_uri(path) and os.path.lexists(path))
     files = [p for p, _ in list_parts(path)]
     if is_uri(path):
         files = [_filesystem(f)[1] for f in files]

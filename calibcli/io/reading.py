@@ -6,8 +6,11 @@
   lines, otherwise CSV, or TSV when the header line has tabs and no commas.
 - UTF-8 BOM and CRLF line ends are accepted. Columns of any numeric or boolean type are
   read as float64.
-- Errors name the file, the column and the 1-based data row (header not counted) and the
-  offending value; they are `InputError`s, which the CLI prints as one line with exit 2.
+- Errors name the file, the column and the 1-based data row (header not counted, counted
+  across read blocks) and the offending value; they are `InputError`s, which the CLI prints
+  as one line with exit 2. Column names must be unique (`_check_header`).
+- A row longer than the read block (a cell or JSON line of megabytes) is read by reading
+  the input again with larger blocks; stdin is kept in memory for whole-table reads.
 - A directory, glob or URI of Parquet parts is read as one dataset (`paths`).
 """
 
@@ -16,13 +19,14 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io as _io
+import json
 import os
 import re
 import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Callable, Iterator
 
 import pyarrow as pa
 
@@ -139,11 +143,16 @@ class _Prefixed(_io.RawIOBase):
 
 @dataclass
 class Source:
-    """An opened input: its display name, format and a binary stream (or Parquet buffer)."""
+    """An opened input: its display name, format and a binary stream (or Parquet buffer).
+
+    `reopen`, for text read from a regular file or URI, opens the same (decompressed) bytes
+    again from the start: a read retried with a larger block size, or an error's row found.
+    """
 
     name: str
     format: str
     stream: Any  # binary file-like for text formats; pyarrow buffer or path for Parquet
+    reopen: Callable[[], IO[bytes]] | None = None
 
 
 def _read_head(fh: IO[bytes]) -> bytes:
@@ -187,7 +196,7 @@ def open_source(path: str, fmt: str | None = None) -> Source:
             raise InputError(f"{name}: empty input (no header, no rows)")
         _refuse_utf16(name, inner)
         fmt = fmt or sniff_format(inner)
-        return Source(name, fmt, _io.BufferedReader(_Prefixed(inner, stream)))
+        return Source(name, fmt, _io.BufferedReader(_Prefixed(inner, stream)), _reopener(path, fmt))
     _refuse_utf16(name, head)
     fmt = fmt or sniff_format(head)
     if fmt == "parquet":
@@ -195,7 +204,14 @@ def open_source(path: str, fmt: str | None = None) -> Source:
             raw.close()
             return Source(name, fmt, open_uri(path) if is_uri(path) else path)
         return Source(name, fmt, pa.py_buffer(head + raw.read()))
-    return Source(name, fmt, _io.BufferedReader(_Prefixed(head, raw)))
+    return Source(name, fmt, _io.BufferedReader(_Prefixed(head, raw)), _reopener(path, fmt))
+
+
+def _reopener(path: str, fmt: str) -> Callable[[], IO[bytes]] | None:
+    """How to read a regular file or URI's text again (None for stdin, pipes and devices)."""
+    if path == "-" or not (is_uri(path) or os.path.isfile(path)):
+        return None
+    return lambda: open_source(path, fmt).stream
 
 
 # ---------------------------------------------------------------------------- tables
@@ -235,15 +251,19 @@ def _arrow_error(source: Source, exc: Exception) -> InputError:
 def _late_type_error(source: Source, names: list[str], done: int, exc: Exception) -> InputError | None:
     """A streamed CSV whose column types came from the first block and a later value breaks them.
 
-    pyarrow names neither the column nor the row; we know the column and that the row lies after
-    the `done` rows already streamed.
+    pyarrow names neither the column nor the row; the input is read again to find the first
+    row past the `done` rows already streamed that holds the value (`a row after row N` when
+    it cannot be read again).
     """
     found = re.search(r"In CSV column #(\d+): CSV conversion error to (\w+): invalid value '(.*)'", str(exc))
     if not found:
         return None
     index, typ, value = int(found.group(1)), found.group(2), found.group(3)
-    column = repr(names[index]) if index < len(names) else f"#{index + 1}"
-    return InputError(f"{source.name}: column {column}, a row after row {done}: {shown(value)} is not "
+    row = _find_row(source, done, lambda fields, header: len(fields) > index and fields[index] == value)
+    names = names or _header(source)
+    column = shown(names[index]) if index < len(names) else f"#{index + 1}"
+    where = f"row {row}" if row is not None else f"a row after row {done}"
+    return InputError(f"{source.name}: column {column}, {where}: {shown(value)} is not "
                       f"{'a number' if typ in ('double', 'int64', 'float') else 'of type ' + typ} "
                       "like the rows before it",
                       hint="find it with: grep -n -F -- " + shlex.quote(value) + " "
@@ -251,12 +271,18 @@ def _late_type_error(source: Source, names: list[str], done: int, exc: Exception
 
 
 def _check_header(source: Source, schema: pa.Schema) -> None:
-    """Column names must be UTF-8 (pyarrow only fails later, with a bare UnicodeDecodeError)."""
+    """Column names must be UTF-8 (pyarrow only fails later, with a bare UnicodeDecodeError)
+    and unique: a name given twice would make `--score-col` ambiguous and the rows `apply`
+    passes through (JSON objects with a key twice), so it is refused for every command."""
     try:
-        schema.names
+        names = schema.names
     except UnicodeDecodeError:
         raise InputError(f"{source.name}: the header is not UTF-8 text",
                          hint="is it a text file? calib reads UTF-8 CSV, TSV, JSON lines and Parquet") from None
+    if len(set(names)) != len(names):
+        name = next(n for i, n in enumerate(names) if n in names[:i])
+        raise InputError(f"{source.name}: column {shown(name)} appears {names.count(name)} times in the header",
+                         hint="column names must be unique: rename or drop the copies")
 
 
 _prefetched: dict[tuple, Any] = {}  # prefetch key -> Future of read_table's result
@@ -301,6 +327,7 @@ def read_table(path: str, fmt: str | None = None, string_columns: tuple[str, ...
 def _read_table(path: str, fmt: str | None, string_columns: tuple[str, ...]) -> pa.Table:
     if is_parts(path):
         dataset = open_dataset(path)
+        _check_header(Source(display_name(path), "parquet", dataset), dataset.schema)
         try:
             return _cast_strings(dataset.to_table(), string_columns)
         except (pa.ArrowException, OSError) as exc:
@@ -312,20 +339,212 @@ def _read_table(path: str, fmt: str | None, string_columns: tuple[str, ...]) -> 
 
             table = pq.ParquetFile(source.stream).read()  # read_table would import pyarrow.dataset (0.3 s)
             table = _cast_strings(table, string_columns)
-        elif source.format == "jsonl":
-            import pyarrow.json as pajson
-
-            table = _cast_strings(pajson.read_json(source.stream), string_columns)
         else:
-            import pyarrow.csv as pacsv
-
-            read, parse, convert = _csv_options(source.format, string_columns)
-            table = pacsv.read_csv(source.stream, read_options=read, parse_options=parse,
-                                   convert_options=convert)
+            return _read_text_table(source, string_columns)
     except (pa.ArrowException, OSError, EOFError) as exc:
         raise _arrow_error(source, exc) from None
     _check_header(source, table.schema)
     return table
+
+
+_BLOCK = {"csv": 1 << 20, "tsv": 1 << 20, "jsonl": 1 << 20}  # pyarrow's default block sizes
+_STREAM_BLOCK = {"csv": 1 << 22, "tsv": 1 << 22, "jsonl": 1 << 20}
+MAX_BLOCK = 1 << 30
+MAX_PIPE_BLOCK = 1 << 26  # stdin and pipes are kept in memory to be read again: /dev/zero never ends
+
+
+def _larger_block(block: int, exc: Exception, limit: int = MAX_BLOCK) -> int | None:
+    """The block size to retry with when a row did not fit in one block (a cell or a JSON line
+    of megabytes), or None for any other error or once past `limit`."""
+    if "straddl" not in str(exc) or block >= limit:
+        return None
+    return min(block * 16, limit)
+
+
+class _Kept:
+    """A stream whose bytes are kept as they are read, so it can be read again from the start
+    (`open`): stdin and pipes, for a whole-table read (the table holds every row anyway)."""
+
+    def __init__(self, stream: IO[bytes]):
+        self.stream = stream
+        self.data = bytearray()
+
+    def open(self) -> IO[bytes]:
+        return _io.BufferedReader(_KeptReader(self))
+
+
+class _KeptReader(_io.RawIOBase):
+    def __init__(self, kept: _Kept):
+        self._kept = kept
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        kept = self._kept
+        if self._pos >= len(kept.data):
+            chunk = kept.stream.read(len(buf))
+            if not chunk:
+                return 0
+            kept.data += chunk
+        n = min(len(buf), len(kept.data) - self._pos)
+        buf[:n] = kept.data[self._pos:self._pos + n]
+        self._pos += n
+        return n
+
+
+def _read_text_table(source: Source, string_columns: tuple[str, ...]) -> pa.Table:
+    """A whole CSV, TSV or JSON lines input; a row longer than the block size is read by
+    reading again with larger blocks (up to `MAX_BLOCK`, `MAX_PIPE_BLOCK` for stdin and
+    pipes, whose bytes are kept as they are read)."""
+    limit = MAX_BLOCK
+    if source.reopen is None:
+        kept = _Kept(source.stream)
+        source = Source(source.name, source.format, kept.open(), kept.open)
+        limit = MAX_PIPE_BLOCK
+    block = _BLOCK[source.format]
+    while True:
+        try:
+            table = _parse_text(source.stream, source.format, string_columns, block)
+            break
+        except (pa.ArrowException, OSError, EOFError) as exc:
+            larger = _larger_block(block, exc, limit)
+            if larger is None:
+                raise _text_error(source, exc, 0, limit=limit) from None
+            block, source.stream = larger, source.reopen()  # type: ignore[misc]
+    _check_header(source, table.schema)
+    return table
+
+
+def _parse_text(stream: Any, fmt: str, string_columns: tuple[str, ...], block: int) -> pa.Table:
+    if fmt == "jsonl":
+        import pyarrow.json as pajson
+
+        return _cast_strings(pajson.read_json(stream, read_options=pajson.ReadOptions(block_size=block)),
+                             string_columns)
+    import pyarrow.csv as pacsv
+
+    read, parse, convert = _csv_options(fmt, string_columns, block_size=block)
+    return pacsv.read_csv(stream, read_options=read, parse_options=parse, convert_options=convert)
+
+
+def _open_text_reader(stream: Any, fmt: str, string_columns: tuple[str, ...], block: int,
+                      fixed: pa.Schema | None = None) -> Any:
+    """A streaming CSV/TSV/JSON lines reader; `fixed` keeps the column types of a first read."""
+    if fmt == "jsonl":
+        import pyarrow.json as pajson
+
+        parse = (pajson.ParseOptions(explicit_schema=fixed, unexpected_field_behavior="error")
+                 if fixed is not None else None)
+        return pajson.open_json(stream, read_options=pajson.ReadOptions(block_size=block), parse_options=parse)
+    import pyarrow.csv as pacsv
+
+    read, parse, convert = _csv_options(fmt, string_columns, block_size=block)
+    if fixed is not None:
+        convert.column_types = {f.name: f.type for f in fixed}
+    return pacsv.open_csv(stream, read_options=read, parse_options=parse, convert_options=convert)
+
+
+def _data_rows(stream: IO[bytes], fmt: str) -> Iterator[tuple[int, Any]]:
+    """(1-based data row, its fields or JSON text) of a text input, as pyarrow counts rows
+    (empty lines skipped); for CSV/TSV the header comes first as row 0. Error path only."""
+    text = _io.TextIOWrapper(stream, encoding="utf-8-sig", errors="replace", newline="")
+    row = 0
+    if fmt == "jsonl":
+        for line in text:
+            if line.strip():
+                row += 1
+                yield row, line
+        return
+    import csv
+
+    csv.field_size_limit(max(csv.field_size_limit(), (1 << 31) - 1))
+    for fields in csv.reader(text, delimiter="\t" if fmt == "tsv" else ","):
+        if fields or row == 0:
+            yield row, fields
+            row += 1
+
+
+def _find_row(source: Source, after: int, bad: Callable[[Any, Any], bool]) -> int | None:
+    """The first data row past `after` for which `bad(fields, header)` holds, reading the input
+    again (None when it cannot be read again or no row matches)."""
+    if source.reopen is None:
+        return None
+    import csv
+
+    try:
+        rows = _data_rows(source.reopen(), source.format)
+        header = None if source.format == "jsonl" else next(rows)[1]
+        for row, fields in rows:
+            if row > after and bad(fields, header):
+                return row
+    except (OSError, EOFError, ValueError, csv.Error, InputError):
+        return None
+    return None
+
+
+def _header(source: Source) -> list[str]:
+    """The header row of a CSV/TSV input read again ([] when it cannot be)."""
+    if source.reopen is None:
+        return []
+    try:
+        return list(next(_data_rows(source.reopen(), source.format))[1])
+    except (OSError, EOFError, ValueError, StopIteration):
+        return []
+
+
+def _bad_json(line: str, header: Any) -> bool:
+    try:
+        return not isinstance(json.loads(line), dict)
+    except ValueError:
+        return True
+
+
+def _text_error(source: Source, exc: Exception, done: int, block_start: int | None = None,
+                names: list[str] | None = None, limit: int = MAX_BLOCK) -> InputError:
+    """A CSV/TSV/JSON lines read error naming the true 1-based data row when it can be found.
+
+    pyarrow counts JSON rows from 0 within a block (`block_start`: the rows before the
+    failing block, when streaming) and names no row for a ragged CSV row or a late
+    conversion error; the row is then found by reading the input again.
+    """
+    text = str(exc)
+    if "straddl" in text:
+        if source.reopen is None:
+            return InputError(f"{source.name}: a row after row {done} does not fit in a read block of "
+                              f"{_STREAM_BLOCK[source.format] >> 20} MiB, and a pipe cannot be read again "
+                              "with a larger one", hint="give the file's path instead of a pipe")
+        return InputError(f"{source.name}: a row after row {done} is longer than {limit >> 20} MiB"
+                          + (", the longest read from a pipe" if limit < MAX_BLOCK else ""),
+                          hint="is it a text file? check the quoting of that row")
+    if source.format == "jsonl":
+        found = re.search(r"^(JSON parse error: .*?) in row (\d+)$", text.strip().splitlines()[0] if text.strip() else "")
+        if found:
+            row = (block_start + int(found.group(2)) + 1 if block_start is not None
+                   else _find_row(source, done, _bad_json))
+            where = f"row {row}" if row is not None else f"a row after row {done}"
+            return InputError(f"{source.name}: {where}: {found.group(1)}")
+        if "unexpected field" in text and names:
+            known = set(names)
+            row = _find_row(source, done, lambda line, header: not _bad_json(line, header)
+                            and not set(json.loads(line)) <= known)
+            where = f"row {row}" if row is not None else f"a row after row {done}"
+            return InputError(f"{source.name}: {where} has a key the first rows do not have",
+                              hint="calib streams JSON lines with the keys of the first rows: "
+                              "give every row the same keys")
+        return _arrow_error(source, exc)
+    late = _late_type_error(source, names or [], done, exc)
+    if late is not None:
+        return late
+    error = _arrow_error(source, exc)
+    if re.search(r"Expected \d+ columns, got \d+", text):
+        row = _find_row(source, done, lambda fields, header: len(fields) != len(header))
+        where = f"row {row}" if row is not None else f"a row after row {done}" if done else None
+        if where is not None:
+            error = InputError(error.message.replace(f"{source.name}: a row has", f"{source.name}: {where} has", 1),
+                               hint=error.hint)
+    return error
 
 
 def iter_batches(path: str, fmt: str | None = None, string_columns: tuple[str, ...] = (),
@@ -353,18 +572,8 @@ def iter_batches(path: str, fmt: str | None = None, string_columns: tuple[str, .
                 string_columns = tuple(c for c in string_columns if c not in as_dictionary)
             reader: Any = _parquet_batches(pf)
             schema = pf.schema_arrow
-        elif source.format == "jsonl":
-            import pyarrow.json as pajson
-
-            reader = pajson.open_json(source.stream)
-            schema = reader.schema
         else:
-            import pyarrow.csv as pacsv
-
-            read, parse, convert = _csv_options(source.format, string_columns, block_size=1 << 22)
-            reader = pacsv.open_csv(source.stream, read_options=read, parse_options=parse,
-                                    convert_options=convert)
-            schema = reader.schema
+            return _text_batches(source, string_columns)
     except (pa.ArrowException, OSError, EOFError) as exc:
         raise _arrow_error(source, exc) from None
     _check_header(source, schema)
@@ -372,13 +581,61 @@ def iter_batches(path: str, fmt: str | None = None, string_columns: tuple[str, .
                         for f in schema])
 
     def batches() -> Iterator[pa.RecordBatch]:
-        done = 0
         try:
-            for batch in reader:
-                yield _cast_strings_batch(batch, string_columns)
-                done += batch.num_rows
+            yield from (_cast_strings_batch(batch, string_columns) for batch in reader)
         except (pa.ArrowException, OSError, EOFError) as exc:
-            raise _late_type_error(source, schema.names, done, exc) or _arrow_error(source, exc) from None
+            raise _arrow_error(source, exc) from None
+        finally:
+            _close_reader(reader)
+
+    return source, schema, batches()
+
+
+def _text_batches(source: Source, string_columns: tuple[str, ...]
+                  ) -> tuple[Source, pa.Schema, Iterator[pa.RecordBatch]]:
+    """Stream CSV/TSV/JSON lines. A row longer than the block size (a cell or a JSON line of
+    megabytes) is read by opening the input again with larger blocks, the column types of the
+    first read kept and the rows already streamed skipped; errors name the true row."""
+    block = _STREAM_BLOCK[source.format]
+    while True:
+        try:
+            reader = _open_text_reader(source.stream, source.format, string_columns, block)
+            break
+        except (pa.ArrowException, OSError, EOFError) as exc:
+            larger = _larger_block(block, exc) if source.reopen is not None else None
+            if larger is None:
+                raise _text_error(source, exc, 0, block_start=0) from None
+            block, source.stream = larger, source.reopen()  # type: ignore[misc]
+    raw_schema = reader.schema
+    _check_header(source, raw_schema)
+    schema = pa.schema([pa.field(f.name, pa.string()) if f.name in string_columns else f
+                        for f in raw_schema])
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        nonlocal reader, block
+        done = read = skip = 0  # rows streamed; rows the current reader gave; rows to skip
+        try:
+            while True:
+                try:
+                    if reader is None:
+                        reader = _open_text_reader(source.reopen(), source.format,  # type: ignore[misc]
+                                                   string_columns, block, fixed=raw_schema)
+                    for batch in reader:
+                        read += batch.num_rows
+                        if skip >= batch.num_rows:
+                            skip -= batch.num_rows
+                            continue
+                        if skip:
+                            batch, skip = batch.slice(skip), 0
+                        yield _cast_strings_batch(batch, string_columns)
+                        done += batch.num_rows
+                    return
+                except (pa.ArrowException, OSError, EOFError) as exc:
+                    larger = _larger_block(block, exc) if source.reopen is not None else None
+                    if larger is None:
+                        raise _text_error(source, exc, done, block_start=read, names=raw_schema.names) from None
+                    _close_reader(reader)
+                    block, skip, read, reader = larger, done, 0, None
         finally:
             _close_reader(reader)
 
@@ -437,6 +694,7 @@ def _dataset_batches(path: str, string_columns: tuple[str, ...]
                      ) -> tuple[Source, pa.Schema, Iterator[pa.RecordBatch]]:
     dataset = open_dataset(path)
     source = Source(display_name(path), "parquet", dataset)
+    _check_header(source, dataset.schema)
     schema = pa.schema([pa.field(f.name, pa.string()) if f.name in string_columns else f
                         for f in dataset.schema])
 
