@@ -147,6 +147,29 @@ def test_bad_baselines_exit_2(scores, tmp_path):
     assert other.stderr.splitlines()[0] == (f"error: {base}: baseline is for 'good', this run evaluates 'bad'")
 
 
+@pytest.mark.parametrize("saved, now, gate, line", [
+    (["--ece-bins", "5"], [], "ece=0.01", "baseline was computed with --ece-bins 5, this run uses --ece-bins 10"),
+    (["--ece-strategy", "quantile"], [], "mce=0.01",
+     "baseline was computed with --ece-strategy 'quantile', this run uses --ece-strategy 'uniform'"),
+    ([], ["--weight-col", "label"], "log-loss=1%", "baseline was computed with no --weight-col, this run uses "
+     "--weight-col 'label'"),
+    (["--step", "0.01"], [], "auc=0.01", "baseline was computed with --step 0.01, this run uses no --step"),
+    (["--calbin-window", "50"], [], "calbin=0.01", "baseline was computed with --calbin-window 50, this run uses "
+     "--calbin-window 100"),
+])
+def test_a_baseline_with_other_settings_is_refused(scores, tmp_path, saved, now, gate, line):
+    base = tmp_path / "base.json"
+    assert run(scores, "--prob-col", "good", *saved, "--save-baseline", base).exit_code == 0
+    other = run(scores, "--prob-col", "good", *now, "--baseline", base, "--max-regression", gate)
+    assert other.exit_code == 2, other.stderr
+    assert other.stderr.splitlines() == [f"error: {base}: {line}" + other.stderr.split(line, 1)[1].rstrip("\n")]
+    assert line in other.stderr and len(other.stderr.splitlines()) == 1
+    same = run(scores, "--prob-col", "good", *saved, "--baseline", base, "--max-regression", gate)
+    assert same.exit_code == 0, same.stderr
+    unaffected = run(scores, "--prob-col", "good", *now, "--baseline", base, "--max-regression", "brier=100%")
+    assert unaffected.exit_code == (2 if "--weight-col" in now else 0), unaffected.stderr
+
+
 def test_bootstrap_intervals_and_gating_on_the_interval(scores):
     args = [scores, "--prob-col", "bad", "--field-col", "field", "--json", "--bootstrap", 60, "--seed", 4]
     first = json.loads(run(*args).stdout)

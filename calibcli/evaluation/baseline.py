@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from calibcli import io, strictjson
 from calibcli.io import targets
 from calibcli.errors import InputError, UsageError
+from calibcli.evaluation import metrics as metrics_table
 from calibcli.evaluation.bootstrap import BootstrapPlan
 from calibcli.evaluation.gates import GateReport
 
@@ -128,6 +129,41 @@ class Baseline:
     field_col: str | None
     calbin_window: int | None
     metrics: dict[str, dict[str, float | None]]  # result name -> metric -> value
+    settings: dict[str, Any] | None = None  # the GATED_SETTINGS it was computed with (None: defaults)
+
+    def setting(self, key: str) -> Any:
+        """The baseline's value of a gated setting; a report that did not record it used the
+        default of its time (`GATED_SETTINGS`)."""
+        if key == "field_col":
+            return self.field_col
+        if key == "calbin_window":
+            return _DEFAULTS[key] if self.calbin_window is None else self.calbin_window
+        value = (self.settings or {}).get(key)
+        return _DEFAULTS[key] if value is None else value
+
+
+@dataclass(frozen=True)
+class GatedSetting:
+    """An option that changes some metrics' values: a baseline must have used the same."""
+
+    option: str
+    metrics: frozenset[str]  # the metrics whose value it changes
+    default: Any  # its value in reports that did not record it
+
+
+_ALL = frozenset(metrics_table.METRICS)
+# --step keeps log-loss, Brier, ECE/MCE (equal-width bins), Spiegelhalter and the field
+# metrics exact (state.py); only these move with it.
+STEP_METRICS = frozenset({"auc", "calbin", "cal_slope", "cal_intercept"})
+GATED_SETTINGS: dict[str, GatedSetting] = {
+    "field_col": GatedSetting("--field-col", frozenset({"field_ece", "field_rce"}), None),
+    "calbin_window": GatedSetting("--calbin-window", frozenset({"calbin"}), metrics_table.CALBIN_WINDOW),
+    "ece_bins": GatedSetting("--ece-bins", frozenset({"ece", "mce"}), metrics_table.ECE_BINS),
+    "ece_strategy": GatedSetting("--ece-strategy", frozenset({"ece", "mce"}), "uniform"),
+    "weight_col": GatedSetting("--weight-col", _ALL, None),
+    "step": GatedSetting("--step", STEP_METRICS, None),
+}
+_DEFAULTS = {k: g.default for k, g in GATED_SETTINGS.items()}
 
 
 BASELINE_LIMITS = strictjson.Limits(max_bytes=256 << 20)
@@ -168,6 +204,12 @@ def load_baseline(path: str) -> Baseline:
         raise bad(f"baseline 'field_col' is {field_col!r:.40}, not a column name or null")
     if window is not None and (not _is_int(window) or window < 1):
         raise bad(f"baseline 'calbin_window' is {window!r:.40}, not a positive integer or null")
+    settings = {}
+    for key, valid, what in _SETTING_TYPES:
+        value = doc.get(key)
+        if value is not None and not valid(value):
+            raise bad(f"baseline {key!r} is {value!r:.40}, not {what} or null")
+        settings[key] = value
     if len(doc["results"]) > MAX_RESULTS:
         raise bad(f"baseline has {len(doc['results'])} results, more than {MAX_RESULTS}")
     results: dict[str, dict[str, float | None]] = {}
@@ -186,28 +228,55 @@ def load_baseline(path: str) -> Baseline:
                 raise bad(f"results[{i}] metric {key!r:.40} is {value!r:.40}, not a number")
             values[key] = None if value is None else float(value)  # strictjson: always finite
         results[name] = values
-    return Baseline(path, field_col, window, results)
+    return Baseline(path, field_col, window, results, settings)
 
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+_SETTING_TYPES = (
+    ("ece_bins", lambda v: _is_int(v) and v >= 1, "a positive integer"),
+    ("ece_strategy", lambda v: v in metrics_table.ECE_STRATEGIES, "'uniform' or 'quantile'"),
+    ("weight_col", lambda v: isinstance(v, str), "a column name"),
+    ("step", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0, "a positive number"),
+)
+
+
+def _described(option: str, value: Any) -> str:
+    if value is None:
+        return f"no {option}"
+    return f"{option} {value!r}" if isinstance(value, str) else f"{option} {value}"
+
+
 def check_baseline(baseline: Baseline, names: Sequence[str], field_col: str | None,
-                   calbin_window: int, spec: GateSpec) -> None:
-    """Refuse a baseline that was computed on other columns, maps or settings (exit 2)."""
+                   calbin_window: int, spec: GateSpec, **settings: Any) -> None:
+    """Refuse a baseline that was computed on other columns, maps or settings (exit 2).
+
+    `settings` are this run's other GATED_SETTINGS (ece_bins, ece_strategy, weight_col,
+    step; a setting not given is its default). A setting must match the baseline's when a
+    --max-regression gate is on a metric it changes; the refusal names the setting and
+    both values. The baseline's point values are what is compared (with --gate-on upper,
+    this run's interval against them), so its --bootstrap settings do not enter.
+    """
     if set(baseline.metrics) != set(names):
         raise UsageError(
             f"{baseline.path}: baseline is for {', '.join(map(repr, baseline.metrics)) or 'nothing'}, "
             f"this run evaluates {', '.join(map(repr, names))}",
             hint="evaluate the same --prob-col/--map as the baseline, or save a new one with --save-baseline")
     regressed = {lim.metric for lim in spec.max_regression}
-    if regressed & {"field_ece", "field_rce"} and baseline.field_col != field_col:
-        raise UsageError(f"{baseline.path}: baseline field metrics are for --field-col "
-                         f"{baseline.field_col!r}, this run uses {field_col!r}")
-    if "calbin" in regressed and baseline.calbin_window not in (None, calbin_window):
-        raise UsageError(f"{baseline.path}: baseline CalBin used --calbin-window "
-                         f"{baseline.calbin_window}, this run uses {calbin_window}")
+    unknown = set(settings) - set(GATED_SETTINGS)
+    if unknown:
+        raise TypeError(f"check_baseline: unknown settings {sorted(unknown)}")
+    ours = {**_DEFAULTS, **{k: v for k, v in settings.items() if v is not None},
+            "field_col": field_col, "calbin_window": calbin_window}
+    for key, gated in GATED_SETTINGS.items():
+        changed = sorted(regressed & gated.metrics)
+        theirs, mine = baseline.setting(key), ours[key]
+        if changed and theirs != mine:
+            shown = ", ".join(metrics_table.METRICS[m][0] for m in changed)
+            raise UsageError(f"{baseline.path}: baseline was computed with {_described(gated.option, theirs)}, "
+                             f"this run uses {_described(gated.option, mine)}: its {shown} cannot be compared")
     for name in names:
         for metric in sorted(regressed):
             if metric not in baseline.metrics[name]:

@@ -80,7 +80,8 @@ def evaluate_file(
     if opts.gates.baseline is not None:
         baseline = load_baseline(opts.gates.baseline)
         check_baseline(baseline, [*prob_cols, *(io.display_name(m) for m, _ in loaded)],
-                             field_col, calbin_window, opts.gates)
+                       field_col, calbin_window, opts.gates, ece_bins=opts.ece_bins,
+                       ece_strategy=opts.ece_strategy, weight_col=opts.weight_col, step=opts.step)
     source, rows, positives, columns = _evaluation_states(
         path, fmt, label_col, score_col, prob_cols, loaded, field_col, opts)
 
