@@ -303,7 +303,7 @@ def evaluate(
     ece_bins: Annotated[int, typer.Option("--ece-bins", help="Bins of ECE and MCE (as scikit-learn's calibration_curve n_bins)." + _range("--ece-bins"))] = 10,
     ece_strategy: Annotated[str, typer.Option("--ece-strategy", help="ECE/MCE bins: uniform (equal width) or quantile (equal mass), as scikit-learn's calibration_curve.")] = "uniform",
     weight_col: Annotated[Optional[str], typer.Option("--weight-col", help="Column of non-negative row weights (every metric is weighted).")] = None,
-    step: Annotated[Optional[float], typer.Option("--step", help="Bucket p to multiples of STEP for AUC and CalBin (bounded memory; error bounds in docs/algorithms.md); default exact.")] = None,
+    step: Annotated[Optional[float], typer.Option("--step", help="Keep p bucketed to multiples of STEP (bounded memory): AUC and CalBin within the JSON's step_bounds, slope/intercept n/a, the rest exact; default exact." + _range("--step"))] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (versioned schema): the same as --output json.")] = False,
     output_kind: Annotated[str, typer.Option("--output", help="What stdout gets: table (stacked blocks when the terminal is narrow), json, csv or markdown.")] = "table",
     fail_above: Annotated[List[str], typer.Option("--fail-above", metavar="METRIC=X", help="Gate: exit 1 if METRIC is above X (e.g. field-rce=0.12); repeatable.")] = [],
@@ -332,7 +332,7 @@ def evaluate(
     calib evaluate test.csv --field-col field --baseline base.json --max-regression field-rce=5%
     """
     from calibcli import progress
-    bounds.check(calbin_window=calbin_window, bootstrap=bootstrap, seed=seed, top=top, ece_bins=ece_bins)
+    bounds.check(calbin_window=calbin_window, bootstrap=bootstrap, seed=seed, top=top, ece_bins=ece_bins, step=step)
     from calibcli.evaluation import baseline as evaluation_json, evaluate as evaluation, gates, report as render
     from calibcli.evaluation.bootstrap import BootstrapPlan
     from calibcli.io.targets import check_output

@@ -274,14 +274,22 @@ def test_step_reports_bounds_and_stays_within_them(scores):
     got, ref = out["results"][0], exact["results"][0]
     for key in ("auc", "calbin"):
         assert abs(got["metrics"][key] - ref["metrics"][key]) <= got["step_bounds"][key]
-    for key in ("log_loss", "brier", "ece", "field_ece", "field_rce"):
-        assert got["metrics"][key] == pytest.approx(ref["metrics"][key], rel=1e-12)
+    for key in ("log_loss", "brier", "ece", "mce", "spiegelhalter_z", "spiegelhalter_p", "field_ece", "field_rce"):
+        assert got["step_bounds"][key] == 0
+        assert got["metrics"][key] == pytest.approx(ref["metrics"][key], rel=1e-9), key
+    assert got["metrics"]["cal_slope"] is None and got["step_bounds"]["cal_slope"] is None
+    assert got["metrics"]["cal_intercept"] is None and got["step_bounds"]["cal_intercept"] is None
+    table = run(scores, "--prob-col", "good", "--step", "0.01", "--ece-bins", "7", "--json")
+    seven = json.loads(run(scores, "--prob-col", "good", "--ece-bins", "7", "--json").stdout)["results"][0]
+    for key in ("ece", "mce"):
+        assert json.loads(table.stdout)["results"][0]["metrics"][key] == pytest.approx(seven["metrics"][key], rel=1e-9)
 
 
 @pytest.mark.parametrize("args, message", [
     (["--bootstrap", "5", "--weight-col", "good"], "cannot resample weighted rows"),
     (["--bootstrap", "5", "--step", "0.01"], "cannot be combined with --step"),
-    (["--step", "0"], "--step must be a positive number"),
+    (["--step", "0"], "--step 0.0 is out of range"),
+    (["--step", "0.01", "--ece-strategy", "quantile"], "it cannot be combined with --step"),
     (["--weight-col", "nope"], "nope"),
 ])
 def test_step_weight_and_bootstrap_usage_errors(scores, args, message):

@@ -15,7 +15,7 @@ from calibcli.errors import InputError, UsageError
 from calibcli.evaluation import diagnostics, gates, metrics
 from calibcli.evaluation.baseline import EvalRow, Evaluation, check_baseline, load_baseline
 from calibcli.evaluation.bootstrap import BootstrapPlan, state_intervals
-from calibcli.evaluation.state import EvalState, StateBuilder
+from calibcli.evaluation.state import STEP_QUANTILE, EvalState, StateBuilder
 
 
 @dataclass
@@ -66,6 +66,8 @@ def evaluate_file(
                          "which rows are drawn, not only how many)", hint="drop --weight-col or --bootstrap")
     if opts.bootstrap is not None and opts.step is not None:
         raise UsageError("--bootstrap needs the exact probabilities; it cannot be combined with --step")
+    if opts.step is not None and opts.ece_strategy != "uniform":
+        raise UsageError(STEP_QUANTILE, hint="use --ece-strategy uniform (exact under --step), or drop --step")
     if opts.step is not None and not (np.isfinite(opts.step) and opts.step > 0):
         raise UsageError(f"--step must be a positive number, got {opts.step!r}")
     gates.require_field_col(opts.gates, field_col)
@@ -133,7 +135,7 @@ def _evaluation_states(path, fmt, label_col, score_col, prob_cols, loaded, field
             raise io.missing_column(col, schema.names, name, flag)
     cells = opts.bootstrap is not None and field_col is not None
     total = io.parquet_rows(path) if not cells and opts.step is None and opts.weight_col is None else None
-    builders = [StateBuilder(opts.step, cells, total) for _ in (*prob_cols, *loaded)]
+    builders = [StateBuilder(opts.step, cells, total, opts.ece_bins) for _ in (*prob_cols, *loaded)]
     offset = positives = 0
     for batch in batches:
         y = io.labels_from(batch, label_col, name, offset)
