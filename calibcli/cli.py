@@ -393,7 +393,7 @@ def _report_gates(gate) -> None:
         console.info(f"gates passed: {len(gate.checks)} checks")
         return
     for check in gate.failed:
-        console.err().print(f"gate failed: {check.describe()}", markup=False, highlight=False)
+        console.err().print(f"gate failed: {console.safe(check.describe())}", markup=False, highlight=False)
     console.err().print(f"{len(gate.failed)} of {len(gate.checks)} gate checks failed",
                         markup=False, highlight=False)
     raise typer.Exit(ExitCode.GATE_FAILED)
@@ -448,8 +448,9 @@ def compare(
         if as_json:
             typer.echo(json.dumps(result.to_json(), indent=2))
         else:
-            console.data_console(highlight=False, width=None if sys.stdout.isatty() else 200).print(
-                comparing.table(result))
+            from calibcli.evaluation import report as render
+
+            render.print_grid(render.stdout_console(), comparing.grid(result))
     if output is not None:
         console.info(f"saved the {result.best.method} map, refitted on all {result.rows} rows, to {output}")
 
@@ -493,11 +494,19 @@ def main() -> None:
     if "pandas" not in sys.modules:
         sys.meta_path.insert(0, _NoPandas())
     targets.install_signal_cleanup()
+    for stream in (sys.stdout, sys.stderr):  # an ASCII or Latin-1 terminal gets escapes, not a crash
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError, OSError):
+            pass
     try:
         app()
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else ExitCode.ERROR)
+    plotting = sys.modules.get("calibcli.evaluation.plot")
+    if plotting is not None:
+        plotting.release()  # os._exit below skips atexit
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -340,7 +340,8 @@ def test_table_never_cuts_a_number_at_any_width(scores, columns, monkeypatch):
             assert f"{value:.4f}" in result.stdout, (key, result.stdout)
     assert "…" not in result.stdout
     if columns <= 80:
-        assert max(len(line) for line in result.stdout.splitlines()) <= max(columns, 70)
+        # the input's path is one word, never broken: it may be wider than the terminal
+        assert max(len(line) for line in result.stdout.splitlines() if scores not in line) <= max(columns, 70)
 
 
 def test_csv_and_markdown_outputs_hold_every_metric(scores):
