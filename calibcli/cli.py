@@ -10,6 +10,7 @@ import functools
 import json
 import os
 import sys
+import warnings
 from typing import Annotated, Callable, List, Optional
 
 import typer
@@ -23,7 +24,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 from calibcli import __version__, bounds, console  # noqa: E402
-from calibcli.errors import CalibError, ExitCode, UsageError  # noqa: E402
+from calibcli.errors import CalibError, CalibWarning, ExitCode, UsageError  # noqa: E402
 
 _GLOBAL_FLAGS = ("-q", "--quiet", "--debug", "--strict")
 
@@ -375,11 +376,11 @@ def evaluate(
         plotting.save_reliability(result, plot)
     with console.data_output():
         if output_kind == "json":
-            typer.echo(json.dumps(result.to_json(), indent=2, allow_nan=False))
+            console.write_data(json.dumps(result.to_json(), indent=2, allow_nan=False) + "\n")
         elif output_kind == "csv":
-            typer.echo(render.csv_text(result), nl=False)
+            console.write_data(render.csv_text(result))
         elif output_kind == "markdown":
-            typer.echo(render.markdown_text(result), nl=False)
+            console.write_data(render.markdown_text(result))
         else:
             render.print_report(result, reliability=plot == "-")
     _report_gates(result.gate)
@@ -481,6 +482,13 @@ class _NoPandas:
         return None
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A Python warning that reaches the command (from a library underneath) as one `warning:`
+    line on stderr, hidden by -q, never the raw two-line form with a source line."""
+    text = str(message) if issubclass(category, CalibWarning) else f"{category.__name__}: {message}"
+    console.warn(text)
+
+
 def main() -> None:
     """Console-script entry point.
 
@@ -494,6 +502,7 @@ def main() -> None:
     if "pandas" not in sys.modules:
         sys.meta_path.insert(0, _NoPandas())
     targets.install_signal_cleanup()
+    warnings.showwarning = _show_warning
     for stream in (sys.stdout, sys.stderr):  # an ASCII or Latin-1 terminal gets escapes, not a crash
         try:
             stream.reconfigure(errors="backslashreplace")

@@ -119,6 +119,19 @@ def stdout_closed() -> None:
         os.close(devnull)
 
 
+def write_data(text: str) -> None:
+    """Data text (CSV, Markdown, JSON) to stdout exactly, as UTF-8 whatever the terminal's
+    encoding claims, with nothing stripped (click's echo drops ANSI sequences off a terminal)."""
+    stream = sys.stdout
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None:
+        stream.write(text)
+        return
+    stream.flush()
+    buffer.write(text.encode("utf-8", "backslashreplace"))
+    buffer.flush()
+
+
 @contextlib.contextmanager
 def data_output():
     """Print data to stdout, treating a closed pipe (`| head`) as "the reader has enough":

@@ -63,8 +63,8 @@ class Evaluation:
           {field, rows, positives, mean_p, positive_rate, bias, relative_bias}, else null),
           `histogram` (with --plot: rows with p in each of 20 equal-width bins, else null),
           `reliability` (with --plot: equal-mass bins {rows, mean_p, positive_rate, p_min,
-          p_max}, else null), `step_bounds` (with --step: {auc, calbin}, the largest
-          possible distance of those two from their exact values, else null)
+          p_max}, else null), `step_bounds` (with --step: per metric, the largest possible
+          distance from its exact value: 0 where it is exact, null where it is n/a; else null)
         - `weight_col`, `step`: the --weight-col and --step options (null when not given)
         - `ece_bins`, `ece_strategy`: the bins of ECE and MCE (--ece-bins, --ece-strategy)
         - `bootstrap`: {replicates, seed, level, method: "percentile", resampling: "poisson"} or null
@@ -89,7 +89,8 @@ class Evaluation:
                 {k: [clean(lo), clean(hi)] for k, (lo, hi) in r.intervals.items()},
                 "by_field": r.by_field,
                 "reliability": r.reliability,
-                "step_bounds": r.step_bounds,
+                "step_bounds": None if r.step_bounds is None else
+                {k: None if v is None else clean(v) for k, v in r.step_bounds.items()},
                 "histogram": r.histogram,
             }
 

@@ -48,9 +48,14 @@ def evaluate_file(
     With `options`: bootstrap intervals, the per-field view, reliability bins and the gate
     decisions (a baseline is checked against the evaluated names before the input is read).
     """
+    with np.errstate(all="ignore"):  # degenerate data gives NaN (n/a) metrics, never raw numpy warnings
+        return _evaluate_file(path, prob_cols, map_paths, label_col, score_col, field_col, calbin_window, fmt,
+                              options)
+
+
+def _evaluate_file(path, prob_cols, map_paths, label_col, score_col, field_col, calbin_window, fmt, options):
     opts = options or EvaluateOptions()
-    if calbin_window < 1:
-        raise UsageError("--calbin-window must be at least 1")
+    metrics.check_window(calbin_window)
     if path == "-" and "-" in map_paths:
         raise UsageError("the input and a map cannot both come from stdin")
     if path == "-" and opts.gates.baseline == "-":

@@ -55,6 +55,17 @@ METRICS: dict[str, tuple[str, str]] = {
 TARGETS = {"cal_slope": 1.0, "cal_intercept": 0.0, "spiegelhalter_z": 0.0}
 
 
+def check_window(window) -> None:
+    """Refuse a CalBin window outside `--calbin-window`'s range, in the CLI's words (UsageError)."""
+    from calibcli import bounds
+
+    if isinstance(window, bool) or not isinstance(window, (int, np.integer)):
+        from calibcli.errors import UsageError
+
+        raise UsageError(f"--calbin-window {window!r} is not an integer")
+    bounds.check(calbin_window=int(window))
+
+
 def as_weights(counts: np.ndarray) -> np.ndarray:
     """Counts or weights as float64 (no copy when they are already). A distribution's n0 and
     n1 may be compact unsigned counts (`pooling.compact_counts_of_keys`): every reader casts
@@ -414,7 +425,14 @@ def compute_all(
     """Every metric for one probability column, in METRICS order; field metrics need groups.
 
     The in-memory reference that `EvalState` equals; `order` is an argsort of p if known.
+    Degenerate input (no weight, one class) gives NaN for what is undefined, silently.
     """
+    check_window(calbin_window)
+    with np.errstate(all="ignore"):
+        return _compute_all(y, p, groups, calbin_window, sample_weight, order, ece_bins, ece_strategy)
+
+
+def _compute_all(y, p, groups, calbin_window, sample_weight, order, ece_bins, ece_strategy) -> dict[str, float]:
     w = _weight(sample_weight, p.size)
     if w is None:
         ps, group, pos, count = _sorted_ties(y, p, order)  # the one sort, shared by AUC and CalBin

@@ -4,8 +4,6 @@ compact text reliability diagram. Renders an `Evaluation` as text; decides nothi
 
 from __future__ import annotations
 
-import csv
-import io as _io
 import math
 import os
 import sys
@@ -192,13 +190,16 @@ def _flat_rows(report) -> tuple[list[str], list[list[str]]]:
 
 
 def csv_text(report) -> str:
-    """The metric table as CSV: one row per column/map, full precision, empty for n/a."""
-    out = _io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    """The metric table as CSV: one row per column/map, full precision, empty for n/a; names
+    exactly as given, quoted (RFC 4180) when they hold a comma, a quote, CR or LF."""
     header, rows = _flat_rows(report)
-    writer.writerow(header)
-    writer.writerows(rows)
-    return out.getvalue()
+    return "".join(",".join(map(_csv_field, row)) + "\n" for row in [header, *rows])
+
+
+def _csv_field(text: str) -> str:
+    if any(ch in text for ch in ',"\r\n'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
 
 
 _MARKDOWN_SPECIAL = "|*_`[]<>~"

@@ -154,6 +154,7 @@ class EvalState:
         CalBin from the bucketed distribution (within `step_bounds`), and the calibration
         slope and intercept, a maximum-likelihood fit on every row's logit(p) that no sum
         gives and no useful bound covers, are n/a (NaN)."""
+        _metrics.check_window(calbin_window)
         nan = float("nan")
         if self.weight <= 0:
             keys = [k for k in _metrics.METRICS if self.field_names is not None or not k.startswith("field_")]
