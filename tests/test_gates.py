@@ -261,6 +261,8 @@ _SETTING_VALUES = {
     "ece_strategy": ["uniform", "quantile"],
     "weight_col": [None, "w", "v"],
     "step": [None, 0.01, 1e-6],
+    "label_col": ["label", "y"],
+    "score_col": [None, "score", "s"],  # None: no map evaluated
 }
 
 
@@ -275,7 +277,8 @@ def _saved_baseline(tmp_path, settings, metrics_):
     report = baseline.Evaluation("t.csv", 10, 5, settings["field_col"], settings["calbin_window"],
                                  [baseline.EvalRow("p", "column", dict(metrics_))],
                                  weight_col=settings["weight_col"], step=settings["step"],
-                                 ece_bins=settings["ece_bins"], ece_strategy=settings["ece_strategy"])
+                                 ece_bins=settings["ece_bins"], ece_strategy=settings["ece_strategy"],
+                                 label_col=settings["label_col"], score_col=settings["score_col"])
     path = tmp_path / "base.json"
     path.write_bytes(report.to_json_bytes())
     return baseline.load_baseline(str(path))
@@ -299,7 +302,12 @@ def test_settings_refused_or_compared_property(tmp_path):
     def check(saved, ours, gated):
         base = _saved_baseline(tmp_path, saved, {m: 0.5 for m in metrics.METRICS})
         spec = _spec(max_regression=[gates.Limit(m, 0.01) for m in sorted(gated)], baseline="b.json")
-        mismatched = [k for k, g in baseline.GATED_SETTINGS.items() if saved[k] != ours[k] and g.metrics & gated]
+        def differ(k):
+            if k == "score_col":  # only a run that applies maps reads the score column
+                return ours[k] is not None and (saved[k] or "score") != ours[k]
+            return saved[k] != ours[k]
+
+        mismatched = [k for k, g in baseline.GATED_SETTINGS.items() if differ(k) and g.metrics & gated]
         call = dict(ours)
         args = (base, ["p"], call.pop("field_col"), call.pop("calbin_window"), spec)
         if not mismatched:
@@ -314,7 +322,7 @@ def test_settings_refused_or_compared_property(tmp_path):
         option = next(baseline.GATED_SETTINGS[k].option for k in baseline.GATED_SETTINGS if k in mismatched)
         key = next(k for k in baseline.GATED_SETTINGS if k in mismatched)
         assert option in message
-        for value in (saved[key], ours[key]):
+        for value in ((saved[key] or "score") if key == "score_col" else saved[key], ours[key]):
             assert (f"no {option}" if value is None else repr(value) if isinstance(value, str) else str(value)) \
                 in message
 

@@ -48,6 +48,8 @@ class Evaluation:
     step: float | None = None
     ece_bins: int = 10
     ece_strategy: str = "uniform"
+    label_col: str = "label"
+    score_col: str | None = None  # the score column the maps were applied to (None: no map)
 
     def to_json(self) -> dict[str, Any]:
         """The machine-readable report (`calib evaluate --json`, `--save-baseline`); NaN becomes null.
@@ -67,6 +69,7 @@ class Evaluation:
           distance from its exact value: 0 where it is exact, null where it is n/a; else null)
         - `weight_col`, `step`: the --weight-col and --step options (null when not given)
         - `ece_bins`, `ece_strategy`: the bins of ECE and MCE (--ece-bins, --ece-strategy)
+        - `label_col`; `score_col` (the column the maps were applied to; null without --map)
         - `bootstrap`: {replicates, seed, level, method: "percentile", resampling: "poisson"} or null
         - `gate`: {passed, gate_on, baseline (path or null), checked, failed, checks}; each
           check is {result, metric, kind ("above", "below", "regression"), value, compared,
@@ -108,6 +111,8 @@ class Evaluation:
             "step": self.step,
             "ece_bins": self.ece_bins,
             "ece_strategy": self.ece_strategy,
+            "label_col": self.label_col,
+            "score_col": self.score_col,
             "results": [result(r) for r in self.results],
             "bootstrap": self.bootstrap.to_json() if self.bootstrap else None,
             "gate": gate.to_json(),
@@ -163,6 +168,8 @@ GATED_SETTINGS: dict[str, GatedSetting] = {
     "ece_strategy": GatedSetting("--ece-strategy", frozenset({"ece", "mce"}), "uniform"),
     "weight_col": GatedSetting("--weight-col", _ALL, None),
     "step": GatedSetting("--step", STEP_METRICS, None),
+    "label_col": GatedSetting("--label-col", _ALL, "label"),
+    "score_col": GatedSetting("--score-col", _ALL, "score"),  # only where maps are evaluated
 }
 _DEFAULTS = {k: g.default for k, g in GATED_SETTINGS.items()}
 
@@ -241,6 +248,8 @@ _SETTING_TYPES = (
     ("ece_strategy", lambda v: v in metrics_table.ECE_STRATEGIES, "'uniform' or 'quantile'"),
     ("weight_col", lambda v: isinstance(v, str), "a column name"),
     ("step", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0, "a positive number"),
+    ("label_col", lambda v: isinstance(v, str), "a column name"),
+    ("score_col", lambda v: isinstance(v, str), "a column name"),
 )
 
 
@@ -255,7 +264,8 @@ def check_baseline(baseline: Baseline, names: Sequence[str], field_col: str | No
     """Refuse a baseline that was computed on other columns, maps or settings (exit 2).
 
     `settings` are this run's other GATED_SETTINGS (ece_bins, ece_strategy, weight_col,
-    step; a setting not given is its default). A setting must match the baseline's when a
+    step, label_col, score_col; a setting not given is its default; `score_col` None: no
+    map is evaluated, so the score column changes nothing). A setting must match the baseline's when a
     --max-regression gate is on a metric it changes; the refusal names the setting and
     both values. The baseline's point values are what is compared (with --gate-on upper,
     this run's interval against them), so its --bootstrap settings do not enter.
@@ -272,6 +282,8 @@ def check_baseline(baseline: Baseline, names: Sequence[str], field_col: str | No
     ours = {**_DEFAULTS, **{k: v for k, v in settings.items() if v is not None},
             "field_col": field_col, "calbin_window": calbin_window}
     for key, gated in GATED_SETTINGS.items():
+        if key == "score_col" and settings.get("score_col") is None:
+            continue
         changed = sorted(regressed & gated.metrics)
         theirs, mine = baseline.setting(key), ours[key]
         if changed and theirs != mine:

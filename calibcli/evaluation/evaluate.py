@@ -88,7 +88,8 @@ def _evaluate_file(path, prob_cols, map_paths, label_col, score_col, field_col, 
         baseline = load_baseline(opts.gates.baseline)
         check_baseline(baseline, [*prob_cols, *(io.display_name(m) for m, _ in loaded)],
                        field_col, calbin_window, opts.gates, ece_bins=opts.ece_bins,
-                       ece_strategy=opts.ece_strategy, weight_col=opts.weight_col, step=opts.step)
+                       ece_strategy=opts.ece_strategy, weight_col=opts.weight_col, step=opts.step,
+                       label_col=label_col, score_col=score_col if loaded else None)
     source, rows, positives, columns = _evaluation_states(
         path, fmt, label_col, score_col, prob_cols, loaded, field_col, opts)
 
@@ -109,7 +110,8 @@ def _evaluate_file(path, prob_cols, map_paths, label_col, score_col, field_col, 
     results = [evaluate_one(name, kind, state) for name, kind, state in columns]
     report = Evaluation(source, rows, positives, field_col, calbin_window, results, opts.bootstrap,
                         weight_col=opts.weight_col, step=opts.step, ece_bins=opts.ece_bins,
-                        ece_strategy=opts.ece_strategy)
+                        ece_strategy=opts.ece_strategy, label_col=label_col,
+                        score_col=score_col if loaded else None)
     report.gate = gates.decide(opts.gates, [(r.name, r.metrics, r.intervals) for r in results],
                                baseline, field_col)
     return report
