@@ -13,7 +13,9 @@ the metrics off the merged state::
 What a state holds (see docs/algorithms.md, "Evaluation state"):
 
 - sums for the additive metrics: total weight, rows, positives, the log-loss and Brier
-  sums, per ECE bin the weighted sums of p and of y;
+  sums, per equal-width ECE bin the weight and the weighted sums of p and of y, and the
+  three sums of Spiegelhalter's z (these two under `step`, where they keep ECE, MCE and z
+  exact);
 - per field value (by name, so states from different partitions align): the weight, the
   weighted sum of y and of p, from which Field-ECE and Field-RCE follow;
 - the distribution of distinct probabilities: ascending p with the weight of negatives n0
@@ -22,8 +24,9 @@ What a state holds (see docs/algorithms.md, "Evaluation state"):
 Merging adds sums and merges distributions (sorted merge, equal p pooled); the result
 equals the in-memory `metrics.compute_all` of all rows to rounding of the sums, in any
 split and order. `step` buckets p in the distribution only (p -> rint(p / step) * step),
-bounding it to 1/step + 1 entries: log-loss, Brier, ECE and the field metrics stay exact,
-AUC and CalBin move by at most the bounds documented in docs/algorithms.md.
+bounding it to 1/step + 1 entries: log-loss, Brier, ECE and MCE (equal-width bins),
+Spiegelhalter and the field metrics stay exact, AUC and CalBin move by at most the bounds
+of `step_bounds` (docs/algorithms.md), the calibration slope and intercept are n/a.
 
 With `field_cells=True` the distribution is kept per (p, field value) cell instead of per
 p, which is what an exact Poisson bootstrap of the field metrics needs (`bootstrap.py`).
