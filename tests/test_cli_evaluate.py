@@ -290,6 +290,7 @@ def test_step_reports_bounds_and_stays_within_them(scores):
     (["--bootstrap", "5", "--step", "0.01"], "cannot be combined with --step"),
     (["--step", "0"], "--step 0.0 is out of range"),
     (["--step", "0.01", "--ece-strategy", "quantile"], "it cannot be combined with --step"),
+    (["--step", "0.01", "--fail-above", "cal-slope=1.2"], "a gate on cal-slope needs the exact probabilities"),
     (["--weight-col", "nope"], "nope"),
 ])
 def test_step_weight_and_bootstrap_usage_errors(scores, args, message):

@@ -71,6 +71,11 @@ def _evaluate_file(path, prob_cols, map_paths, label_col, score_col, field_col, 
                          "which rows are drawn, not only how many)", hint="drop --weight-col or --bootstrap")
     if opts.bootstrap is not None and opts.step is not None:
         raise UsageError("--bootstrap needs the exact probabilities; it cannot be combined with --step")
+    n_a = sorted(opts.gates.metrics_used() & {"cal_slope", "cal_intercept"}) if opts.step is not None else []
+    if n_a:
+        name = n_a[0].replace("_", "-")
+        raise UsageError(f"a gate on {name} needs the exact probabilities: it is n/a with --step",
+                         hint="drop --step, or gate on other metrics")
     if opts.step is not None and opts.ece_strategy != "uniform":
         raise UsageError(STEP_QUANTILE, hint="use --ece-strategy uniform (exact under --step), or drop --step")
     if opts.step is not None and not (np.isfinite(opts.step) and opts.step > 0):
