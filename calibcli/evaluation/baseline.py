@@ -30,7 +30,7 @@ class EvalRow:
     intervals: dict[str, tuple[float, float]] | None = None  # with --bootstrap
     by_field: dict[str, Any] | None = None  # with --by-field
     reliability: list[dict[str, Any]] | None = None  # with --plot
-    step_bounds: dict[str, float] | None = None  # with --step: how far AUC and CalBin may be off
+    step_bounds: dict[str, float | None] | None = None  # with --step: how far each metric may be off
     histogram: list[int] | None = None  # with --plot: rows per p in [k/20, (k+1)/20)
 
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 import math
 import os
 import sys
-from typing import Any, Iterable
-
 from dataclasses import dataclass
+from typing import Any, Iterable
 
 from rich.console import Console
 from rich.table import Table
