@@ -83,11 +83,14 @@ def evaluate(
 ) -> dict[str, float]:
     """Every metric `calib evaluate` reports for one probability column (NaN where n/a).
 
-    `fields` (any values, e.g. country names) adds Field-ECE and Field-RCE.
+    `fields` (any values, e.g. country names) adds Field-ECE and Field-RCE. Invalid input
+    (lengths, labels, probabilities, a `calbin_window` outside `calib evaluate
+    --calbin-window`'s range) raises `calibcli.errors.UsageError` with the CLI's message.
     """
     from calibcli.evaluation import metrics
     from calibcli.errors import UsageError
 
+    metrics.check_window(calbin_window)
     y = np.asarray(labels, dtype=np.float64)
     p = np.asarray(probs, dtype=np.float64)
     if y.shape != p.shape or y.ndim != 1 or y.size == 0:
@@ -99,4 +102,4 @@ def evaluate(
     groups = None if fields is None else _field_codes(fields)
     if groups is not None and groups.size != y.size:
         raise UsageError(f"fields has {groups.size} values for {y.size} labels")
-    return metrics.compute_all(y, p, groups, calbin_window)
+    return metrics.compute_all(y, p, groups, int(calbin_window))

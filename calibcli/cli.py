@@ -10,6 +10,7 @@ import functools
 import json
 import os
 import sys
+import warnings
 from typing import Annotated, Callable, List, Optional
 
 import typer
@@ -23,7 +24,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 from calibcli import __version__, bounds, console  # noqa: E402
-from calibcli.errors import CalibError, ExitCode, UsageError  # noqa: E402
+from calibcli.errors import CalibError, CalibWarning, ExitCode, UsageError  # noqa: E402
 
 _GLOBAL_FLAGS = ("-q", "--quiet", "--debug", "--strict")
 
@@ -303,7 +304,7 @@ def evaluate(
     ece_bins: Annotated[int, typer.Option("--ece-bins", help="Bins of ECE and MCE (as scikit-learn's calibration_curve n_bins)." + _range("--ece-bins"))] = 10,
     ece_strategy: Annotated[str, typer.Option("--ece-strategy", help="ECE/MCE bins: uniform (equal width) or quantile (equal mass), as scikit-learn's calibration_curve.")] = "uniform",
     weight_col: Annotated[Optional[str], typer.Option("--weight-col", help="Column of non-negative row weights (every metric is weighted).")] = None,
-    step: Annotated[Optional[float], typer.Option("--step", help="Bucket p to multiples of STEP for AUC and CalBin (bounded memory; error bounds in docs/algorithms.md); default exact.")] = None,
+    step: Annotated[Optional[float], typer.Option("--step", help="Keep p bucketed to multiples of STEP (bounded memory): AUC and CalBin within the JSON's step_bounds, slope/intercept n/a, the rest exact; default exact." + _range("--step"))] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (versioned schema): the same as --output json.")] = False,
     output_kind: Annotated[str, typer.Option("--output", help="What stdout gets: table (stacked blocks when the terminal is narrow), json, csv or markdown.")] = "table",
     fail_above: Annotated[List[str], typer.Option("--fail-above", metavar="METRIC=X", help="Gate: exit 1 if METRIC is above X (e.g. field-rce=0.12); repeatable.")] = [],
@@ -332,7 +333,7 @@ def evaluate(
     calib evaluate test.csv --field-col field --baseline base.json --max-regression field-rce=5%
     """
     from calibcli import progress
-    bounds.check(calbin_window=calbin_window, bootstrap=bootstrap, seed=seed, top=top, ece_bins=ece_bins)
+    bounds.check(calbin_window=calbin_window, bootstrap=bootstrap, seed=seed, top=top, ece_bins=ece_bins, step=step)
     from calibcli.evaluation import baseline as evaluation_json, evaluate as evaluation, gates, report as render
     from calibcli.evaluation.bootstrap import BootstrapPlan
     from calibcli.io.targets import check_output
@@ -375,11 +376,11 @@ def evaluate(
         plotting.save_reliability(result, plot)
     with console.data_output():
         if output_kind == "json":
-            typer.echo(json.dumps(result.to_json(), indent=2, allow_nan=False))
+            console.write_data(json.dumps(result.to_json(), indent=2, allow_nan=False) + "\n")
         elif output_kind == "csv":
-            typer.echo(render.csv_text(result), nl=False)
+            console.write_data(render.csv_text(result))
         elif output_kind == "markdown":
-            typer.echo(render.markdown_text(result), nl=False)
+            console.write_data(render.markdown_text(result))
         else:
             render.print_report(result, reliability=plot == "-")
     _report_gates(result.gate)
@@ -393,7 +394,7 @@ def _report_gates(gate) -> None:
         console.info(f"gates passed: {len(gate.checks)} checks")
         return
     for check in gate.failed:
-        console.err().print(f"gate failed: {check.describe()}", markup=False, highlight=False)
+        console.err().print(f"gate failed: {console.safe(check.describe())}", markup=False, highlight=False)
     console.err().print(f"{len(gate.failed)} of {len(gate.checks)} gate checks failed",
                         markup=False, highlight=False)
     raise typer.Exit(ExitCode.GATE_FAILED)
@@ -448,8 +449,9 @@ def compare(
         if as_json:
             typer.echo(json.dumps(result.to_json(), indent=2))
         else:
-            console.data_console(highlight=False, width=None if sys.stdout.isatty() else 200).print(
-                comparing.table(result))
+            from calibcli.evaluation import report as render
+
+            render.print_grid(render.stdout_console(), comparing.grid(result))
     if output is not None:
         console.info(f"saved the {result.best.method} map, refitted on all {result.rows} rows, to {output}")
 
@@ -480,6 +482,13 @@ class _NoPandas:
         return None
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A Python warning that reaches the command (from a library underneath) as one `warning:`
+    line on stderr, hidden by -q, never the raw two-line form with a source line."""
+    text = str(message) if issubclass(category, CalibWarning) else f"{category.__name__}: {message}"
+    console.warn(text)
+
+
 def main() -> None:
     """Console-script entry point.
 
@@ -493,11 +502,20 @@ def main() -> None:
     if "pandas" not in sys.modules:
         sys.meta_path.insert(0, _NoPandas())
     targets.install_signal_cleanup()
+    warnings.showwarning = _show_warning
+    for stream in (sys.stdout, sys.stderr):  # an ASCII or Latin-1 terminal gets escapes, not a crash
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError, OSError):
+            pass
     try:
         app()
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else ExitCode.ERROR)
+    plotting = sys.modules.get("calibcli.evaluation.plot")
+    if plotting is not None:
+        plotting.release()  # os._exit below skips atexit
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

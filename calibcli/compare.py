@@ -148,21 +148,25 @@ def compare_file(path: str, methods: Sequence[str] | None = None, folds: int = 5
     return result
 
 
-def table(result: Comparison):
-    """The comparison as a rich Table: mean ± sd per metric, the best method marked with *."""
-    from rich.table import Table
+def grid(result: Comparison):
+    """The comparison as a `report.Grid`: mean ± sd per metric, the best method marked with *."""
+    from calibcli.console import cell
+    from calibcli.evaluation.report import Grid
 
     best = result.best
     names = {"log_loss": "log-loss", "brier": "Brier", "ece": "ECE", "calbin": "CalBin"}
-    out = Table(title=f"{result.input}: {result.rows} rows, {result.folds}-fold cross-validation "
-                f"(seed {result.seed}), best by {names[result.metric]}", title_justify="left")
-    out.add_column("method")
-    for m in COMPARED:
-        out.add_column(f"{names[m]} ↓", justify="right")
+    title = [f"{cell(result.input)}:", *(f"{result.rows} rows, {result.folds}-fold cross-validation "
+                                           f"(seed {result.seed}), best by {names[result.metric]}").split()]
+    rows = []
     for s in result.scores:
         mark = " *" if best is not None and s.method == best.method else ""
         if s.error:
-            out.add_row(s.method, f"failed: {s.error}", *[""] * (len(COMPARED) - 1))
+            rows.append([s.method, f"failed: {cell(s.error)}", *[""] * (len(COMPARED) - 1)])
         else:
-            out.add_row(s.method + mark, *[f"{s.mean(m):.4f} ± {s.sd(m):.4f}" for m in COMPARED])
-    return out
+            rows.append([s.method + mark, *[f"{s.mean(m):.4f} ± {s.sd(m):.4f}" for m in COMPARED]])
+    return Grid(title, ["method", *(f"{names[m]} ↓" for m in COMPARED)], rows, left=1)
+
+
+def table(result: Comparison):
+    """The comparison as a rich Table (`grid`)."""
+    return grid(result).table()

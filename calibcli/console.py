@@ -19,7 +19,7 @@ def err():
         from rich.console import Console
 
         _err = Console(stderr=True, no_color="NO_COLOR" in os.environ, highlight=False,
-                       soft_wrap=True)
+                       soft_wrap=True, emoji=False)
     return _err
 
 
@@ -31,6 +31,38 @@ _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\
 def safe(text: str) -> str:
     """`text` with every control or invisible character shown as an escape (`\\x1b`), on one line."""
     return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
+
+
+_ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Cn"})
+
+
+def _escaped_char(ch: str) -> str:
+    code = ord(ch)
+    if ch == "\\":
+        return "\\\\"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def cell(text: object) -> str:
+    """User text (a column name, a map path, a field value) as a data table shows it: on one
+    line, every control, format (bidi, zero-width), separator, surrogate or unassigned
+    character written as a visible escape (`\\x1b`, `\\u202e`), and backslashes doubled, so
+    the original is always recoverable from what is printed (`uncell`)."""
+    import unicodedata
+
+    text = str(text)
+    if text.isprintable() and "\\" not in text:
+        return text
+    return "".join(_escaped_char(ch) if ch == "\\" or unicodedata.category(ch) in _ESCAPED_CATEGORIES else ch
+                   for ch in text)
+
+
+def uncell(shown: str) -> str:
+    """The text `cell` was given, from what it printed."""
+    return re.sub(r"\\(\\|x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8})",
+                  lambda m: "\\" if m.group(1) == "\\" else chr(int(m.group(1)[1:], 16)), shown)
 
 
 def escape(text: str) -> str:
@@ -85,6 +117,19 @@ def stdout_closed() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
+
+
+def write_data(text: str) -> None:
+    """Data text (CSV, Markdown, JSON) to stdout exactly, as UTF-8 whatever the terminal's
+    encoding claims, with nothing stripped (click's echo drops ANSI sequences off a terminal)."""
+    stream = sys.stdout
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None:
+        stream.write(text)
+        return
+    stream.flush()
+    buffer.write(text.encode("utf-8", "backslashreplace"))
+    buffer.flush()
 
 
 @contextlib.contextmanager

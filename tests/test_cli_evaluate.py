@@ -147,6 +147,29 @@ def test_bad_baselines_exit_2(scores, tmp_path):
     assert other.stderr.splitlines()[0] == (f"error: {base}: baseline is for 'good', this run evaluates 'bad'")
 
 
+@pytest.mark.parametrize("saved, now, gate, line", [
+    (["--ece-bins", "5"], [], "ece=0.01", "baseline was computed with --ece-bins 5, this run uses --ece-bins 10"),
+    (["--ece-strategy", "quantile"], [], "mce=0.01",
+     "baseline was computed with --ece-strategy 'quantile', this run uses --ece-strategy 'uniform'"),
+    ([], ["--weight-col", "label"], "log-loss=1%", "baseline was computed with no --weight-col, this run uses "
+     "--weight-col 'label'"),
+    (["--step", "0.01"], [], "auc=0.01", "baseline was computed with --step 0.01, this run uses no --step"),
+    (["--calbin-window", "50"], [], "calbin=0.01", "baseline was computed with --calbin-window 50, this run uses "
+     "--calbin-window 100"),
+])
+def test_a_baseline_with_other_settings_is_refused(scores, tmp_path, saved, now, gate, line):
+    base = tmp_path / "base.json"
+    assert run(scores, "--prob-col", "good", *saved, "--save-baseline", base).exit_code == 0
+    other = run(scores, "--prob-col", "good", *now, "--baseline", base, "--max-regression", gate)
+    assert other.exit_code == 2, other.stderr
+    assert other.stderr.splitlines() == [f"error: {base}: {line}" + other.stderr.split(line, 1)[1].rstrip("\n")]
+    assert line in other.stderr and len(other.stderr.splitlines()) == 1
+    same = run(scores, "--prob-col", "good", *saved, "--baseline", base, "--max-regression", gate)
+    assert same.exit_code == 0, same.stderr
+    unaffected = run(scores, "--prob-col", "good", *now, "--baseline", base, "--max-regression", "brier=100%")
+    assert unaffected.exit_code == (2 if "--weight-col" in now else 0), unaffected.stderr
+
+
 def test_bootstrap_intervals_and_gating_on_the_interval(scores):
     args = [scores, "--prob-col", "bad", "--field-col", "field", "--json", "--bootstrap", 60, "--seed", 4]
     first = json.loads(run(*args).stdout)
@@ -251,14 +274,23 @@ def test_step_reports_bounds_and_stays_within_them(scores):
     got, ref = out["results"][0], exact["results"][0]
     for key in ("auc", "calbin"):
         assert abs(got["metrics"][key] - ref["metrics"][key]) <= got["step_bounds"][key]
-    for key in ("log_loss", "brier", "ece", "field_ece", "field_rce"):
-        assert got["metrics"][key] == pytest.approx(ref["metrics"][key], rel=1e-12)
+    for key in ("log_loss", "brier", "ece", "mce", "spiegelhalter_z", "spiegelhalter_p", "field_ece", "field_rce"):
+        assert got["step_bounds"][key] == 0
+        assert got["metrics"][key] == pytest.approx(ref["metrics"][key], rel=1e-9), key
+    assert got["metrics"]["cal_slope"] is None and got["step_bounds"]["cal_slope"] is None
+    assert got["metrics"]["cal_intercept"] is None and got["step_bounds"]["cal_intercept"] is None
+    table = run(scores, "--prob-col", "good", "--step", "0.01", "--ece-bins", "7", "--json")
+    seven = json.loads(run(scores, "--prob-col", "good", "--ece-bins", "7", "--json").stdout)["results"][0]
+    for key in ("ece", "mce"):
+        assert json.loads(table.stdout)["results"][0]["metrics"][key] == pytest.approx(seven["metrics"][key], rel=1e-9)
 
 
 @pytest.mark.parametrize("args, message", [
     (["--bootstrap", "5", "--weight-col", "good"], "cannot resample weighted rows"),
     (["--bootstrap", "5", "--step", "0.01"], "cannot be combined with --step"),
-    (["--step", "0"], "--step must be a positive number"),
+    (["--step", "0"], "--step 0.0 is out of range"),
+    (["--step", "0.01", "--ece-strategy", "quantile"], "it cannot be combined with --step"),
+    (["--step", "0.01", "--fail-above", "cal-slope=1.2"], "a gate on cal-slope needs the exact probabilities"),
     (["--weight-col", "nope"], "nope"),
 ])
 def test_step_weight_and_bootstrap_usage_errors(scores, args, message):
@@ -309,7 +341,8 @@ def test_table_never_cuts_a_number_at_any_width(scores, columns, monkeypatch):
             assert f"{value:.4f}" in result.stdout, (key, result.stdout)
     assert "…" not in result.stdout
     if columns <= 80:
-        assert max(len(line) for line in result.stdout.splitlines()) <= max(columns, 70)
+        # the input's path is one word, never broken: it may be wider than the terminal
+        assert max(len(line) for line in result.stdout.splitlines() if scores not in line) <= max(columns, 70)
 
 
 def test_csv_and_markdown_outputs_hold_every_metric(scores):

@@ -159,7 +159,7 @@ def test_check_baseline_refuses_other_columns_and_settings():
     baseline.check_baseline(base, ["p1"], "field", 100, spec)
     with pytest.raises(UsageError, match="baseline is for 'p1', this run evaluates 'p2'"):
         baseline.check_baseline(base, ["p2"], "field", 100, spec)
-    with pytest.raises(UsageError, match="--field-col 'field', this run uses 'other'"):
+    with pytest.raises(UsageError, match="--field-col 'field', this run uses --field-col 'other'"):
         baseline.check_baseline(base, ["p1"], "other", 100, spec)
     spec.max_regression = [gates.Limit("auc", 0.01)]
     with pytest.raises(UsageError, match="baseline has no auc for 'p1'"):
@@ -251,3 +251,105 @@ def test_reliability_bins_have_equal_mass():
     assert [b["rows"] for b in bins] == [100] * 10
     assert bins[0]["mean_p"] == pytest.approx(p[:100].mean()) and bins[0]["positive_rate"] == 0
     assert bins[-1]["positive_rate"] == 1 and bins[-1]["p_max"] == 1
+
+
+# Settings a run can use, and a strategy for one full set of them.
+_SETTING_VALUES = {
+    "field_col": [None, "field", "other"],
+    "calbin_window": [100, 50],
+    "ece_bins": [10, 20],
+    "ece_strategy": ["uniform", "quantile"],
+    "weight_col": [None, "w", "v"],
+    "step": [None, 0.01, 1e-6],
+    "label_col": ["label", "y"],
+    "score_col": [None, "score", "s"],  # None: no map evaluated
+}
+
+
+def _settings():
+    from hypothesis import strategies as st
+
+    return st.fixed_dictionaries({k: st.sampled_from(v) for k, v in _SETTING_VALUES.items()})
+
+
+def _saved_baseline(tmp_path, settings, metrics_):
+    """A baseline file as `evaluate --save-baseline` writes it, with `settings`."""
+    report = baseline.Evaluation("t.csv", 10, 5, settings["field_col"], settings["calbin_window"],
+                                 [baseline.EvalRow("p", "column", dict(metrics_))],
+                                 weight_col=settings["weight_col"], step=settings["step"],
+                                 ece_bins=settings["ece_bins"], ece_strategy=settings["ece_strategy"],
+                                 label_col=settings["label_col"], score_col=settings["score_col"])
+    path = tmp_path / "base.json"
+    path.write_bytes(report.to_json_bytes())
+    return baseline.load_baseline(str(path))
+
+
+def test_gated_settings_cover_every_option_that_changes_a_metric():
+    assert set(baseline.GATED_SETTINGS) == set(_SETTING_VALUES)
+    for key, gated in baseline.GATED_SETTINGS.items():
+        assert gated.metrics and gated.metrics <= set(metrics.METRICS), key
+
+
+def test_settings_refused_or_compared_property(tmp_path):
+    """Over pairs of settings and gated metrics: a mismatch in a setting that changes a gated
+    metric is refused (one line naming the option and both values); otherwise it compares."""
+    from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+
+    regressable = [m for m, (_, d) in metrics.METRICS.items() if d != "target"]
+
+    @given(_settings(), _settings(), st.sets(st.sampled_from(regressable), min_size=1, max_size=4))
+    @hsettings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    def check(saved, ours, gated):
+        base = _saved_baseline(tmp_path, saved, {m: 0.5 for m in metrics.METRICS})
+        spec = _spec(max_regression=[gates.Limit(m, 0.01) for m in sorted(gated)], baseline="b.json")
+        def differ(k):
+            if k == "score_col":  # only a run that applies maps reads the score column
+                return ours[k] is not None and (saved[k] or "score") != ours[k]
+            return saved[k] != ours[k]
+
+        mismatched = [k for k, g in baseline.GATED_SETTINGS.items() if differ(k) and g.metrics & gated]
+        call = dict(ours)
+        args = (base, ["p"], call.pop("field_col"), call.pop("calbin_window"), spec)
+        if not mismatched:
+            baseline.check_baseline(*args, **call)
+            values = {"p": {m: 0.5 for m in metrics.METRICS}}
+            assert gates.decide(spec, [("p", values["p"], None)], base, ours["field_col"] or "f").passed
+            return
+        with pytest.raises(UsageError) as exc:
+            baseline.check_baseline(*args, **call)
+        message = exc.value.message
+        assert "\n" not in message and exc.value.hint is None
+        option = next(baseline.GATED_SETTINGS[k].option for k in baseline.GATED_SETTINGS if k in mismatched)
+        key = next(k for k in baseline.GATED_SETTINGS if k in mismatched)
+        assert option in message
+        for value in ((saved[key] or "score") if key == "score_col" else saved[key], ours[key]):
+            assert (f"no {option}" if value is None else repr(value) if isinstance(value, str) else str(value)) \
+                in message
+
+    check()
+
+
+def test_old_baselines_without_settings_mean_the_defaults_of_their_time(tmp_path):
+    v1 = {"schema_version": 1, "field_col": None,
+          "results": [{"name": "p", "kind": "column", "metrics": {"ece": 0.1, "calbin": 0.1, "auc": 0.8}}]}
+    base = baseline.load_baseline(_write(tmp_path, v1))
+    for key, default in (("calbin_window", 100), ("ece_bins", 10), ("ece_strategy", "uniform"),
+                         ("weight_col", None), ("step", None)):
+        assert base.setting(key) == default
+    spec = _spec(max_regression=[gates.Limit("ece", 0.01), gates.Limit("calbin", 0.01), gates.Limit("auc", 0.01)],
+                 baseline="b.json")
+    baseline.check_baseline(base, ["p"], None, 100, spec)
+    for key, value, option in (("ece_bins", 20, "--ece-bins"), ("weight_col", "w", "--weight-col"),
+                               ("step", 0.01, "--step"), ("ece_strategy", "quantile", "--ece-strategy")):
+        with pytest.raises(UsageError, match=f"baseline was computed with no {option}|with {option} "):
+            baseline.check_baseline(base, ["p"], None, 100, spec, **{key: value})
+    with pytest.raises(UsageError, match="--calbin-window 100, this run uses --calbin-window 50"):
+        baseline.check_baseline(base, ["p"], None, 50, spec)
+
+
+@pytest.mark.parametrize("key, value", [("ece_bins", 0), ("ece_bins", "10"), ("ece_strategy", "equal"),
+                                        ("weight_col", 3), ("step", -1), ("step", True)])
+def test_baseline_settings_are_type_checked(tmp_path, key, value):
+    doc = {"schema_version": 2, key: value, "results": [{"name": "p", "metrics": {"auc": 0.8}}]}
+    with pytest.raises(InputError, match=f"'{key}' is"):
+        baseline.load_baseline(_write(tmp_path, doc))

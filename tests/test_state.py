@@ -98,7 +98,10 @@ def test_arrow_round_trip_and_table_of_states(cells, step):
     assert back.field_names == one.field_names and back.step == step
     assert (back.cell_field is None) == (not cells)
     table = pa.concat_tables([s.to_arrow() for s in parts])
-    assert EvalState.from_arrow(table).metrics(50) == merge_states(parts).metrics(50)
+    got, want = EvalState.from_arrow(table).metrics(50), merge_states(parts).metrics(50)
+    assert got.keys() == want.keys()
+    for k in got:
+        assert got[k] == want[k] or (math.isnan(got[k]) and math.isnan(want[k])), k
 
 
 def test_merge_refuses_mixed_states():
@@ -142,10 +145,58 @@ def test_step_error_stays_within_the_stated_bounds(seed, step, window):
     bounds = bucketed.step_bounds(window)
     for key in ("auc", "calbin"):
         assert abs(approx[key] - exact[key]) <= bounds[key], key
-    for key in ("log_loss", "brier", "ece"):  # additive metrics stay exact
-        assert approx[key] == pytest.approx(exact[key], rel=1e-12, abs=1e-15)
+    _check_every_bound(exact, approx, bounds)
     assert bucketed.p.size <= 1 / step + 1
     assert EvalState.from_arrays(y, p).step_bounds() is None
+
+
+def _check_every_bound(exact, approx, bounds):
+    """Every metric within its stated bound (0: exact to rounding; None: n/a under step)."""
+    assert bounds.keys() == exact.keys() == approx.keys()
+    for key, bound in bounds.items():
+        if bound is None:
+            assert math.isnan(approx[key]), key
+        elif math.isnan(exact[key]):
+            assert math.isnan(approx[key]), key
+        elif bound == 0:
+            assert approx[key] == pytest.approx(exact[key], rel=1e-9, abs=1e-12), key
+        else:
+            assert abs(approx[key] - exact[key]) <= bound, key
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(2, 3000), st.sampled_from([1e-6, 1e-3, 0.01, 0.1, 0.37, 1.0]),
+       st.sampled_from([1, 3, 10, 100]), st.integers(1, 40), st.booleans(), st.booleans(), st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_every_metric_under_step_is_exact_or_within_its_bound(seed, n, step, window, bins, weighted, near_ends,
+                                                               streamed):
+    """Generated data: ECE/MCE (equal-width bins), Spiegelhalter, log-loss, Brier and the field
+    metrics equal the exact ones under --step; AUC and CalBin stay within step_bounds; slope and
+    intercept are n/a. Streamed (StateBuilder, batches) or in one piece."""
+    rng = np.random.default_rng(seed)
+    p = rng.random(n) ** (4 if near_ends else 1)
+    if near_ends:
+        p = np.where(rng.random(n) < 0.5, p, 1 - p)
+    y = (rng.random(n) < p).astype(np.float64)
+    g = rng.integers(0, 5, n)
+    w = rng.integers(0, 4, n).astype(np.float64) if weighted else None
+    exact = EvalState.from_arrays(y, p, fields=g, weights=w).metrics(window, ece_bins=bins)
+    if streamed:
+        builder = StateBuilder(step, ece_bins=bins)
+        for a in range(0, n, 700):
+            builder.add(y[a:a + 700], p[a:a + 700], g[a:a + 700], None if w is None else w[a:a + 700])
+        state = builder.result()
+    else:
+        state = EvalState.from_arrays(y, p, fields=g, weights=w, step=step, ece_bins=bins)
+    _check_every_bound(exact, state.metrics(window, ece_bins=bins), state.step_bounds(window))
+
+
+def test_step_refuses_quantile_bins_and_other_bin_counts():
+    y, p, _, _ = _data(3, 200, False, False)
+    state = EvalState.from_arrays(y, p, step=0.01, ece_bins=20)
+    with pytest.raises(UsageError, match="cannot be combined with --step"):
+        state.metrics(ece_bins=20, ece_strategy="quantile")
+    with pytest.raises(UsageError, match="20 equal-width bins, not 10"):
+        state.metrics()
 
 
 def test_auc_bound_is_reached_when_labels_split_inside_one_bucket():

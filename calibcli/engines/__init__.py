@@ -216,7 +216,8 @@ def evaluation(source: str, columns: list[tuple[str, str, str]], states: list, b
         row.step_bounds = state.step_bounds(calbin_window)
         results.append(row)
     return Evaluation(source, states[0].rows, states[0].positives, field_col, calbin_window, results,
-                      weight_col=weight_col, step=step)
+                      weight_col=weight_col, step=step, label_col=label_col,
+                      score_col=score_col if any(kind == "map" for _, kind, _ in columns) else None)
 
 
 def evaluate_columns(prob_cols, maps_, score_col: str, calbin_window: int) -> list[str]:

@@ -15,7 +15,7 @@ from calibcli.errors import InputError, UsageError
 from calibcli.evaluation import diagnostics, gates, metrics
 from calibcli.evaluation.baseline import EvalRow, Evaluation, check_baseline, load_baseline
 from calibcli.evaluation.bootstrap import BootstrapPlan, state_intervals
-from calibcli.evaluation.state import EvalState, StateBuilder
+from calibcli.evaluation.state import STEP_QUANTILE, EvalState, StateBuilder
 
 
 @dataclass
@@ -48,9 +48,14 @@ def evaluate_file(
     With `options`: bootstrap intervals, the per-field view, reliability bins and the gate
     decisions (a baseline is checked against the evaluated names before the input is read).
     """
+    with np.errstate(all="ignore"):  # degenerate data gives NaN (n/a) metrics, never raw numpy warnings
+        return _evaluate_file(path, prob_cols, map_paths, label_col, score_col, field_col, calbin_window, fmt,
+                              options)
+
+
+def _evaluate_file(path, prob_cols, map_paths, label_col, score_col, field_col, calbin_window, fmt, options):
     opts = options or EvaluateOptions()
-    if calbin_window < 1:
-        raise UsageError("--calbin-window must be at least 1")
+    metrics.check_window(calbin_window)
     if path == "-" and "-" in map_paths:
         raise UsageError("the input and a map cannot both come from stdin")
     if path == "-" and opts.gates.baseline == "-":
@@ -66,6 +71,13 @@ def evaluate_file(
                          "which rows are drawn, not only how many)", hint="drop --weight-col or --bootstrap")
     if opts.bootstrap is not None and opts.step is not None:
         raise UsageError("--bootstrap needs the exact probabilities; it cannot be combined with --step")
+    n_a = sorted(opts.gates.metrics_used() & {"cal_slope", "cal_intercept"}) if opts.step is not None else []
+    if n_a:
+        name = n_a[0].replace("_", "-")
+        raise UsageError(f"a gate on {name} needs the exact probabilities: it is n/a with --step",
+                         hint="drop --step, or gate on other metrics")
+    if opts.step is not None and opts.ece_strategy != "uniform":
+        raise UsageError(STEP_QUANTILE, hint="use --ece-strategy uniform (exact under --step), or drop --step")
     if opts.step is not None and not (np.isfinite(opts.step) and opts.step > 0):
         raise UsageError(f"--step must be a positive number, got {opts.step!r}")
     gates.require_field_col(opts.gates, field_col)
@@ -80,7 +92,9 @@ def evaluate_file(
     if opts.gates.baseline is not None:
         baseline = load_baseline(opts.gates.baseline)
         check_baseline(baseline, [*prob_cols, *(io.display_name(m) for m, _ in loaded)],
-                             field_col, calbin_window, opts.gates)
+                       field_col, calbin_window, opts.gates, ece_bins=opts.ece_bins,
+                       ece_strategy=opts.ece_strategy, weight_col=opts.weight_col, step=opts.step,
+                       label_col=label_col, score_col=score_col if loaded else None)
     source, rows, positives, columns = _evaluation_states(
         path, fmt, label_col, score_col, prob_cols, loaded, field_col, opts)
 
@@ -101,7 +115,8 @@ def evaluate_file(
     results = [evaluate_one(name, kind, state) for name, kind, state in columns]
     report = Evaluation(source, rows, positives, field_col, calbin_window, results, opts.bootstrap,
                         weight_col=opts.weight_col, step=opts.step, ece_bins=opts.ece_bins,
-                        ece_strategy=opts.ece_strategy)
+                        ece_strategy=opts.ece_strategy, label_col=label_col,
+                        score_col=score_col if loaded else None)
     report.gate = gates.decide(opts.gates, [(r.name, r.metrics, r.intervals) for r in results],
                                baseline, field_col)
     return report
@@ -132,7 +147,7 @@ def _evaluation_states(path, fmt, label_col, score_col, prob_cols, loaded, field
             raise io.missing_column(col, schema.names, name, flag)
     cells = opts.bootstrap is not None and field_col is not None
     total = io.parquet_rows(path) if not cells and opts.step is None and opts.weight_col is None else None
-    builders = [StateBuilder(opts.step, cells, total) for _ in (*prob_cols, *loaded)]
+    builders = [StateBuilder(opts.step, cells, total, opts.ece_bins) for _ in (*prob_cols, *loaded)]
     offset = positives = 0
     for batch in batches:
         y = io.labels_from(batch, label_col, name, offset)

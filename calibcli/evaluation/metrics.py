@@ -55,6 +55,17 @@ METRICS: dict[str, tuple[str, str]] = {
 TARGETS = {"cal_slope": 1.0, "cal_intercept": 0.0, "spiegelhalter_z": 0.0}
 
 
+def check_window(window) -> None:
+    """Refuse a CalBin window outside `--calbin-window`'s range, in the CLI's words (UsageError)."""
+    from calibcli import bounds
+
+    if isinstance(window, bool) or not isinstance(window, (int, np.integer)):
+        from calibcli.errors import UsageError
+
+        raise UsageError(f"--calbin-window {window!r} is not an integer")
+    bounds.check(calbin_window=int(window))
+
+
 def as_weights(counts: np.ndarray) -> np.ndarray:
     """Counts or weights as float64 (no copy when they are already). A distribution's n0 and
     n1 may be compact unsigned counts (`pooling.compact_counts_of_keys`): every reader casts
@@ -164,6 +175,43 @@ def ece_sums(y: np.ndarray, p: np.ndarray, w: np.ndarray | None = None, bins: in
     k = np.minimum((p * bins).astype(np.int64), bins - 1)
     return (np.bincount(k, weights=p if w is None else w * p, minlength=bins),
             np.bincount(k, weights=y if w is None else w * y, minlength=bins))
+
+
+def bin_sums(y: np.ndarray, p: np.ndarray, w: np.ndarray | None = None, bins: int = ECE_BINS
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per equal-width bin (as `ece_sums`): the weight of its rows, the weighted sum of p and of y."""
+    k = np.minimum((p * bins).astype(np.int64), bins - 1)
+    return (np.bincount(k, weights=w, minlength=bins).astype(np.float64),
+            np.bincount(k, weights=p if w is None else w * p, minlength=bins),
+            np.bincount(k, weights=y if w is None else w * y, minlength=bins))
+
+
+def binned_errors(weight: np.ndarray, psum: np.ndarray, ysum: np.ndarray) -> tuple[float, float]:
+    """(ECE, MCE) from per-bin sums: the weight of each bin, its sum of p and of y."""
+    keep = weight > 0
+    if not keep.any():
+        return float("nan"), float("nan")
+    gap = np.abs(psum[keep] - ysum[keep])
+    return float(gap.sum() / weight[keep].sum()), float(np.max(gap / weight[keep]))
+
+
+def spiegelhalter_sums(y: np.ndarray, p: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
+    """The three sums Spiegelhalter's z is made of: (sum y(1-2p), sum p(1-2p), sum (1-2p)^2 p(1-p)),
+    weighted; they add up over batches, so z is exact from a stream (`spiegelhalter_from_sums`)."""
+    a = 1 - 2 * p
+    terms = np.stack([y * a, p * a, a * a * p * (1 - p)])
+    return terms.sum(axis=1) if w is None else terms @ w
+
+
+def spiegelhalter_from_sums(sums: np.ndarray) -> tuple[float, float]:
+    """Spiegelhalter's z and its two-sided p-value from `spiegelhalter_sums` (NaN without information)."""
+    from math import erfc, sqrt
+
+    num, var = float(sums[0] - sums[1]), float(sums[2])
+    if not var > 0:
+        return float("nan"), float("nan")
+    z = num / sqrt(var)
+    return z, erfc(abs(z) / sqrt(2))
 
 
 def prob_ece(y: np.ndarray, p: np.ndarray, bins: int = ECE_BINS, sample_weight=None) -> float:
@@ -377,7 +425,14 @@ def compute_all(
     """Every metric for one probability column, in METRICS order; field metrics need groups.
 
     The in-memory reference that `EvalState` equals; `order` is an argsort of p if known.
+    Degenerate input (no weight, one class) gives NaN for what is undefined, silently.
     """
+    check_window(calbin_window)
+    with np.errstate(all="ignore"):
+        return _compute_all(y, p, groups, calbin_window, sample_weight, order, ece_bins, ece_strategy)
+
+
+def _compute_all(y, p, groups, calbin_window, sample_weight, order, ece_bins, ece_strategy) -> dict[str, float]:
     w = _weight(sample_weight, p.size)
     if w is None:
         ps, group, pos, count = _sorted_ties(y, p, order)  # the one sort, shared by AUC and CalBin

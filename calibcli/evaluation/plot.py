@@ -11,23 +11,60 @@ CI artefacts. Files are written atomically through `io.targets.write_bytes_atomi
 
 from __future__ import annotations
 
+import atexit
 import io as _io
+import logging
+import os
+import shutil
+import sys
+import tempfile
 from pathlib import Path
 
+from calibcli.console import cell
 from calibcli.io import targets
 from calibcli.errors import UsageError, extra_hint
 
 
+_private_config: str | None = None  # the MPLCONFIGDIR this process made for matplotlib
+
+
 def _pyplot():
+    """matplotlib's pyplot on the Agg backend, quiet: its config and font cache go to a private
+    temporary MPLCONFIGDIR (unless the user set one), removed by `release`, so nothing is left
+    in $TMPDIR or $HOME, and its log messages ("building the font cache") never reach stderr."""
+    global _private_config
+    if "matplotlib" not in sys.modules and "MPLCONFIGDIR" not in os.environ:
+        _private_config = tempfile.mkdtemp(prefix="calibcli-mpl-")
+        os.environ["MPLCONFIGDIR"] = _private_config
+        atexit.register(release)
+    logging.getLogger("matplotlib").setLevel(logging.ERROR)
     try:
         import matplotlib
     except ImportError:
+        release()
         raise UsageError("--plot FILE needs matplotlib",
                          hint=extra_hint("plot") + ", or use --plot - for a text diagram") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def release() -> None:
+    """Remove the private matplotlib config directory, if this process made one."""
+    global _private_config
+    if _private_config is not None:
+        shutil.rmtree(_private_config, ignore_errors=True)
+        if os.environ.get("MPLCONFIGDIR") == _private_config:
+            del os.environ["MPLCONFIGDIR"]
+        _private_config = None
+
+
+def _plain(text: object) -> str:
+    """User text as a matplotlib label shows it literally: `console.cell` escapes, every `$`
+    escaped (no mathtext), and a leading `_` kept visible (legends hide such labels)."""
+    shown = cell(text).replace("$", "\\$")
+    return " " + shown if shown.startswith("_") else shown
 
 
 def check_target(path: str) -> str:
@@ -60,7 +97,7 @@ def figure_bytes(report, fmt: str) -> bytes:
         for r in report.results:
             bins = r.reliability or []
             x = [b["mean_p"] for b in bins]
-            line, = top.plot(x, [b["positive_rate"] for b in bins], marker="o", label=r.name)
+            line, = top.plot(x, [b["positive_rate"] for b in bins], marker="o", label=_plain(r.name))
             top.fill_between(x, [b["rate_low"] for b in bins], [b["rate_high"] for b in bins],
                              color=line.get_color(), alpha=0.2, linewidth=0)
             counts = r.histogram or []
@@ -69,7 +106,7 @@ def figure_bytes(report, fmt: str) -> bytes:
         top.set_ylabel("positive rate (95% band)")
         top.set_xlim(0, 1)
         top.set_ylim(0, 1)
-        top.set_title(f"{report.input}: {report.rows} rows, equal-mass bins")
+        top.set_title(f"{_plain(report.input)}: {report.rows} rows, equal-mass bins")
         top.legend(loc="upper left", fontsize="small")
         bottom.set_xlabel("predicted probability")
         bottom.set_ylabel("rows")
@@ -100,7 +137,7 @@ def html_report(report) -> bytes:
                 lo, hi = r.intervals[k]
                 text += f"<br><small>[{lo:.4f}, {hi:.4f}]</small>"
             cells.append(f"<td>{text}</td>")
-        rows.append(f"<tr><th>{html.escape(r.name)}</th>{''.join(cells)}</tr>")
+        rows.append(f"<tr><th>{html.escape(cell(r.name))}</th>{''.join(cells)}</tr>")
     gate = report.gate
     verdict = ""
     if gate is not None and gate.checks:
@@ -109,7 +146,7 @@ def html_report(report) -> bytes:
                    f"<p class=fail>{len(gate.failed)} of {len(gate.checks)} gate checks failed</p><ul>{failed}</ul>")
     svg = figure_bytes(report, "svg").decode("utf-8")
     svg = svg[svg.index("<svg"):]
-    title = html.escape(f"calib evaluate: {report.input}")
+    title = html.escape(f"calib evaluate: {cell(report.input)}")
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}

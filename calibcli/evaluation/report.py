@@ -4,17 +4,17 @@ compact text reliability diagram. Renders an `Evaluation` as text; decides nothi
 
 from __future__ import annotations
 
-import csv
-import io as _io
 import math
 import os
 import sys
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from calibcli.console import data_console
+from calibcli.console import cell, data_console
 from calibcli.evaluation.metrics import METRICS
 
 BAR_WIDTH = 40
@@ -25,54 +25,114 @@ def _fmt(value: float | None) -> str:
     return "n/a" if value is None or value != value else f"{value:.4f}"
 
 
-def _console() -> Console:
+def stdout_console() -> Console:
     """The stdout console: the terminal's width, else $COLUMNS, else 200 (files and pipes)."""
     tty = sys.stdout.isatty()
     columns = os.environ.get("COLUMNS", "")
     width = None if tty else int(columns) if columns.isdigit() and int(columns) > 0 else 200
-    return data_console(no_color=not tty or None, width=width, highlight=False, soft_wrap=False)
+    return data_console(no_color=not tty or None, width=width, highlight=False, soft_wrap=False,
+                        emoji=False, markup=False)
+
+
+@dataclass
+class Grid:
+    """A table of plain strings: a title, column headers, rows (the first cell names the row).
+
+    User text in it (names, paths, field values) is already `console.cell`-escaped; it is
+    shown as rich `Text`, never parsed as markup."""
+
+    title: list[str]  # words: the title wraps between them, never inside one (a name is one word)
+    headers: list[str]
+    rows: list[list[str]]
+    left: int = 1  # how many leading columns are text (left-aligned); the rest are numbers
+
+    def table(self) -> Table:
+        table = Table(title=None, show_edge=True)
+        for i, head in enumerate(self.headers):
+            table.add_column(Text(head), justify="left" if i < self.left else "right", no_wrap=True)
+        for row in self.rows:
+            table.add_row(*(Text(c) for c in row))
+        return table
+
+    def stacked(self) -> str:
+        """One block per row: its name, then each header and value on a line of its own."""
+        width = max((len(h) for h in self.headers[1:]), default=0)
+        first = max((len(c.split("\n")[0]) for row in self.rows for c in row[1:]), default=0)
+        lines = []
+        for row in self.rows:
+            lines.append(row[0])
+            for head, value in zip(self.headers[1:], row[1:]):
+                point, *rest = value.split("\n")
+                lines.append("  ".join([f"  {head:<{width}}", point.rjust(first), *rest]).rstrip())
+        return "\n".join(lines)
+
+
+def wrapped(words: list[str], width: int) -> str:
+    """`words` joined by spaces, a line break instead of a space where the next word would
+    pass `width`; a word longer than `width` stands alone on its line, whole."""
+    lines: list[str] = []
+    for word in words:
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "\n".join(lines)
+
+
+def print_grid(console: Console, grid: Grid) -> None:
+    """The title on its own line, then the table when it fits the terminal, else one block per
+    row (`Grid.stacked`): no cell is ever cut, folded or wrapped."""
+    console.print(Text(wrapped(grid.title, console.width)), soft_wrap=True)
+    table = grid.table()
+    if _squeezed(console, table):
+        console.print(Text(grid.stacked()), soft_wrap=True)
+    else:
+        console.print(table, soft_wrap=True)
+
+
+def metrics_grid(report) -> Grid:
+    """One row per column/map, one column per metric; with --bootstrap the interval below."""
+    keys = _keys(report)
+    headers = ["probabilities", *(f"{METRICS[k][0]} {_ARROWS[METRICS[k][1]]}" for k in keys)]
+    return Grid(_title_words(report), headers, [[cell(r.name), *_cells(r, keys, "\n")] for r in report.results])
 
 
 def metrics_table(report) -> Table:
-    """One row per column/map, one column per metric; with --bootstrap the interval below."""
-    keys = _keys(report)
-    table = Table(title=_title(report), title_justify="left")
-    table.add_column("probabilities")
-    for k in keys:
-        label, direction = METRICS[k]
-        table.add_column(f"{label} {_ARROWS[direction]}", justify="right")
-    for r in report.results:
-        table.add_row(r.name, *_cells(r, keys, "\n"))
-    return table
+    """The metric table as a rich Table (`metrics_grid`)."""
+    return metrics_grid(report).table()
 
 
 def _cells(result, keys: list[str], gap: str) -> list[str]:
     """Each metric to 4 decimals, with its bootstrap interval after `gap` when there is one."""
     cells = []
     for k in keys:
-        cell = _fmt(result.metrics[k])
+        value = _fmt(result.metrics[k])
         if result.intervals is not None:
             lo, hi = result.intervals[k]
-            cell += f"{gap}[{_fmt(lo)}, {_fmt(hi)}]"
-        cells.append(cell)
+            value += f"{gap}[{_fmt(lo)}, {_fmt(hi)}]"
+        cells.append(value)
     return cells
 
 
-def field_tables(report) -> Iterable[Table]:
+def field_grids(report) -> Iterable[Grid]:
     """For each column/map: the fields with the largest |bias| and largest |relative bias|."""
     for r in report.results:
         if r.by_field is None:
             continue
         bf = r.by_field
         for key, what in (("by_bias", "bias Σ(y−p)"), ("by_relative_bias", "relative bias Σ(y−p)/Σ(y+0.01)")):
-            table = Table(title=f"{r.name!r}: top {min(bf['top'], bf['fields'])} of {bf['fields']} "
-                          f"values of {report.field_col!r} by |{what}|", title_justify="left")
-            for head in ("field", "rows", "positives", "mean p", "positive rate", "bias", "relative bias"):
-                table.add_column(head, justify="left" if head == "field" else "right")
-            for f in bf[key]:
-                table.add_row(f["field"], str(f["rows"]), str(f["positives"]), _fmt(f["mean_p"]),
-                              _fmt(f["positive_rate"]), f"{f['bias']:+.2f}", f"{f['relative_bias']:+.1%}")
-            yield table
+            title = [f"'{cell(r.name)}':", *f"top {min(bf['top'], bf['fields'])} of {bf['fields']} values of".split(),
+                     f"'{cell(report.field_col)}'", "by", *f"|{what}|".split()]
+            headers = ["field", "rows", "positives", "mean p", "positive rate", "bias", "relative bias"]
+            rows = [[cell(f["field"]), str(f["rows"]), str(f["positives"]), _fmt(f["mean_p"]),
+                     _fmt(f["positive_rate"]), f"{f['bias']:+.2f}", f"{f['relative_bias']:+.1%}"]
+                    for f in bf[key]]
+            yield Grid(title, headers, rows)
+
+
+def field_tables(report) -> Iterable[Table]:
+    """The per-field views as rich Tables (`field_grids`)."""
+    return (g.table() for g in field_grids(report))
 
 
 def reliability_text(name: str, bins: list[dict[str, Any]], width: int = BAR_WIDTH) -> str:
@@ -81,7 +141,7 @@ def reliability_text(name: str, bins: list[dict[str, Any]], width: int = BAR_WID
     The bar is the observed positive rate on a 0..1 scale of `width` characters; `|` marks
     the mean predicted p, where the bar would end if the bin were perfectly calibrated.
     """
-    lines = [f"reliability of {name!r}: {len(bins)} equal-mass bins (bar: positive rate, | mean p)",
+    lines = [f"reliability of '{name}': {len(bins)} equal-mass bins (bar: positive rate, | mean p)",
              f"{'mean p':>8} {'rate':>7} {'rows':>8}  0{' ' * (width - 2)}1"]
     for b in bins:
         cells = ["█"] * round(b["positive_rate"] * width) + [" "] * width
@@ -97,25 +157,19 @@ def _keys(report) -> list[str]:
 
 
 def _title(report) -> str:
-    title = f"{report.input}: {report.rows} rows, {report.positives} positive"
+    return " ".join(_title_words(report))
+
+
+def _title_words(report) -> list[str]:
+    title = f"{report.rows} rows, {report.positives} positive"
     if report.bootstrap:
         title += f"; {report.bootstrap.level:.0%} intervals from {report.bootstrap.replicates} resamples"
-    return title
+    return [f"{cell(report.input)}:", *title.split()]
 
 
 def stacked_text(report) -> str:
     """The metric table as one block per column/map: for terminals too narrow for the table."""
-    lines = [_title(report)]
-    for r in report.results:
-        lines.append(f"{r.name} ({r.kind})")
-        for k in _keys(report):
-            label, direction = METRICS[k]
-            cell = f"  {label + ' ' + _ARROWS[direction]:<18} {_fmt(r.metrics[k]):>8}"
-            if r.intervals is not None:
-                lo, hi = r.intervals[k]
-                cell += f"  [{_fmt(lo)}, {_fmt(hi)}]"
-            lines.append(cell)
-    return "\n".join(lines)
+    return _title(report) + "\n" + metrics_grid(report).stacked()
 
 
 def _flat_rows(report) -> tuple[list[str], list[list[str]]]:
@@ -135,41 +189,48 @@ def _flat_rows(report) -> tuple[list[str], list[list[str]]]:
 
 
 def csv_text(report) -> str:
-    """The metric table as CSV: one row per column/map, full precision, empty for n/a."""
-    out = _io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    """The metric table as CSV: one row per column/map, full precision, empty for n/a; names
+    exactly as given, quoted (RFC 4180) when they hold a comma, a quote, CR or LF."""
     header, rows = _flat_rows(report)
-    writer.writerow(header)
-    writer.writerows(rows)
-    return out.getvalue()
+    return "".join(",".join(map(_csv_field, row)) + "\n" for row in [header, *rows])
+
+
+def _csv_field(text: str) -> str:
+    if any(ch in text for ch in ',"\r\n'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+_MARKDOWN_SPECIAL = "|*_`[]<>~"
+
+
+def _markdown(text: str) -> str:
+    """`console.cell` text inside a Markdown table cell: pipes escaped (`\\|`), and the
+    characters that would start emphasis, code, links or HTML shown literally."""
+    return "".join("\\" + ch if ch in _MARKDOWN_SPECIAL else ch for ch in text)
 
 
 def markdown_text(report) -> str:
     """The metric table as a Markdown (GitHub) table, 4 decimals, for CI comments."""
     keys = _keys(report)
     head = ["probabilities", *(METRICS[k][0] for k in keys)]
-    lines = [f"**{_title(report)}**", "", "| " + " | ".join(head) + " |",
+    lines = [f"**{_markdown(_title(report))}**", "", "| " + " | ".join(head) + " |",
              "|" + "---|" + "---:|" * len(keys)]
     for r in report.results:
-        name = r.name.replace("|", "\\|")
-        lines.append(f"| {name} | " + " | ".join(_cells(r, keys, " ")) + " |")
+        lines.append(f"| {_markdown(cell(r.name))} | " + " | ".join(_cells(r, keys, " ")) + " |")
     return "\n".join(lines) + "\n"
 
 
 def print_report(report, reliability: bool = False) -> None:
-    """Everything `calib evaluate` prints on stdout as tables: the metric table when it fits the
+    """Everything `calib evaluate` prints on stdout as tables: each table when it fits the
     terminal, else one block per column/map (never a truncated number or merged headers)."""
-    console = _console()
-    table = metrics_table(report)
-    if _squeezed(console, table):
-        console.print(stacked_text(report), markup=False, highlight=False)
-    else:
-        console.print(table)
-    for table in field_tables(report):
-        console.print(table)
+    console = stdout_console()
+    print_grid(console, metrics_grid(report))
+    for grid in field_grids(report):
+        print_grid(console, grid)
     if reliability:
         for r in report.results:
-            console.print(reliability_text(r.name, r.reliability or []), markup=False, highlight=False)
+            console.print(Text(reliability_text(cell(r.name), r.reliability or [])), soft_wrap=True)
 
 
 def _squeezed(console: Console, table: Table) -> bool:
@@ -180,5 +241,5 @@ def _squeezed(console: Console, table: Table) -> bool:
     return natural > console.width
 
 
-__all__ = ["csv_text", "field_tables", "markdown_text", "metrics_table", "print_report", "reliability_text",
+__all__ = ["Grid", "csv_text", "field_grids", "field_tables", "metrics_grid", "print_grid", "markdown_text", "metrics_table", "print_report", "reliability_text",
            "stacked_text"]

@@ -13,7 +13,9 @@ the metrics off the merged state::
 What a state holds (see docs/algorithms.md, "Evaluation state"):
 
 - sums for the additive metrics: total weight, rows, positives, the log-loss and Brier
-  sums, per ECE bin the weighted sums of p and of y;
+  sums, per equal-width ECE bin the weight and the weighted sums of p and of y, and the
+  three sums of Spiegelhalter's z (these two under `step`, where they keep ECE, MCE and z
+  exact);
 - per field value (by name, so states from different partitions align): the weight, the
   weighted sum of y and of p, from which Field-ECE and Field-RCE follow;
 - the distribution of distinct probabilities: ascending p with the weight of negatives n0
@@ -22,8 +24,9 @@ What a state holds (see docs/algorithms.md, "Evaluation state"):
 Merging adds sums and merges distributions (sorted merge, equal p pooled); the result
 equals the in-memory `metrics.compute_all` of all rows to rounding of the sums, in any
 split and order. `step` buckets p in the distribution only (p -> rint(p / step) * step),
-bounding it to 1/step + 1 entries: log-loss, Brier, ECE and the field metrics stay exact,
-AUC and CalBin move by at most the bounds documented in docs/algorithms.md.
+bounding it to 1/step + 1 entries: log-loss, Brier, ECE and MCE (equal-width bins),
+Spiegelhalter and the field metrics stay exact, AUC and CalBin move by at most the bounds
+of `step_bounds` (docs/algorithms.md), the calibration slope and intercept are n/a.
 
 With `field_cells=True` the distribution is kept per (p, field value) cell instead of per
 p, which is what an exact Poisson bootstrap of the field metrics needs (`bootstrap.py`).
@@ -43,6 +46,8 @@ from calibcli.evaluation import metrics as _metrics
 from calibcli.pooling import compact_counts_of_keys, packed_keys
 
 STATE_VERSION = 1
+STEP_QUANTILE = ("--ece-strategy quantile places its bin edges at percentiles of the exact p; "
+                 "it cannot be combined with --step")
 ARROW_KEY = b"calibcli.evaluation_state"
 
 
@@ -67,20 +72,25 @@ class EvalState:
     cell_field: np.ndarray | None = None  # field code of each entry (field_cells=True)
     step: float | None = None
     weighted: bool = False
+    ece_w: np.ndarray | None = None  # per ECE bin, the weight of its rows (None: states of older versions)
+    spiegel: np.ndarray | None = None  # the row sums of `metrics.spiegelhalter_sums` (None: not kept)
 
     # ------------------------------------------------------------------------ building
 
     @classmethod
     def from_arrays(cls, y: Any, p: Any, fields: Any = None, weights: Any = None,
                     step: float | None = None, field_cells: bool = False,
-                    distribution: bool = True, bin_sums: bool = True) -> "EvalState":
+                    distribution: bool = True, bin_sums: bool = True,
+                    ece_bins: int = _metrics.ECE_BINS) -> "EvalState":
         """The state of rows with labels y (0/1), probabilities p in [0, 1], optional field
         values (an array of values, or a `(codes, names)` pair of integer codes into names),
         optional non-negative weights and an optional bucket width `step` for p.
 
         `distribution=False` leaves the distribution empty (sums only), for callers that
-        build it themselves (`StateBuilder`); `bin_sums=False` the ECE bin sums too, for
-        callers that take them from an exact distribution."""
+        build it themselves (`StateBuilder`); `bin_sums=False` the sums of the `ece_bins`
+        equal-width bins and of Spiegelhalter's test too, for callers that take them from an
+        exact distribution. Those sums are what keeps ECE, MCE and Spiegelhalter exact under
+        `step`."""
         y = np.asarray(y, dtype=np.float64).ravel()
         p = np.asarray(p, dtype=np.float64).ravel()
         if y.shape != p.shape:
@@ -93,7 +103,11 @@ class EvalState:
         codes, names = _codes(fields, p.size)
         if field_cells and codes is None:
             raise UsageError("field_cells needs fields")
-        sp, sy = _metrics.ece_sums(y, p, w) if bin_sums else (np.zeros(_metrics.ECE_BINS), np.zeros(_metrics.ECE_BINS))
+        if bin_sums:
+            bw, sp, sy = _metrics.bin_sums(y, p, w, ece_bins)
+            spiegel = _metrics.spiegelhalter_sums(y, p, w)
+        else:
+            bw, sp, sy, spiegel = np.zeros(ece_bins), np.zeros(ece_bins), np.zeros(ece_bins), None
         terms = _metrics.log_loss_terms(y, p)
         sq = p - y
         sq *= sq
@@ -101,7 +115,7 @@ class EvalState:
             np.zeros(0), np.zeros(0), np.zeros(0), int(y.size), int(np.count_nonzero(y == 1)),
             float(y.size if w is None else w.sum()),
             float(terms.sum() if w is None else terms @ w), float(sq.sum() if w is None else sq @ w),
-            sp, sy, names, step=step, weighted=w is not None)
+            sp, sy, names, step=step, weighted=w is not None, ece_w=bw, spiegel=spiegel)
         if codes is not None:
             state.field_w, state.field_y, state.field_p = _metrics.field_sums(y, p, codes, w, len(names))
         if not distribution:
@@ -136,34 +150,61 @@ class EvalState:
 
     def metrics(self, calbin_window: int = _metrics.CALBIN_WINDOW, ece_bins: int = _metrics.ECE_BINS,
                 ece_strategy: str = "uniform") -> dict[str, float]:
-        """Every metric, in `metrics.METRICS` order (field metrics when the state has fields)."""
+        """Every metric, in `metrics.METRICS` order (field metrics when the state has fields).
+
+        With `step`, the metrics that read the distribution of p come from exact row sums
+        instead where they can (ECE and MCE of equal-width bins, Spiegelhalter), AUC and
+        CalBin from the bucketed distribution (within `step_bounds`), and the calibration
+        slope and intercept, a maximum-likelihood fit on every row's logit(p) that no sum
+        gives and no useful bound covers, are n/a (NaN)."""
+        _metrics.check_window(calbin_window)
         nan = float("nan")
         if self.weight <= 0:
             keys = [k for k in _metrics.METRICS if self.field_names is not None or not k.startswith("field_")]
             return {k: nan for k in keys}
         v, n0, n1 = self.pooled()
-        out = {
-            "log_loss": self.log_loss_sum / self.weight,
-            "brier": self.brier_sum / self.weight,
-            "auc": _metrics.auc_from_ties(n1, n0),
-            "ece": float(np.sum(np.abs(self.ece_p - self.ece_y)) / self.weight),
-            "calbin": _metrics.calbin_counts(v, n0, n1, calbin_window),
-            **_metrics.distribution_metrics(v, n0, n1, ece_bins, ece_strategy),
-        }
-        if self.field_names is not None:
-            sums = (self.field_w, self.field_y, self.field_p)
-            out["field_ece"] = _metrics.field_ece_from_sums(*sums)
-            out["field_rce"] = _metrics.field_rce_from_sums(*sums)
-        return out
+        with np.errstate(all="ignore"):
+            out = {
+                "log_loss": self.log_loss_sum / self.weight,
+                "brier": self.brier_sum / self.weight,
+                "auc": _metrics.auc_from_ties(n1, n0),
+                "ece": float(np.sum(np.abs(self.ece_p - self.ece_y)) / self.weight),
+                "calbin": _metrics.calbin_counts(v, n0, n1, calbin_window),
+            }
+            if self.step is None:
+                out.update(_metrics.distribution_metrics(v, n0, n1, ece_bins, ece_strategy))
+            else:
+                out.update(self._exact_under_step(ece_bins, ece_strategy))
+            if self.field_names is not None:
+                sums = (self.field_w, self.field_y, self.field_p)
+                out["field_ece"] = _metrics.field_ece_from_sums(*sums)
+                out["field_rce"] = _metrics.field_rce_from_sums(*sums)
+        return {k: out[k] for k in _metrics.METRICS if k in out}
 
-    def step_bounds(self, calbin_window: int = _metrics.CALBIN_WINDOW) -> dict[str, float] | None:
-        """With `step`: how far AUC and CalBin may be from their exact values (None without).
+    def _exact_under_step(self, ece_bins: int, ece_strategy: str) -> dict[str, float]:
+        """ECE, MCE and Spiegelhalter from the row sums a bucketed state keeps; slope and intercept n/a."""
+        if ece_strategy != "uniform":
+            raise UsageError(STEP_QUANTILE)
+        if self.ece_w is None or self.ece_w.size != ece_bins or self.spiegel is None:
+            raise UsageError(f"this evaluation state keeps the sums of {self.ece_p.size} equal-width bins, "
+                             f"not {ece_bins}: build it with ece_bins={ece_bins}")
+        ece, mce = _metrics.binned_errors(self.ece_w, self.ece_p, self.ece_y)
+        z, pval = _metrics.spiegelhalter_from_sums(self.spiegel)
+        nan = float("nan")
+        return {"ece": ece, "mce": mce, "cal_slope": nan, "cal_intercept": nan,
+                "spiegelhalter_z": z, "spiegelhalter_p": pval}
 
-        AUC: only positive/negative pairs in the same bucket change (from 0 or 1 to a half
-        tie), so |error| <= sum_b n0_b n1_b / (2 N0 N1). CalBin: each p moves by at most
-        step/2, and a window's pooled positive rate only through the buckets cut by its two
-        ends, each by at most half its rows, so |error| <= step/2 + min(1, c_max / s) with
-        c_max the most rows (weight) in one bucket. docs/algorithms.md has the derivation.
+    def step_bounds(self, calbin_window: int = _metrics.CALBIN_WINDOW) -> dict[str, float | None] | None:
+        """With `step`: how far each metric may be from its exact value (None without step).
+
+        0 for the metrics computed from exact sums (log-loss, Brier, ECE and MCE of
+        equal-width bins, Spiegelhalter z and p, the field metrics: exact to rounding), None
+        for the slope and intercept (n/a under step). AUC: only positive/negative pairs in
+        the same bucket change (from 0 or 1 to a half tie), so |error| <= sum_b n0_b n1_b /
+        (2 N0 N1). CalBin: each p moves by at most step/2, and a window's pooled positive
+        rate only through the buckets cut by its two ends, each by at most half its rows,
+        so |error| <= step/2 + min(1, c_max / s) with c_max the most rows (weight) in one
+        bucket. docs/algorithms.md has the derivation.
         """
         if self.step is None:
             return None
@@ -173,7 +214,12 @@ class EvalState:
         c_max = float((n0 + n1).max()) if v.size else 0.0
         s = min(float(calbin_window), max(self.weight, 1.0))
         # the bounds are inflated by a relative 1e-9 (AUC) and a few ulps (p / step rounding)
-        return {"auc": auc, "calbin": self.step / 2 * (1 + 1e-12) + 1e-15 + min(1.0, c_max / s)}
+        bounds: dict[str, float | None] = {k: 0.0 for k in _metrics.METRICS}
+        bounds.update(auc=auc, calbin=self.step / 2 * (1 + 1e-12) + 1e-15 + min(1.0, c_max / s),
+                      cal_slope=None, cal_intercept=None)
+        if self.field_names is None:
+            del bounds["field_ece"], bounds["field_rce"]
+        return bounds
 
     # ------------------------------------------------------------------------ Arrow
 
@@ -193,6 +239,7 @@ class EvalState:
             "field_names": pa.array([self.field_names or []], pa.list_(pa.string())),
             "field_w": pa.array([self.field_w], f64), "field_y": pa.array([self.field_y], f64),
             "field_p": pa.array([self.field_p], f64),
+            "ece_w": pa.array([self.ece_w], f64), "spiegel": pa.array([self.spiegel], f64),
         }
         return pa.table(cols).replace_schema_metadata({ARROW_KEY: str(STATE_VERSION).encode()})
 
@@ -218,7 +265,9 @@ class EvalState:
                 list(data["field_names"][i]) if h["has_fields"] else None,
                 arr["field_w"], arr["field_y"], arr["field_p"],
                 np.asarray(data["cell_field"][i], dtype=np.int64) if h["field_cells"] else None,
-                h["step"], bool(h["weighted"])))
+                h["step"], bool(h["weighted"]), *(
+                    None if data.get(k, [None] * (i + 1))[i] is None else np.asarray(data[k][i], dtype=np.float64)
+                    for k in ("ece_w", "spiegel"))))
         return merge_states(states)
 
 
@@ -286,6 +335,8 @@ def merge_states(states: Sequence[EvalState] | Iterable[EvalState]) -> EvalState
         if s.step != first.step:
             raise UsageError(f"cannot merge evaluation states bucketed with different steps "
                              f"({first.step} and {s.step})")
+        if s.ece_p.size != first.ece_p.size:
+            raise UsageError(f"cannot merge evaluation states with {first.ece_p.size} and {s.ece_p.size} ECE bins")
         if (s.field_names is None) != (first.field_names is None) or \
                 (s.cell_field is None) != (first.cell_field is None):
             raise UsageError("cannot merge evaluation states with and without fields")
@@ -317,7 +368,9 @@ def merge_states(states: Sequence[EvalState] | Iterable[EvalState]) -> EvalState
         float(sum(s.weight for s in parts)), float(sum(s.log_loss_sum for s in parts)),
         float(sum(s.brier_sum for s in parts)), sum(s.ece_p for s in parts), sum(s.ece_y for s in parts),
         names, fields_of("field_w"), fields_of("field_y"), fields_of("field_p"), cell,
-        first.step, any(s.weighted for s in parts))
+        first.step, any(s.weighted for s in parts),
+        None if any(s.ece_w is None for s in parts) else sum(s.ece_w for s in parts),
+        None if any(s.spiegel is None for s in parts) else sum(s.spiegel for s in parts))
 
 
 def _drain(chunks: list[np.ndarray]) -> np.ndarray:
@@ -351,10 +404,13 @@ class StateBuilder:
 
     _GRID_MAX = 1 << 24
 
-    def __init__(self, step: float | None = None, field_cells: bool = False, rows: int | None = None):
+    def __init__(self, step: float | None = None, field_cells: bool = False, rows: int | None = None,
+                 ece_bins: int = _metrics.ECE_BINS):
         """`rows`: how many rows will come, when known (Parquet metadata): the exact path then
-        writes its keys into one array of that size instead of concatenating them at the end."""
+        writes its keys into one array of that size instead of concatenating them at the end.
+        `ece_bins`: the equal-width bins whose sums the state keeps (exact ECE/MCE under `step`)."""
         self.step = step
+        self.ece_bins = ece_bins
         self.field_cells = field_cells
         self._pending: list[EvalState] = []
         self._pending_size = 0
@@ -372,7 +428,7 @@ class StateBuilder:
         if not self.field_cells and packable:
             if self.step is None or self._to_grid(y, p, weights):
                 part = EvalState.from_arrays(y, p, fields, weights, self.step, distribution=False,
-                                             bin_sums=self.step is not None)
+                                             bin_sums=self.step is not None, ece_bins=self.ece_bins)
                 self._sums = part if self._sums is None else merge_states([self._sums, part])
                 if self.step is None:
                     buffer, at = self._key_buffer, self._key_at
@@ -382,7 +438,7 @@ class StateBuilder:
                     else:
                         self._keys.append(packed_keys(p, y == 1))
                 return
-        part = EvalState.from_arrays(y, p, fields, weights, self.step, self.field_cells)
+        part = EvalState.from_arrays(y, p, fields, weights, self.step, self.field_cells, ece_bins=self.ece_bins)
         self._pending.append(part)
         self._pending_size += part.p.size
         if self._pending_size > 2 * self._merged_size + (1 << 22):
@@ -433,11 +489,12 @@ class StateBuilder:
                 p, n0, n1 = compact_counts_of_keys(keys)  # p is the sorted keys' storage
                 del keys
                 self._sums.p, self._sums.n0, self._sums.n1 = p, n0, n1
-                _, self._sums.ece_p, self._sums.ece_y = _metrics.bin_sums_of_distribution(p, n0, n1)
+                self._sums.ece_w, self._sums.ece_p, self._sums.ece_y = _metrics.bin_sums_of_distribution(
+                    p, n0, n1, self.ece_bins)
             parts.append(self._sums)
             self._sums = None
         if not parts:
-            return EvalState.from_arrays(np.empty(0), np.empty(0), step=self.step)
+            return EvalState.from_arrays(np.empty(0), np.empty(0), step=self.step, ece_bins=self.ece_bins)
         return merge_states(parts)
 
 
