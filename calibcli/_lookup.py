@@ -14,6 +14,17 @@ numpy's own formula, in the same order of operations::
 with fp[0] left of the first knot and fp[-1] from the last knot on, so results equal
 `np.interp(x, xp, fp)` exactly (tests compare bytes). NaN queries, tiny inputs,
 non-finite slopes or knots too clustered for the grid fall back to `np.interp`.
+
+That formula breaks on extreme knots: a gap xp[j+1] - xp[j] beyond the float64 range (knots
+at -1e308 and 1e308) makes the slope 0, and a subnormal gap (knots at 0 and 7.4e-322) makes
+it overflow or lose its digits. Such "wide" or "narrow" intervals (see `extreme_intervals`)
+are computed as
+
+    t     = (x - xp[j]) / (xp[j+1] - xp[j])      # halves of each term when the gap overflows
+    value = fp[j] + (fp[j+1] - fp[j]) * t         # kept between fp[j] and fp[j+1]
+
+which never overflows and is exact up to a few roundings; every other interval keeps
+numpy's bytes.
 """
 
 from __future__ import annotations
@@ -98,13 +109,72 @@ def _double_p(a: np.ndarray):
     return a.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
 
 
+_TINY_SLOPE = float(np.finfo(np.float64).tiny)  # below it a slope is subnormal: digits lost
+
+
+def extreme_intervals(xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
+    """Indices j of the intervals [xp[j], xp[j+1]] where numpy's slope formula is not exact to
+    rounding: the gap overflows, or the slope overflows or is subnormal (not zero)."""
+    if _extreme_cache and _extreme_cache[0][0] is xp and _extreme_cache[0][1] is fp:
+        return _extreme_cache[0][2]
+    found = _extreme_intervals(xp, fp)
+    _extreme_cache[:] = [(xp, fp, found)]
+    return found
+
+
+_extreme_cache: list = []
+
+
+def _extreme_intervals(xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
+    if xp.size < 2:
+        return np.zeros(0, dtype=np.intp)
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        gap = xp[1:] - xp[:-1]
+        slope = (fp[1:] - fp[:-1]) / gap
+    bad = ~np.isfinite(gap) | ~np.isfinite(slope) | ((slope != 0) & (np.abs(slope) < _TINY_SLOPE))
+    return np.flatnonzero(bad)
+
+
+def interval_values(x: np.ndarray, x0: np.ndarray, x1: np.ndarray, y0: np.ndarray, y1: np.ndarray) -> np.ndarray:
+    """fp[j] + (fp[j+1] - fp[j]) * t with t = (x - x0) / (x1 - x0), for x0 <= x <= x1 (finite,
+    x0 < x1): no intermediate overflows (halved terms when x1 - x0 does), t is kept in [0, 1]
+    and the value between y0 and y1, so the interpolant stays monotone across knots."""
+    with np.errstate(over="ignore", under="ignore"):
+        gap = x1 - x0
+        wide = ~np.isfinite(gap)
+        t = np.where(wide, (x * 0.5 - x0 * 0.5) / np.where(wide, x1 * 0.5 - x0 * 0.5, 1.0),
+                     (x - x0) / np.where(wide, 1.0, gap))
+    t = np.clip(t, 0.0, 1.0)
+    value = y0 + (y1 - y0) * t
+    return np.clip(value, np.minimum(y0, y1), np.maximum(y0, y1))
+
+
 def interp(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
+    """Linear interpolation through knots (strictly increasing finite `xp`, finite `fp`),
+    constant outside: `np.interp(x, xp, fp)` bytes, except on `extreme_intervals`, computed by
+    `interval_values` without overflow."""
+    x = np.asarray(x, dtype=np.float64)
+    out = _np_interp(x, xp, fp)
+    extreme = extreme_intervals(xp, fp)
+    if extreme.size:
+        flat_x, flat_out = x.reshape(-1), out.reshape(-1)
+        j = np.searchsorted(xp, flat_x, side="right") - 1
+        inside = (j >= 0) & (j < xp.size - 1)
+        mark = np.zeros(xp.size, dtype=bool)
+        mark[extreme] = True
+        rows = np.flatnonzero(inside & np.take(mark, np.clip(j, 0, xp.size - 1)))
+        if rows.size:
+            jr = j[rows]
+            flat_out[rows] = interval_values(flat_x[rows], xp[jr], xp[jr + 1], fp[jr], fp[jr + 1])
+    return out
+
+
+def _np_interp(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
     """`np.interp(x, xp, fp)` for strictly increasing finite `xp` and finite `fp`.
 
     Outside the knots, clipping x to [xp[0], xp[-1]] lands on x == xp[j], where the formula
     gives exactly fp[j] (slope * 0 + fp[j]; fp holds no -0.0, checked in `_table`).
     """
-    x = np.asarray(x, dtype=np.float64)
     if x.size < _MIN_QUERIES or xp.size < 2:
         return np.interp(x, xp, fp)
     table = _table(xp, fp)
