@@ -458,8 +458,7 @@ def _check_order(f: Field, arr: np.ndarray, monotone: bool, fail: Callable) -> N
     order = "nondecreasing" if f.order == "monotone" and monotone else f.order
     if order not in ("increasing", "nondecreasing") or arr.size < 2:
         return
-    d = np.diff(arr)
-    bad = np.flatnonzero(d <= 0 if order == "increasing" else d < 0)
+    bad = np.flatnonzero(arr[1:] <= arr[:-1] if order == "increasing" else arr[1:] < arr[:-1])
     if bad.size:
         i = int(bad[0]) + 1
         rule = "strictly increasing" if order == "increasing" else "non-decreasing (the method is monotone)"
