@@ -185,7 +185,8 @@ class LogisticCalibrator(Calibrator):
         e = math.frexp(float(np.max(np.abs(s))))[1]
         e = e if abs(e) > _SCALE_EXP else 0
         a, b = self._fit_scaled(np.ldexp(s, -e) if e else s, y, w)
-        self.a_, self.b_ = math.ldexp(a, -e), b
+        with np.errstate(over="ignore", under="ignore"):
+            self.a_, self.b_ = float(np.ldexp(a, -e)), b
         if not (math.isfinite(self.a_) and math.isfinite(self.b_)) or (self.a_ == 0.0 and a != 0.0):
             raise FitError(
                 f"logistic: the fitted slope a = {a:g} * 2^{-e} is not representable in float64 "
