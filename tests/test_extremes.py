@@ -56,8 +56,10 @@ def features(cal, n):
 
 def queries(cal, s):
     """Training scores, their float neighbours, the ends of float64 and a few subnormals."""
-    q = np.concatenate([s, np.nextafter(s, -np.inf), np.nextafter(s, np.inf), extremes.SUBNORMALS,
-                        [-extremes.HUGE, extremes.HUGE, -1e308, 1e308, 0.5, 1.0]])
+    with np.errstate(over="ignore"):
+        q = np.concatenate([s, np.nextafter(s, -np.inf), np.nextafter(s, np.inf), extremes.SUBNORMALS,
+                            [-extremes.HUGE, extremes.HUGE, -1e308, 1e308, 0.5, 1.0]])
+    q = q[np.isfinite(q)]
     if takes_probabilities(cal):
         q = q[(q >= 0) & (q <= 1)]
     return np.unique(q)
@@ -68,7 +70,7 @@ def fit_or_refuse(cal, s, y, w=None, weight_kind="frequency"):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", CalibWarning)
-            with np.errstate(all="raise"):  # a silent overflow or invalid value in a fit is a bug
+            with np.errstate(over="raise", invalid="raise"):  # silent overflow or NaN in a fit: a bug
                 cal.fit(s, y, w, features=features(cal, s.size), weight_kind=weight_kind)
     except FitError as err:
         assert err.message and "\n" not in err.message
@@ -253,7 +255,7 @@ def test_importance_weights_are_scale_free_bit_for_bit(name):
     inner()
 
 
-SCALE_FREE = ["isotonic", "binning", "logistic", "beta", "beta-am", "beta-ab", "near-isotonic"]
+SCALE_FREE = ["isotonic", "binning", "logistic", "beta", "beta-am", "beta-ab"]  # near-isotonic: lam is absolute
 
 
 @pytest.mark.parametrize("scale", [extremes.TINY, 1e-320, 1e-300, 1e300, 1e308, extremes.HUGE])

@@ -223,6 +223,9 @@ def scaled_weights(w: np.ndarray, kind: str) -> np.ndarray:
     """
     top = float(np.max(w))
     e = math.frexp(top)[1]
+    negligible = (w > 0) & (w < math.ldexp(top, -NEGLIGIBLE_EXP))
+    if negligible.any():
+        w = np.where(negligible, 0.0, w)
     if kind == "importance":
         positive = w > 0
         if np.all(w[positive] == w[positive][0]):
@@ -235,6 +238,11 @@ def scaled_weights(w: np.ndarray, kind: str) -> np.ndarray:
     if e < -WEIGHT_EXP:
         return np.ldexp(w, -WEIGHT_EXP - e)
     return w
+
+
+# A weight below 2**-NEGLIGIBLE_EXP times the largest counts as 0: its share is far below
+# float64 resolution, and kept it would be a subnormal weight whose reciprocal overflows.
+NEGLIGIBLE_EXP = 600
 
 
 def as_float_array(values: Any, what: str) -> np.ndarray:
@@ -575,8 +583,8 @@ class Calibrator:
             pos, neg = class_weights(y, w)
             if pos <= 0 or neg <= 0:
                 raise FitError(
-                    f"the {'positive' if pos <= 0 else 'negative'} rows' weights are below 1e-308 times "
-                    "the largest weight: too small to fit beside it",
+                    f"the {'positive' if pos <= 0 else 'negative'} rows' weights are all below 2^-600 "
+                    "times the largest weight: too small to fit beside it",
                     hint="check --weight-col",
                 )
             if weight_kind == "importance":

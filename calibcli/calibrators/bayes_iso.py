@@ -477,11 +477,11 @@ class BayesIsoCalibrator(Calibrator):
 
     def _fit(self, s, y, w, features):
         xs, sw, swy = unique_with_sums(s, y, w)
-        keep = sw > 0
-        xs, sw, swy = pool_cells(xs[keep], sw[keep], swy[keep], self.params["grid"])
         e = math.frexp(float(sw.sum()))[1]
         if e > _MAX_COUNT_EXP:  # counts beyond float32's range: still overwhelming at 2**100
             sw, swy = np.ldexp(sw, _MAX_COUNT_EXP - e), np.ldexp(swy, _MAX_COUNT_EXP - e)
+        keep = sw > 0
+        xs, sw, swy = pool_cells(xs[keep], sw[keep], swy[keep], self.params["grid"])
         total = float(sw.sum())
         bin_size = self.params["bin_size"] or max(1.0, min(total / 20.0, total ** (2.0 / 3.0)))
         block_size = self.params["block_size"] or 1000.0
