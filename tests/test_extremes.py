@@ -324,3 +324,50 @@ def test_equal_width_bins_over_the_whole_float64_range_keep_their_width(n_bins):
     want = [float(-Fraction(extremes.HUGE) + step * k) for k in range(1, n_bins)]
     assert cal.edges_.size == n_bins - 1
     np.testing.assert_allclose(cal.edges_, want, rtol=0, atol=4 * EPS * extremes.HUGE)  # the range's rounding
+
+
+# --------------------------------------------------------------------------- the CLI end
+
+
+def gaussian_nb_file(tmp_path):
+    """A score file from scikit-learn's GaussianNB on well separated classes: exact 0s, subnormal
+    scores down to 5e-324 and 1s (written with repr, so every float reads back exactly)."""
+    from sklearn.naive_bayes import GaussianNB
+
+    rng = np.random.default_rng(7)
+    n = 400
+    label = (rng.random(n) < 0.5).astype(int)
+    x = rng.normal(size=(n, 2)) + np.where(label[:, None] == 1, 19.0, -19.0)
+    model = GaussianNB().fit(x[: n // 2], label[: n // 2])
+    xs = np.vstack([x[n // 2:], rng.normal(size=(n // 2, 2)) * 19.0])  # the second half spreads between
+    score = model.predict_proba(xs)[:, 1]
+    y = np.concatenate([label[n // 2:], (rng.random(n // 2) < score[n // 2:]).astype(int)])
+    y[np.argmin(score)], y[np.argmax(score)] = 1, 0  # both classes at both ends
+    subnormal = score[(score > 0) & (score < 2.2250738585072014e-308)]
+    assert subnormal.size and (score == 0).any()
+    path = tmp_path / "gnb.csv"
+    fields = np.array(["a", "b"])[rng.integers(0, 2, y.size)]
+    path.write_text("score,label,field\n" + "".join(f"{float(v)!r},{int(t)},{f}\n" for v, t, f in zip(score, y, fields)))
+    return path
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_cli_apply_accepts_every_map_fit_writes_on_gaussian_nb_scores(tmp_path, name):
+    import subprocess
+    import sys
+
+    import pyarrow.csv as pacsv
+
+    data = gaussian_nb_file(tmp_path)
+    params = [arg for k, v in FAST.get(name, {}).items() for arg in ("--param", f"{k}={v}")]
+    fields = ["--field-col", "field"] if get(name).uses_features else []
+    for fmt in ("json", "parquet"):
+        out_map, out = tmp_path / f"{name}.{fmt}", tmp_path / f"{name}-{fmt}.csv"
+        fit = subprocess.run([sys.executable, "-m", "calibcli", "fit", "--method", name, str(data), "-o",
+                              str(out_map), *params, *fields], capture_output=True, text=True, timeout=300)
+        assert fit.returncode == 0, fit.stderr
+        applied = subprocess.run([sys.executable, "-m", "calibcli", "apply", str(out_map), str(data), "-o", str(out)],
+                                 capture_output=True, text=True, timeout=300)
+        assert applied.returncode == 0, applied.stderr
+        p = pacsv.read_csv(out).column("calibrated").to_numpy()
+        assert np.all(np.isfinite(p)) and np.all((p >= 0) & (p <= 1))
