@@ -371,3 +371,15 @@ def test_cli_apply_accepts_every_map_fit_writes_on_gaussian_nb_scores(tmp_path, 
         assert applied.returncode == 0, applied.stderr
         p = pacsv.read_csv(out).column("calibrated").to_numpy()
         assert np.all(np.isfinite(p)) and np.all((p >= 0) & (p <= 1))
+
+
+@pytest.mark.parametrize("name", ["beta", "beta-am", "beta-ab", "ilps"])
+def test_scores_that_all_clip_to_one_value_are_refused_not_fitted_constant(name):
+    s = np.array([0.0, extremes.TINY, 1e-322, 1e-300, 1e-13] * 4)
+    y = np.array([0, 0, 1, 1, 1] * 4, dtype=np.float64)
+    with pytest.raises(FitError, match="cannot tell them apart"):
+        make(name).fit(s, y)
+    if name == "ilps":
+        return  # ilps clips logits at +-1e300 only
+    with pytest.raises(FitError, match="cannot tell them apart"):
+        make(name, score_kind="logit").fit(np.array([-1e308, -1e300, -50.0, -40.0] * 3), np.array([0.0, 1.0, 0.0, 1.0] * 3))

@@ -289,6 +289,12 @@ class ILPSCalibrator(Calibrator):
     def _fit(self, s, y, w, features):
         a = ilps_splits(self.params["K"])
         l = to_logit(s, self.params["score_kind"])
+        if s.min() < s.max() and not l.min() < l.max():
+            raise FitError(
+                f"ilps: every score is clipped to the logit {float(l[0]):g} (probabilities within 1e-12 "
+                "of 0 or 1), so the fit cannot tell them apart",
+                hint="fit a rank-based method (isotonic, binning) on these scores",
+            )
         b, info = fit_ilps(l, y, w, a, self.params["lam"], self.params["ridge"])
         if not info["converged"]:
             warnings.warn(
