@@ -51,7 +51,8 @@ def _grid(xp: np.ndarray) -> tuple[np.ndarray, float, int, np.ndarray] | None:
     queries in busy cells (holding a knot past their start knot) take the passes.
     """
     k = xp.size
-    span = float(xp[-1] - xp[0])
+    with np.errstate(over="ignore"):
+        span = float(xp[-1] - xp[0])
     if not np.isfinite(span) or span <= 0:
         return None
     cells = max(64, 4 * k)
@@ -201,7 +202,9 @@ def _interp_chunk(x: np.ndarray, xp: np.ndarray, fp: np.ndarray, table, out: np.
     # +-inf clip to the end knots, where np.interp also gives fp[0] / fp[-1]; NaN stays NaN
     # and shows in the sum (as would an overflow to inf - inf: then np.interp just does it all).
     xc = np.clip(x, xp[0], xp[-1])
-    if np.isnan(np.sum(xc)):
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = np.sum(xc)
+    if np.isnan(total):
         out[:] = np.interp(x, xp, fp)
         return
     # np.take rather than fancy indexing: the same gather, several times faster on numpy 2.

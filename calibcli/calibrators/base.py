@@ -475,9 +475,9 @@ def _check_order(f: Field, arr: np.ndarray, monotone: bool, fail: Callable) -> N
 
 # Scores every loaded map is probed on: predictions must be finite, in [0, 1] and, for
 # monotone methods, non-decreasing (the invariants a fitted map satisfies).
-PROBE_SCORES = np.array([-1e300, -1e10, -1e3, -30.0, -5.0, -1.0, -1e-300, 0.0, 5e-324, 1e-300, 1e-12,
-                         1e-6, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1 - 1e-12, 1.0, 1.0 + 1e-9,
-                         2.0, 5.0, 30.0, 1e3, 1e10, 1e300])
+PROBE_SCORES = np.array([-1.7976931348623157e308, -1e300, -1e10, -1e3, -30.0, -5.0, -1.0, -1e-300, 0.0,
+                         5e-324, 1e-322, 1e-310, 1e-300, 1e-12, 1e-6, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99,
+                         1 - 1e-12, 1.0, 1.0 + 1e-9, 2.0, 5.0, 30.0, 1e3, 1e10, 1e300, 1.7976931348623157e308])
 
 
 class Calibrator:
