@@ -40,6 +40,7 @@ _MIN_QUERIES = 4096  # below this, np.interp's setup-free search wins
 _MAX_PASSES = 4
 _CHUNK = 1 << 16  # queries per chunk
 _MAX_CELLS = 1 << 18
+_MIN_SPAN = 1e-280
 _cache: list = []  # [(xp, fp, table)] for the last knots used: apply calls once per batch
 
 
@@ -53,7 +54,7 @@ def _grid(xp: np.ndarray) -> tuple[np.ndarray, float, int, np.ndarray] | None:
     k = xp.size
     with np.errstate(over="ignore"):
         span = float(xp[-1] - xp[0])
-    if not np.isfinite(span) or span <= 0:
+    if not np.isfinite(span) or span < _MIN_SPAN:  # cell edges would round at subnormal resolution
         return None
     cells = max(64, 4 * k)
     best = None
