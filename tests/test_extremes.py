@@ -383,3 +383,22 @@ def test_scores_that_all_clip_to_one_value_are_refused_not_fitted_constant(name)
         return  # ilps clips logits at +-1e300 only
     with pytest.raises(FitError, match="cannot tell them apart"):
         make(name, score_kind="logit").fit(np.array([-1e308, -1e300, -50.0, -40.0] * 3), np.array([0.0, 1.0, 0.0, 1.0] * 3))
+
+
+LOGIT_METHODS = [m for m in METHODS if any(p.name == "score_kind" for p in get(m).params)]
+
+
+@pytest.mark.parametrize("kind", ["huge", "mixed"])
+@pytest.mark.parametrize("name", LOGIT_METHODS)
+def test_logit_scores_spanning_the_float64_range(name, kind):
+    """The methods that take probabilities by default, with score_kind=logit on +-1e308."""
+
+    @SETTINGS
+    @given(data=extremes.score_sets(kind))
+    def inner(data):
+        s, y = data
+        cal = fit_or_refuse(make(name, score_kind="logit"), s, y)
+        if cal is not None:
+            check_map(cal, s)
+
+    inner()
