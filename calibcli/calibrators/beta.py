@@ -216,7 +216,7 @@ class _BetaFamily(Calibrator):
         s, self.clipped_ = clip_scores(s, kind, EPS)
         if spread and not s.min() < s.max():
             raise FitError(
-                f"{self.name}: every score is clipped to {float(s[0]):g} (scores within 1e-12 of 0 or 1, "
+                f"every score is clipped to {float(s[0]):g} (scores within 1e-12 of 0 or 1, "
                 "or logits beyond +-27.6), so the fit cannot tell them apart",
                 hint="fit a rank-based method (isotonic, binning) on these scores",
             )

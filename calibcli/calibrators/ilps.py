@@ -297,7 +297,7 @@ class ILPSCalibrator(Calibrator):
         l = to_logit(s, self.params["score_kind"])
         if s.min() < s.max() and not l.min() < l.max():
             raise FitError(
-                f"ilps: every score is clipped to the logit {float(l[0]):g} (probabilities within 1e-12 "
+                f"every score is clipped to the logit {float(l[0]):g} (probabilities within 1e-12 "
                 "of 0 or 1), so the fit cannot tell them apart",
                 hint="fit a rank-based method (isotonic, binning) on these scores",
             )

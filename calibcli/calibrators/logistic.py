@@ -189,7 +189,7 @@ class LogisticCalibrator(Calibrator):
             self.a_, self.b_ = float(np.ldexp(a, -e)), b
         if not (math.isfinite(self.a_) and math.isfinite(self.b_)) or (self.a_ == 0.0 and a != 0.0):
             raise FitError(
-                f"logistic: the fitted slope a = {a:g} * 2^{-e} is not representable in float64 "
+                f"the fitted slope a = {a:g} * 2^{-e} is not representable in float64 "
                 f"(scores span [{float(s.min()):g}, {float(s.max()):g}])",
                 hint="rescale the scores, or use a rank-based method such as isotonic",
             )
@@ -211,7 +211,7 @@ class LogisticCalibrator(Calibrator):
                 stacklevel=2,
             )
         if not np.all(np.isfinite(beta)):
-            raise FitError("logistic fit diverged (are the classes perfectly separated?)",
+            raise FitError("the fit diverged (are the classes perfectly separated?)",
                            hint="try --param platt_correction=true")
         return float(beta[0] / sd), float(beta[1] - beta[0] * mu / sd)
 
