@@ -85,3 +85,51 @@ def test_isotonic_predictions_are_the_same_on_both_paths(monkeypatch):
     fast = cal.predict(q)
     monkeypatch.setattr(_lookup, "_kernel", lambda: None)
     assert cal.predict(q).tobytes() == fast.tobytes()
+
+
+@st.composite
+def extreme_knots(draw):
+    """Knots with subnormal gaps, gaps beyond the float64 range, or tiny value steps over huge
+    gaps (subnormal slopes, where the grid lookup still serves)."""
+    import extremes
+
+    kind = draw(st.sampled_from(sorted(extremes.KINDS)))
+    xp = np.unique(np.array(draw(st.lists(extremes.KINDS[kind](), min_size=2, max_size=60))))
+    if xp.size < 2:
+        xp = np.array([0.0, extremes.TINY])
+    steps = draw(st.lists(st.sampled_from([0.0, 1e-300, 1e-200, 1e-12, 0.01, 0.3]), min_size=xp.size,
+                          max_size=xp.size))
+    fp = np.minimum(np.cumsum(steps), 1.0)
+    return xp, fp
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(knots=extreme_knots(), seed=st.integers(0, 2**32 - 1))
+def test_extreme_knots_give_the_same_bytes_on_both_paths_and_the_exact_value(path, knots, seed):
+    """Kernel and numpy agree byte for byte; numpy's formula is kept on ordinary intervals and
+    the value is exact to a few roundings on the extreme ones (no overflow to 0 or 1)."""
+    from fractions import Fraction
+
+    xp, fp = knots
+    rng = np.random.default_rng(seed)
+    with np.errstate(over="ignore"):
+        x = np.concatenate([xp, np.nextafter(xp, np.inf), np.nextafter(xp, -np.inf),
+                            xp[:-1] + (xp[1:] - xp[:-1]) * rng.random(xp.size - 1),
+                            xp[:-1] * 0.5 + xp[1:] * 0.5, SPECIAL])
+    x = np.resize(x[np.isfinite(x) | np.isnan(x)], 5000)  # above _MIN_QUERIES: the grid path runs
+    got = _lookup.interp(x, xp, fp)
+    assert np.all(np.isfinite(got[~np.isnan(x)]))
+    with np.errstate(all="ignore"):
+        plain = np.interp(x, xp, fp)
+    extreme = np.zeros(xp.size, dtype=bool)
+    extreme[_lookup.extreme_intervals(xp, fp)] = True
+    j = np.searchsorted(xp, x, side="right") - 1
+    inside = (j >= 0) & (j < xp.size - 1) & ~np.isnan(x)
+    special = inside & extreme[np.clip(j, 0, xp.size - 1)]
+    assert got[~special].tobytes() == plain[~special].tobytes()
+    for i in np.flatnonzero(special)[:200]:
+        k = j[i]
+        x0, x1, y0, y1 = (Fraction(float(v)) for v in (xp[k], xp[k + 1], fp[k], fp[k + 1]))
+        want = y0 + (y1 - y0) * (Fraction(float(x[i])) - x0) / (x1 - x0)
+        assert abs(Fraction(float(got[i])) - want) <= Fraction(2.0 ** -50) * max(y1, Fraction(2.0 ** -1022))

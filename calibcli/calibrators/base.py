@@ -176,7 +176,19 @@ def class_weights(labels: np.ndarray, weights: np.ndarray) -> tuple[float, float
     if weights.ndim == 1 and weights.size and weights.strides[0] == 0 and weights[0] == 1:
         pos = int(np.count_nonzero(labels == 1))
         return float(pos), float(np.count_nonzero(labels == 0))
-    return float(np.sum(weights[labels == 1])), float(np.sum(weights[labels == 0]))
+    return _safe_sum(weights[labels == 1]), _safe_sum(weights[labels == 0])
+
+
+def _safe_sum(w: np.ndarray) -> float:
+    """Sum of non-negative weights; one that overflows is summed scaled by a power of two
+    (inf only where the true sum is beyond the float64 range)."""
+    with np.errstate(over="ignore"):
+        total = float(np.sum(w))
+    if math.isfinite(total) or w.size == 0:
+        return total
+    e = math.frexp(float(np.max(w)))[1]
+    with np.errstate(over="ignore"):
+        return float(np.ldexp(np.sum(np.ldexp(w, -e)), e))
 
 
 def platt_targets(labels: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -185,8 +197,52 @@ def platt_targets(labels: np.ndarray, weights: np.ndarray) -> np.ndarray:
     Positives become 1 - 1/(N+ + 2) = (N+ + 1)/(N+ + 2), negatives 1/(N- + 2). With weights,
     N+ and N- are the summed weights of the positives and negatives.
     """
-    n_pos, n_neg = class_weights(labels, weights)
-    return np.where(labels == 1, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
+    return platt_values(labels, *class_weights(labels, weights))
+
+
+def platt_values(labels: np.ndarray, n_pos: float, n_neg: float) -> np.ndarray:
+    """`platt_targets` from the summed weights of the two classes (inf: a target of 1 or 0)."""
+    high = (n_pos + 1.0) / (n_pos + 2.0) if math.isfinite(n_pos) else 1.0
+    return np.where(labels == 1, high, 1.0 / (n_neg + 2.0))
+
+
+# Weights are kept inside [2**-WEIGHT_EXP, 2**WEIGHT_EXP]·(a few) for the fit, so that their
+# sums, squares and products with targets neither overflow nor underflow (see `scaled_weights`).
+WEIGHT_EXP = 400
+
+
+def scaled_weights(w: np.ndarray, kind: str) -> np.ndarray:
+    """The weights a fit sees.
+
+    importance: only ratios matter; they are divided by a power of two near the largest
+    (exact) and rescaled to sum to the number of rows with positive weight, so w and c*w give
+    the same map. frequency: a row of weight k counts as k rows; weights whose largest is
+    beyond 2**+-WEIGHT_EXP are multiplied by the power of two that brings it to that bound
+    (still a huge or a tiny count: ratios exact, no overflowing sums, no targets times a
+    subnormal weight rounding to 0).
+    """
+    top = float(np.max(w))
+    e = math.frexp(top)[1]
+    negligible = (w > 0) & (w < math.ldexp(top, -NEGLIGIBLE_EXP))
+    if negligible.any():
+        w = np.where(negligible, 0.0, w)
+    if kind == "importance":
+        positive = w > 0
+        if np.all(w[positive] == w[positive][0]):
+            return positive.astype(np.float64)  # equal weights: exactly the unweighted rows
+        if abs(e) > WEIGHT_EXP:
+            w = np.ldexp(w, -e)
+        return w * (np.count_nonzero(w) / float(np.sum(w)))
+    if e > WEIGHT_EXP:
+        return np.ldexp(w, WEIGHT_EXP - e)
+    if e < -WEIGHT_EXP:
+        return np.ldexp(w, -WEIGHT_EXP - e)
+    return w
+
+
+# A weight below 2**-NEGLIGIBLE_EXP times the largest counts as 0: its share is far below
+# float64 resolution, and kept it would be a subnormal weight whose reciprocal overflows.
+NEGLIGIBLE_EXP = 600
 
 
 def as_float_array(values: Any, what: str) -> np.ndarray:
@@ -410,8 +466,7 @@ def _check_order(f: Field, arr: np.ndarray, monotone: bool, fail: Callable) -> N
     order = "nondecreasing" if f.order == "monotone" and monotone else f.order
     if order not in ("increasing", "nondecreasing") or arr.size < 2:
         return
-    d = np.diff(arr)
-    bad = np.flatnonzero(d <= 0 if order == "increasing" else d < 0)
+    bad = np.flatnonzero(arr[1:] <= arr[:-1] if order == "increasing" else arr[1:] < arr[:-1])
     if bad.size:
         i = int(bad[0]) + 1
         rule = "strictly increasing" if order == "increasing" else "non-decreasing (the method is monotone)"
@@ -420,9 +475,9 @@ def _check_order(f: Field, arr: np.ndarray, monotone: bool, fail: Callable) -> N
 
 # Scores every loaded map is probed on: predictions must be finite, in [0, 1] and, for
 # monotone methods, non-decreasing (the invariants a fitted map satisfies).
-PROBE_SCORES = np.array([-1e300, -1e10, -1e3, -30.0, -5.0, -1.0, -1e-300, 0.0, 5e-324, 1e-300, 1e-12,
-                         1e-6, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1 - 1e-12, 1.0, 1.0 + 1e-9,
-                         2.0, 5.0, 30.0, 1e3, 1e10, 1e300])
+PROBE_SCORES = np.array([-1.7976931348623157e308, -1e300, -1e10, -1e3, -30.0, -5.0, -1.0, -1e-300, 0.0,
+                         5e-324, 1e-322, 1e-310, 1e-300, 1e-12, 1e-6, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99,
+                         1 - 1e-12, 1.0, 1.0 + 1e-9, 2.0, 5.0, 30.0, 1e3, 1e10, 1e300, 1.7976931348623157e308])
 
 
 def _one_class(y: np.ndarray, pos: float, neg: float, weighted: bool) -> FitError:
@@ -533,15 +588,21 @@ class Calibrator:
             raise FitError(
                 f"method {self.name!r} needs scores in [0, 1], got range [{s.min():g}, {s.max():g}]"
             )
-        if weights is not None and weight_kind == "importance":
-            positive = w > 0
-            if np.all(w[positive] == w[positive][0]):
-                w = positive.astype(np.float64)  # equal weights: exactly the unweighted rows
-            else:
-                w = w * (np.count_nonzero(w) / float(np.sum(w)))
-        elif weights is not None and self.resamples_rows:
-            s, y, w, features = self._expand_counts(s, y, w, features)
-        targets = platt_targets(y, w) if self.params.get("platt_correction") else y
+        totals = (pos, neg)  # frequency: Platt's targets count the actual weights
+        if weights is not None:
+            w = scaled_weights(w, weight_kind)
+            pos, neg = class_weights(y, w)
+            if pos <= 0 or neg <= 0:
+                raise FitError(
+                    f"the {'positive' if pos <= 0 else 'negative'} rows' weights are all below 2^-600 "
+                    "times the largest weight: too small to fit beside it",
+                    hint="check --weight-col",
+                )
+            if weight_kind == "importance":
+                totals = (pos, neg)
+            elif self.resamples_rows:
+                s, y, w, features = self._expand_counts(s, y, w, features)
+        targets = platt_values(y, *totals) if self.params.get("platt_correction") else y
         self._fit(s, targets, w, features)
         self._fitted = True
         return self

@@ -98,9 +98,13 @@ def sample_bounds(
     total = cw[-1]
     start, end = cw[:-1], cw[1:]
     right = np.minimum(start + bin_size, total)
-    upper = (np.interp(right, cw, cp) - cp[:-1]) / (right - start)
     left = np.maximum(end - bin_size, 0.0)
-    lower = (cp[1:] - np.interp(left, cw, cp)) / (end - left)
+    # A bin narrower than the rounding of a huge cumulative count (start + bin_size == start)
+    # is the rank's own rate.
+    own = n1 / sw
+    with np.errstate(divide="ignore", invalid="ignore"):
+        upper = np.where(right > start, (np.interp(right, cw, cp) - cp[:-1]) / (right - start), own)
+        lower = np.where(end > left, (cp[1:] - np.interp(left, cw, cp)) / (end - left), own)
     upper = np.maximum(np.maximum.accumulate(upper), iso)
     lower = np.minimum(np.minimum.accumulate(lower[::-1])[::-1], iso)
     return np.clip(lower - margin, 0.0, 1.0), np.clip(upper + margin, 0.0, 1.0)
@@ -352,7 +356,19 @@ def pool_cells(xs, sw, swy, grid):
     cell = np.minimum((mid / np.sum(sw) * grid).astype(np.int64), grid - 1)
     _, cell = np.unique(cell, return_inverse=True)
     cw = np.bincount(cell, weights=sw)
-    return np.bincount(cell, weights=sw * xs) / cw, cw, np.bincount(cell, weights=swy)
+    e = math.frexp(float(np.max(np.abs(xs))))[1]
+    e = e if e > 256 else 0  # huge scores: mean of scores scaled by a power of two (exact)
+    centre = np.ldexp(np.bincount(cell, weights=sw * np.ldexp(xs, -e)) / cw, e)
+    centre = np.maximum.accumulate(np.clip(centre, xs[0], xs[-1]))
+    cy = np.bincount(cell, weights=swy)
+    if np.all(centre[1:] > centre[:-1]):
+        return centre, cw, cy
+    # cells whose mean scores round to one float (subnormal scores) are one knot
+    centre, merged = np.unique(centre, return_inverse=True)
+    return centre, np.bincount(merged, weights=cw), np.bincount(merged, weights=cy)
+
+
+_MAX_COUNT_EXP = 100  # summed weights above 2**100 are scaled down to it (counts are float32)
 
 
 def block_edges(sw, block_size):
@@ -461,6 +477,9 @@ class BayesIsoCalibrator(Calibrator):
 
     def _fit(self, s, y, w, features):
         xs, sw, swy = unique_with_sums(s, y, w)
+        e = math.frexp(float(sw.sum()))[1]
+        if e > _MAX_COUNT_EXP:  # counts beyond float32's range: still overwhelming at 2**100
+            sw, swy = np.ldexp(sw, _MAX_COUNT_EXP - e), np.ldexp(swy, _MAX_COUNT_EXP - e)
         keep = sw > 0
         xs, sw, swy = pool_cells(xs[keep], sw[keep], swy[keep], self.params["grid"])
         total = float(sw.sum())

@@ -212,7 +212,14 @@ class _BetaFamily(Calibrator):
 
     def _fit(self, s, y, w, features):
         kind = self.params["score_kind"]
+        spread = bool(s.min() < s.max())
         s, self.clipped_ = clip_scores(s, kind, EPS)
+        if spread and not s.min() < s.max():
+            raise FitError(
+                f"every score is clipped to {float(s[0]):g} (scores within 1e-12 of 0 or 1, "
+                "or logits beyond +-27.6), so the fit cannot tell them apart",
+                hint="fit a rank-based method (isotonic, binning) on these scores",
+            )
         if self.clipped_:
             what = "logits beyond +-%.4g" % (math.log1p(-EPS) - math.log(EPS)) if kind == "logit" else (
                 f"scores outside [{EPS:g}, 1-{EPS:g}]"

@@ -16,6 +16,7 @@ and naive Bayesian classifiers".
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -36,11 +37,21 @@ def weighted_quantiles(s: np.ndarray, w: np.ndarray, q: np.ndarray) -> np.ndarra
     return s[order][np.minimum(idx, s.size - 1)]
 
 
+def width_edges(lo: float, hi: float, n_bins: int) -> np.ndarray:
+    """The n_bins - 1 inner edges of equal-width bins over [lo, hi]: `np.linspace` where hi - lo
+    is finite, else lo/n * (n - k) + hi/n * k, whose terms cannot overflow (a range of
+    +-1e308 keeps all its bins)."""
+    if math.isfinite(hi - lo):
+        return np.linspace(lo, hi, n_bins + 1)[1:-1]
+    k = np.arange(1, n_bins, dtype=np.float64)
+    return np.sort((lo / n_bins) * (n_bins - k) + (hi / n_bins) * k)
+
+
 def bin_edges(s: np.ndarray, w: np.ndarray, n_bins: int, strategy: str) -> np.ndarray:
     """Inner edges (ascending, distinct) splitting the training scores into at most n_bins bins."""
     lo, hi = float(s.min()), float(s.max())
     if strategy == "width":
-        inner = np.linspace(lo, hi, n_bins + 1)[1:-1]
+        inner = width_edges(lo, hi, n_bins)
     else:
         inner = weighted_quantiles(s, w, np.arange(1, n_bins) / n_bins)
     inner = np.unique(inner)

@@ -95,6 +95,8 @@ Where the paper is ambiguous, and what we chose
 
 from __future__ import annotations
 
+import math
+
 import warnings
 from typing import Any
 
@@ -285,12 +287,21 @@ class _BootBase(Calibrator):
         last = xs[np.concatenate([np.flatnonzero(cut), [n_groups - 1]])]
         self.n_bins_ = nb
         self.n_rounds_oob_ = float(np.mean((~in_bag).sum(axis=0)))
-        centre = np.clip(np.bincount(b, weights=w * s, minlength=nb) / bw, first, last)  # rounding
+        centre = np.clip(_weighted_means(b, w, s, bw, nb), first, last)  # rounding
         self._finish(first, last, centre, value, bw)
 
     def _finish(self, first, last, centre, value, weight) -> None:
         """Store the final map from each bin's score range, weighted mean score, value, weight."""
         raise NotImplementedError
+
+
+def _weighted_means(b: np.ndarray, w: np.ndarray, s: np.ndarray, bw: np.ndarray, nb: int) -> np.ndarray:
+    """Weighted mean score of each bin; scores beyond 2**256 are summed scaled by a power of
+    two (exact), so that w * s and the sums cannot overflow."""
+    e = math.frexp(float(np.max(np.abs(s))))[1]
+    if e <= 256:
+        return np.bincount(b, weights=w * s, minlength=nb) / bw
+    return np.ldexp(np.bincount(b, weights=w * np.ldexp(s, -e), minlength=nb) / bw, e)
 
 
 def _common_params() -> tuple[Param, ...]:
@@ -352,7 +363,10 @@ class BootBinningCalibrator(_BootBase, StepMap):
 
     def _finish(self, first, last, centre, value, weight):
         lo, hi = last[:-1], first[1:]
-        mid = lo + (hi - lo) * 0.5
+        with np.errstate(over="ignore"):
+            mid = lo + (hi - lo) * 0.5
+        wide = ~np.isfinite(mid)
+        mid[wide] = lo[wide] * 0.5 + hi[wide] * 0.5
         self.edges_ = np.where(mid > lo, mid, hi)
         self.values_ = value
 

@@ -341,7 +341,8 @@ def fit_additive(a: np.ndarray, rows: Rows, sizes: list[int], lam: float, ridge:
             lin = xnum @ beta
         b, _ = fit_ilps(l, y, w, a, lam, ridge, offset=lin + sum(parts), b0=b, max_iter=1, segs=(k, t))
         eta = b[k] + t * (b[k + 1] - b[k])
-        moved = float(np.sqrt(np.mean((eta + lin + sum(parts) - before) ** 2)))
+        with np.errstate(over="ignore", invalid="ignore"):  # logits near +-1e300: moved is inf, go on
+            moved = float(np.sqrt(np.mean((eta + lin + sum(parts) - before) ** 2)))
         if moved < _SWEEP_TOL:
             break
     empty = np.zeros(0)

@@ -107,6 +107,9 @@ def ilps_splits(K: int) -> np.ndarray:
     return np.log(p) - np.log1p(-p)
 
 
+FIT_T_MAX = 1e6
+
+
 def segments(l: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Segment index k (0-based, end segments extended) and position t = (l - a_k)/(a_k+1 - a_k)."""
     k = np.clip(np.searchsorted(a, l, side="right") - 1, 0, a.size - 2)
@@ -178,6 +181,9 @@ def fit_ilps(
     total = float(sw.sum())
     sw, swy = sw / total, swy / total
     k, t = segments(xs, a) if segs is None or offset is None else (segs[0][keep], segs[1][keep])
+    # Far out on an end segment the fit sees t at +-1e6 (logits beyond about +-1e6, where eta has saturated
+    # for any end slope above 1e-4), so that t**2 keeps the Hessian finite and well conditioned.
+    t = np.clip(t, -FIT_T_MAX, FIT_T_MAX)
     n_b = a.size
     da = np.diff(a)
     # J maps (c, d) to b: b_j = c + sum_{i<j} d_i.
@@ -289,6 +295,12 @@ class ILPSCalibrator(Calibrator):
     def _fit(self, s, y, w, features):
         a = ilps_splits(self.params["K"])
         l = to_logit(s, self.params["score_kind"])
+        if s.min() < s.max() and not l.min() < l.max():
+            raise FitError(
+                f"every score is clipped to the logit {float(l[0]):g} (probabilities within 1e-12 "
+                "of 0 or 1), so the fit cannot tell them apart",
+                hint="fit a rank-based method (isotonic, binning) on these scores",
+            )
         b, info = fit_ilps(l, y, w, a, self.params["lam"], self.params["ridge"])
         if not info["converged"]:
             warnings.warn(

@@ -13,6 +13,7 @@ regularized likelihood methods".
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
@@ -20,7 +21,9 @@ import numpy as np
 
 from calibcli.calibrators.base import SAFE_PLATT_CORRECTION, Calibrator, Field, StateSpec
 from calibcli.calibrators.registry import register
-from calibcli.errors import CalibWarning
+from calibcli.errors import CalibWarning, FitError
+
+_SCALE_EXP = 256
 
 
 def sigmoid(t: np.ndarray) -> np.ndarray:
@@ -177,12 +180,27 @@ class LogisticCalibrator(Calibrator):
     monotone = False  # a is unconstrained: a < 0 (higher scores, fewer positives) decreases
 
     def _fit(self, s, y, w, features):
+        # Scores beyond 2**+-256 are fitted scaled by a power of two (exact), so that their
+        # mean and variance neither overflow nor underflow; the scale folds back into a.
+        e = math.frexp(float(np.max(np.abs(s))))[1]
+        e = e if abs(e) > _SCALE_EXP else 0
+        a, b = self._fit_scaled(np.ldexp(s, -e) if e else s, y, w)
+        with np.errstate(over="ignore", under="ignore"):
+            self.a_, self.b_ = float(np.ldexp(a, -e)), b
+        if not (math.isfinite(self.a_) and math.isfinite(self.b_)) or (self.a_ == 0.0 and a != 0.0):
+            raise FitError(
+                f"the fitted slope a = {a:g} * 2^{-e} is not representable in float64 "
+                f"(scores span [{float(s.min()):g}, {float(s.max()):g}])",
+                hint="rescale the scores, or use a rank-based method such as isotonic",
+            )
+
+    def _fit_scaled(self, s, y, w):
+        """(a, b) of the maximum-likelihood fit on scores of moderate magnitude."""
         mu = float(np.average(s, weights=w))
         sd = float(np.sqrt(np.average((s - mu) ** 2, weights=w)))
         if sd == 0.0 or not np.isfinite(sd):
             rate = float(np.average(y, weights=w))
-            self.a_, self.b_ = 0.0, float(np.log(rate) - np.log1p(-rate))
-            return
+            return 0.0, float(np.log(rate) - np.log1p(-rate))
         z = (s - mu) / sd
         beta, converged = fit_logistic_columns([z], y, w, intercept=True)
         if not converged:
@@ -192,8 +210,10 @@ class LogisticCalibrator(Calibrator):
                 CalibWarning,
                 stacklevel=2,
             )
-        self.a_ = float(beta[0] / sd)
-        self.b_ = float(beta[1] - beta[0] * mu / sd)
+        if not np.all(np.isfinite(beta)):
+            raise FitError("the fit diverged (are the classes perfectly separated?)",
+                           hint="try --param platt_correction=true")
+        return float(beta[0] / sd), float(beta[1] - beta[0] * mu / sd)
 
     def _predict(self, s, features):
         return sigmoid(self.a_ * s + self.b_)
