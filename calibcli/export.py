@@ -172,7 +172,7 @@ def quote_identifier(name: str, dialect: str = "ansi") -> str:
 
 def check_expression(expr: str, dialect: str = "ansi") -> None:
     """Refuse (UsageError) a score expression that could end the statement, open a comment or
-    leave a quote or parenthesis open, reading quotes as the dialect does.
+    leave a quote, parenthesis or bracket open, reading quotes as the dialect does.
 
     Strings are '...' and identifiers "..." (a quote doubled inside is the quote); Spark also
     reads "..." as a string and quotes identifiers with backticks, which ANSI mode refuses
@@ -189,7 +189,7 @@ def check_expression(expr: str, dialect: str = "ansi") -> None:
     for bad, why in (("\\", "has a backslash"), ("\x00", "has a NUL character"), ("${", "has '${'")):
         if bad in expr:
             raise refuse(why)
-    quotes, depth, i, n = _QUOTES[dialect], 0, 0, len(expr)
+    quotes, opened, i, n = _QUOTES[dialect], [], 0, len(expr)
     while i < n:
         c = expr[i]
         if c in quotes:
@@ -211,15 +211,14 @@ def check_expression(expr: str, dialect: str = "ansi") -> None:
             raise refuse(f"has {two if c != '#' else c!r} outside quotes (it would open a comment)")
         if c in "$`":
             raise refuse(f"has {c!r} outside quotes")
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth < 0:
-                raise refuse("closes a parenthesis it did not open")
+        if c in "([":
+            opened.append(c)
+        elif c in ")]":
+            if not opened or opened.pop() != "([)]"[")]".index(c)]:
+                raise refuse(f"closes a {c!r} it did not open")
         i += 1
-    if depth:
-        raise refuse("leaves a parenthesis open")
+    if opened:
+        raise refuse(f"leaves a {opened[-1]!r} open")
 
 
 def score_sql(column: str | None = "score", expression: str | None = None, dialect: str = "ansi") -> str:
@@ -233,6 +232,8 @@ def score_sql(column: str | None = "score", expression: str | None = None, diale
         return f"({expression.strip()})"
     if not column:
         raise UsageError("--score-col must name a column")
+    if "\x00" in column:
+        raise UsageError(f"--score-col {column!r} has a NUL character, which SQL cannot quote")
     return quote_identifier(column, dialect)
 
 
@@ -278,8 +279,6 @@ def simplify(cal: Calibrator, max_knots: int) -> Simplified:
     needs at most `max_knots`; for bins that cover is optimal.
     """
     n = breakpoints(cal)
-    if max_knots < 2:
-        raise UsageError("--max-knots must be at least 2")
     if n <= max_knots or not (hasattr(cal, "x_") or hasattr(cal, "edges_")):
         return Simplified(cal, n, n, 0.0)
     out = copy.copy(cal)
