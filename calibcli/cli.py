@@ -407,7 +407,7 @@ def export(
     score_col: Annotated[Optional[str], typer.Option("--score-col", help="Score column the expression reads (default: score); quoted as an identifier.")] = None,
     score_expr: Annotated[Optional[str], typer.Option("--score-expr", help="A SQL expression giving the score, instead of --score-col; refused if it could end the statement or open a comment.")] = None,
     dialect: Annotated[str, typer.Option("--dialect", help="How identifiers and strings are quoted: ansi (\"col\": DuckDB, PostgreSQL) or spark (`col`).")] = "ansi",
-    max_knots: Annotated[Optional[int], typer.Option("--max-knots", help="Simplify a knot or bin map to at most N knots (bin edges), printing the maximum error it adds (N >= 2).")] = None,
+    max_knots: Annotated[Optional[int], typer.Option("--max-knots", help="Simplify a knot or bin map to at most N knots (bin edges), printing the maximum error it adds." + _range("--max-knots"))] = None,
 ) -> None:
     """Export a map for use outside calibcli (isotonic, binning, logistic, beta, ilps, ...).
 
@@ -423,8 +423,7 @@ def export(
         raise UsageError("give --score-col or --score-expr, not both")
     if dialect not in exporting.DIALECTS:
         raise UsageError(f"--dialect {dialect!r} is not one of " + ", ".join(exporting.DIALECTS))
-    if max_knots is not None and max_knots < 2:
-        raise UsageError(f"--max-knots {max_knots} is below 2: a map needs its two end knots")
+    bounds.check(max_knots=max_knots)
     column = None if score_expr is not None else ("score" if score_col is None else score_col)
     result = exporting.export_sql(map, column, score_expr, dialect, max_knots)
     simplified = result.simplified
