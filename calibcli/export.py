@@ -177,8 +177,9 @@ def check_expression(expr: str, dialect: str = "ansi") -> None:
     Strings are '...' and identifiers "..." (a quote doubled inside is the quote); Spark also
     reads "..." as a string and quotes identifiers with backticks, which ANSI mode refuses
     (DuckDB and MySQL read them as quotes, PostgreSQL does not). Backslashes, `$` outside
-    quotes and `${` are refused: escape strings (E'..', Spark's '\'') and dollar quoting
-    would move where a string ends, and Spark substitutes `${var}` before parsing.
+    quotes and `${` are refused: backslash escapes (PostgreSQL's E'..' strings, every Spark
+    string) and dollar quoting would move where a string ends, and Spark substitutes
+    `${var}` before parsing.
     """
     def refuse(why: str) -> UsageError:
         return UsageError(f"--score-expr {expr!r} {why}",

@@ -23,7 +23,7 @@ CASES = [
     ("isotonic-platt", "isotonic", ["platt_correction=true"], False),
     ("enir", "enir", ["models=10"], False),
     ("near-isotonic", "near-isotonic", ["lam=0.5"], False),
-    ("bayes-iso", "bayes-iso", ["samples=500", "target_ess=0", "seed=1"], False),
+    ("bayes-iso", "bayes-iso", ["samples=500", "target_ess=0", "seed=1", "grid=400"], False),
     ("binning-quantile", "binning", ["n_bins=20"], False),
     ("binning-width", "binning", ["n_bins=15", "strategy=width"], False),
     ("logistic", "logistic", [], False),
