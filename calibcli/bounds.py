@@ -41,6 +41,7 @@ OPTIONS: dict[str, Bound] = {
     "--calbin-window": Bound(1, 10_000_000, "a window larger than the data has no meaning; bounds memory"),
     "--ece-bins": Bound(1, 100_000, "more bins than that leave most of them empty on any real data"),
     "--folds": Bound(2, 100, "each fold refits every method; 100 folds of a slow method take minutes"),
+    "--max-knots": Bound(2, 10_000_000, "a simplified map keeps its two end knots; more knots than a map has change nothing"),
     "--seed": Bound(0, SEED_MAX, "seeds are 64-bit integers, stored exactly in the map"),
     "--step": Bound(0.0, 1e300, "a positive, finite rounding step", low_open=True),
     "--top": Bound(1, 10_000, "rows of the --by-field table"),

@@ -405,7 +405,10 @@ def _report_gates(gate) -> None:
 def export(
     map: Annotated[str, typer.Argument(help="A map saved by `calib fit` (.json or .parquet).")],
     sql: Annotated[bool, typer.Option("--sql", help="Print one SQL expression computing the calibrated probability.")] = False,
-    score_col: Annotated[str, typer.Option("--score-col", help="Score column (or SQL expression) the expression reads; quote it for your dialect if needed.")] = "score",
+    score_col: Annotated[Optional[str], typer.Option("--score-col", help="Score column the expression reads (default: score); quoted as an identifier.")] = None,
+    score_expr: Annotated[Optional[str], typer.Option("--score-expr", help="A SQL expression giving the score, instead of --score-col; refused if it could end the statement or open a comment.")] = None,
+    dialect: Annotated[str, typer.Option("--dialect", help="How identifiers and strings are quoted: ansi (\"col\": DuckDB, PostgreSQL) or spark (`col`).")] = "ansi",
+    max_knots: Annotated[Optional[int], typer.Option("--max-knots", help="Simplify a knot or bin map to at most N knots (bin edges), printing the maximum error it adds." + _range("--max-knots"))] = None,
 ) -> None:
     """Export a map for use outside calibcli (isotonic, binning, logistic, beta, ilps, ...).
 
@@ -417,7 +420,24 @@ def export(
 
     if not sql:
         raise UsageError("choose an export format", hint="--sql prints a SQL expression")
-    typer.echo(exporting.export_sql(map, score_col))
+    if score_col is not None and score_expr is not None:
+        raise UsageError("give --score-col or --score-expr, not both")
+    if dialect not in exporting.DIALECTS:
+        raise UsageError(f"--dialect {dialect!r} is not one of " + ", ".join(exporting.DIALECTS))
+    bounds.check(max_knots=max_knots)
+    column = None if score_expr is not None else ("score" if score_col is None else score_col)
+    result = exporting.export_sql(map, column, score_expr, dialect, max_knots)
+    simplified = result.simplified
+    if simplified is not None and simplified.after < simplified.before:
+        console.info(f"simplified {simplified.before} knots to {simplified.after}: "
+                     f"max absolute error {simplified.max_error!r}")
+    if result.too_large():
+        message = (f"the SQL is {len(result.sql.encode()) / 1e6:.1f} MB over {result.knots} knots: engines plan "
+                   f"an expression this long slowly; --max-knots {exporting.WARN_KNOTS // 10} keeps it small")
+        if _state["strict"]:
+            raise UsageError(message)
+        console.warn(message)
+    typer.echo(result.sql)
 
 
 @app.command()

@@ -2,9 +2,9 @@
 
 The expression computes the calibrated probability from a score column, so a map can be
 applied inside a database or an engine (Spark's native `apply` reuses it) without Python.
-Supported: the knot maps (isotonic, enir, near-isotonic: linear between knots, constant
-outside), binning (one value per bin), logistic, the beta family and ilps. Other methods
-need code SQL does not have (bootstraps, per-field networks) and are refused.
+Supported: the knot maps (isotonic, enir, near-isotonic, bayes-iso: linear between knots,
+constant outside), binning (one value per bin), logistic, the beta family and ilps. Other
+methods need code SQL does not have (bootstraps, per-field networks) and are refused.
 
 Exactness (see docs/algorithms.md, "SQL export"): every constant is written at repr
 precision with an exponent, so SQL engines parse it as the same float64 (a DOUBLE literal,
@@ -13,20 +13,27 @@ with the slope computed here), so they agree with `calib apply` to the last bit 
 engines that evaluate IEEE doubles; the sigmoid is written without overflow as
 `EXP(LEAST(e, 0)) / (1 + EXP(-ABS(e)))`, within a few ulps of numpy. Knot intervals are
 a balanced tree of `CASE` expressions (depth log2 of the knots), so a row costs a few
-comparisons even for maps with many knots. NULL scores give NULL, and so do scores outside
-[0, 1] for a map fitted on probabilities (beta, ilps with `score_kind=probability`), which
-`calib apply` refuses: SQL has no portable error, and NULL is its "no value" (NaN compares
-above every number in DuckDB and Spark, so a NaN score gives NULL there too).
+comparisons even for maps with many knots; engines still plan a long expression slowly,
+which `simplify` (`--max-knots`) bounds.
 
-The score is inserted as given: a column name, or any SQL expression, quoted for the
-target dialect when needed ("my col" in ANSI SQL, `my col` in Spark).
+No value: NULL and NaN scores give NULL, and so do scores outside [0, 1] for a map fitted
+on probabilities (beta, ilps with `score_kind=probability`), which `calib apply` refuses:
+SQL has no portable error, and NULL is its "no value". NaN is caught by `-ABS(s) <= 0`,
+false for NaN both where NaN compares above every number (DuckDB, Spark, PostgreSQL) and
+where every comparison with NaN is false (IEEE).
+
+The score is a column name, quoted here as an identifier of the dialect (double quotes in
+ANSI SQL, backticks in Spark, the quote doubled inside), or an expression the caller writes,
+which `check_expression` refuses if it could end the statement or open a comment.
 """
 
 from __future__ import annotations
 
+import copy
+import heapq
 import math
 import re
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -34,7 +41,6 @@ from calibcli.calibrators import Calibrator
 from calibcli.errors import MapError, UsageError
 
 _FLAT = 8  # intervals below this many become one flat CASE instead of a nested one
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[`\"][^`\"]+[`\"]")
 
 
 def literal(x: float) -> str:
@@ -142,10 +148,15 @@ def _ilps(cal: Calibrator, s: str) -> str:
 
 
 _WRITERS: dict[str, Callable[[Calibrator, str], str]] = {
-    "isotonic": _knots, "enir": _knots, "near-isotonic": _knots, "binning": _bins,
+    "isotonic": _knots, "enir": _knots, "near-isotonic": _knots, "bayes-iso": _knots, "binning": _bins,
     "logistic": _logistic, "beta": _beta, "beta-am": _beta, "beta-ab": _beta, "ilps": _ilps,
 }
 SQL_METHODS = tuple(_WRITERS)
+DIALECTS = ("ansi", "spark")
+WARN_SQL_BYTES = 1_000_000  # an export longer than this warns: engines plan it slowly
+WARN_KNOTS = 10_000  # so does a map with more break points than this
+_ATOM = re.compile(r'[A-Za-z_][A-Za-z0-9_]*|"(?:[^"]|"")*"|`(?:[^`]|``)*`')
+_QUOTES = {"ansi": "'\"", "spark": "'\"`"}
 
 
 def supports_sql(cal: Calibrator) -> bool:
@@ -153,26 +164,273 @@ def supports_sql(cal: Calibrator) -> bool:
     return cal.name in _WRITERS
 
 
-def sql_expression(cal: Calibrator, score: str = "score") -> str:
-    """One SQL expression giving the calibrated probability of `score` (NULL for NULL, and
-    for a score outside [0, 1] when the map was fitted on probabilities)."""
+def quote_identifier(name: str, dialect: str = "ansi") -> str:
+    """`name` as one quoted identifier: "..." in ANSI SQL, `...` in Spark, the quote doubled inside."""
+    q = "`" if dialect == "spark" else '"'
+    return q + name.replace(q, q + q) + q
+
+
+def check_expression(expr: str, dialect: str = "ansi") -> None:
+    """Refuse (UsageError) a score expression that could end the statement, open a comment or
+    leave a quote, parenthesis or bracket open, reading quotes as the dialect does.
+
+    Strings are '...' and identifiers "..." (a quote doubled inside is the quote); Spark also
+    reads "..." as a string and quotes identifiers with backticks, which ANSI mode refuses
+    (DuckDB and MySQL read them as quotes, PostgreSQL does not). Backslashes, `$` outside
+    quotes and `${` are refused: backslash escapes (PostgreSQL's E'..' strings, every Spark
+    string) and dollar quoting would move where a string ends, and Spark substitutes
+    `${var}` before parsing.
+    """
+    def refuse(why: str) -> UsageError:
+        return UsageError(f"--score-expr {expr!r} {why}",
+                          hint="give one expression of the score, e.g. --score-expr 'CAST(raw AS DOUBLE)'")
+
+    if not expr.strip():
+        raise UsageError("--score-expr must be a SQL expression")
+    for bad, why in (("\\", "has a backslash"), ("\x00", "has a NUL character"), ("${", "has '${'")):
+        if bad in expr:
+            raise refuse(why)
+    quotes, opened, i, n = _QUOTES[dialect], [], 0, len(expr)
+    while i < n:
+        c = expr[i]
+        if c in quotes:
+            j = i + 1
+            while True:
+                j = expr.find(c, j)
+                if j < 0:
+                    raise refuse(f"leaves a {c} quote open")
+                if expr.startswith(c + c, j):
+                    j += 2
+                    continue
+                break
+            i = j + 1
+            continue
+        two = expr[i:i + 2]
+        if c == ";":
+            raise refuse("has ';' outside quotes (it would end the statement)")
+        if two in ("--", "/*") or c == "#":
+            raise refuse(f"has {two if c != '#' else c!r} outside quotes (it would open a comment)")
+        if c in "$`":
+            raise refuse(f"has {c!r} outside quotes")
+        if c in "([":
+            opened.append(c)
+        elif c in ")]":
+            if not opened or opened.pop() != "([)]"[")]".index(c)]:
+                raise refuse(f"closes a {c!r} it did not open")
+        i += 1
+    if opened:
+        raise refuse(f"leaves a {opened[-1]!r} open")
+
+
+def score_sql(column: str | None = "score", expression: str | None = None, dialect: str = "ansi") -> str:
+    """The score as SQL: the column quoted as an identifier, or the checked expression."""
+    if dialect not in DIALECTS:
+        raise UsageError(f"unknown SQL dialect {dialect!r}", hint="choose " + " or ".join(DIALECTS))
+    if expression is not None:
+        if column is not None:
+            raise UsageError("give --score-col or --score-expr, not both")
+        check_expression(expression, dialect)
+        return f"({expression.strip()})"
+    if not column:
+        raise UsageError("--score-col must name a column")
+    if "\x00" in column:
+        raise UsageError(f"--score-col {column!r} has a NUL character, which SQL cannot quote")
+    return quote_identifier(column, dialect)
+
+
+def sql_expression(cal: Calibrator, score: str = '"score"') -> str:
+    """One SQL expression giving the calibrated probability of `score`, a SQL expression the
+    caller trusts (see `score_sql`): NULL for a NULL or NaN score, and for a score outside
+    [0, 1] when the map was fitted on probabilities."""
     if not supports_sql(cal):
         raise MapError(f"a {cal.name} map cannot be exported as SQL",
                        hint="SQL export supports " + ", ".join(SQL_METHODS))
     score = score.strip()
-    if not score:
-        raise UsageError("--score-col must name a column")
-    s = score if _IDENTIFIER.fullmatch(score) else f"({score})"
-    refused = f"{s} IS NULL OR {s} < 0 OR {s} > 1" if cal.needs_probabilities else f"{s} IS NULL"
+    s = score if _ATOM.fullmatch(score) else f"({score})"
+    refused = f"{s} IS NULL OR NOT (-ABS({s}) <= 0)"
+    if cal.needs_probabilities:
+        refused += f" OR {s} < 0 OR {s} > 1"
     return f"CASE WHEN {refused} THEN NULL ELSE {_WRITERS[cal.name](cal, s)} END"
 
 
-def export_sql(map_path: str, score: str = "score") -> str:
-    """The SQL expression of the map saved at `map_path` (`calib export --sql`)."""
+def breakpoints(cal: Calibrator) -> int:
+    """How many knots, bin edges or splits the map's SQL branches on."""
+    for attr in ("x_", "edges_"):
+        if hasattr(cal, attr):
+            return int(getattr(cal, attr).size)
+    a = getattr(cal, "a_", None)
+    return int(a.size) if isinstance(a, np.ndarray) else 0
+
+
+class Simplified(NamedTuple):
+    calibrator: Calibrator
+    before: int  # break points of the map as saved
+    after: int
+    max_error: float  # max |original - simplified| over all scores
+
+
+def simplify(cal: Calibrator, max_knots: int) -> Simplified:
+    """The map with at most `max_knots` knots (knot maps) or bin edges (binning), chosen to keep
+    the maximum absolute error small; other maps, and maps already that small, unchanged.
+
+    Knot maps keep a subset of their knots (the first and last included) with their values,
+    so the map stays monotone and in [0, 1] and its error is largest at a dropped knot. Bins
+    merge into runs of adjacent bins valued at their midrange, whose error is half the
+    run's range. Both search the smallest tolerance whose greedy cover (longest run first)
+    needs at most `max_knots`; for bins that cover is optimal.
+    """
+    n = breakpoints(cal)
+    if n <= max_knots or not (hasattr(cal, "x_") or hasattr(cal, "edges_")):
+        return Simplified(cal, n, n, 0.0)
+    out = copy.copy(cal)
+    if hasattr(cal, "x_"):
+        x, y = cal.x_, cal.y_
+        start, hi = _split_worst(x, y, max_knots)
+        keep = _bisect(lambda tol: _chord_reach(x, y, tol), x.size - 1, max_knots - 1, hi, start)
+        out.x_, out.y_ = x[keep], y[keep]
+        from calibcli.calibrators.isotonic import interpolate
+
+        err = float(np.max(np.abs(interpolate(out.x_, out.y_, x) - y)))
+        return Simplified(out, n, int(out.x_.size), err)
+    v = cal.values_
+    keep = _bisect(lambda tol: _range_reach(v, tol), v.size, max_knots + 1, 0.5 * float(v.max() - v.min()),
+                   [0, v.size])
+    lo, hi = keep[:-1], keep[1:]
+    mids = 0.5 * (np.minimum.reduceat(v, lo) + np.maximum.reduceat(v, lo))
+    out.edges_, out.values_ = cal.edges_[hi[:-1] - 1], mids
+    err = float(np.max(np.abs(np.repeat(mids, hi - lo) - v)))
+    return Simplified(out, n, int(out.edges_.size), err)
+
+
+_WINDOW = 64  # run ends next to the run's start, tested all at once (a window x window array)
+
+
+def _chord_error(x: np.ndarray, y: np.ndarray, i: int, j: int) -> float:
+    """Max |y_k - chord(i, j)(x_k)| over the knots strictly between i and j."""
+    if j - i < 2:
+        return 0.0
+    slope = (y[j] - y[i]) / (x[j] - x[i])
+    return float(np.max(np.abs(slope * (x[i + 1:j] - x[i]) + y[i] - y[i + 1:j])))
+
+
+def _chord_reach(x: np.ndarray, y: np.ndarray, tol: float) -> Callable[[int], int]:
+    """From knot i, a far knot j whose chord is within `tol` of the knots between: the
+    furthest of the next `_WINDOW` (all tested at once), then, if the last of them is
+    within, galloping and bisecting on knots further out."""
+    last = x.size - 1
+    inside = np.arange(_WINDOW)[:, None] > np.arange(_WINDOW - 1)  # knot b is inside chord a
+
+    def reach(i: int) -> int:
+        end = min(i + _WINDOW, last)
+        js = np.arange(i + 1, end + 1)
+        slope = (y[js] - y[i]) / (x[js] - x[i])
+        dev = np.abs(slope[:, None] * (x[i + 1:end] - x[i]) + (y[i] - y[i + 1:end]))
+        dev *= inside[:js.size, :end - i - 1]
+        good = int(js[np.flatnonzero(dev.max(axis=1, initial=0.0) <= tol)[-1]])
+        if good < end or end == last:
+            return good
+        step = _WINDOW
+        while good < last and _chord_error(x, y, i, min(good + step, last)) <= tol:
+            good, step = min(good + step, last), 2 * step
+        bad = min(good + step, last)
+        while bad - good > 1:
+            mid = (good + bad) // 2
+            good, bad = (mid, bad) if _chord_error(x, y, i, mid) <= tol else (good, mid)
+        return good
+
+    return reach
+
+
+def _range_reach(v: np.ndarray, tol: float) -> Callable[[int], int]:
+    """From bin i, the end j of the longest run v[i:j] whose range is within 2 tol."""
+    def reach(i: int) -> int:
+        width = 16
+        while True:
+            part = v[i:i + width]
+            spread = np.maximum.accumulate(part) - np.minimum.accumulate(part)
+            over = np.flatnonzero(0.5 * spread > tol)
+            if over.size:
+                return i + int(over[0])
+            if i + width >= v.size:
+                return v.size
+            width *= 4
+
+    return reach
+
+
+def _cover(reach: Callable[[int], int], last: int, limit: int) -> list[int] | None:
+    """Greedy runs 0 = k_0 < k_1 < ... = last, each as long as `reach` allows; None once more
+    than `limit` runs are needed."""
+    cuts, i = [0], 0
+    while i < last:
+        i = reach(i)
+        cuts.append(i)
+        if len(cuts) - 1 > limit:
+            return None
+    return cuts
+
+
+def _split_worst(x: np.ndarray, y: np.ndarray, max_knots: int) -> tuple[list[int], float]:
+    """Top-down start (Douglas-Peucker): keep the ends, then add the knot furthest from its
+    chord until `max_knots` are kept; (kept knots, their max error)."""
+    def worst(i: int, j: int) -> tuple[float, int, int, int]:
+        if j - i < 2:
+            return (0.0, i, j, i)
+        slope = (y[j] - y[i]) / (x[j] - x[i])
+        dev = np.abs(slope * (x[i + 1:j] - x[i]) + y[i] - y[i + 1:j])
+        k = int(np.argmax(dev))
+        return (-float(dev[k]), i, j, i + 1 + k)
+
+    heap, keep = [worst(0, x.size - 1)], [0, x.size - 1]
+    while len(keep) < max_knots and heap[0][0] < 0:
+        _, i, j, k = heapq.heappop(heap)
+        keep.append(k)
+        heapq.heappush(heap, worst(i, k))
+        heapq.heappush(heap, worst(k, j))
+    return sorted(keep), -heap[0][0]
+
+
+def _bisect(reach_at: Callable[[float], Callable[[int], int]], last: int, limit: int, hi: float,
+            best: list[int]) -> np.ndarray:
+    """The greedy cover with at most `limit` runs at the smallest tolerance bisection finds
+    to 1e-3 relative, or `best` (within `hi`) when none is better."""
+    found = _cover(reach_at(0.0), last, limit)
+    if found is not None:
+        return np.asarray(found)
+    lo = 0.0
+    for _ in range(64):
+        mid = 0.5 * (lo + hi)
+        if not lo < mid < hi or hi - lo <= 1e-3 * hi:
+            break
+        found = _cover(reach_at(mid), last, limit)
+        if found is None:
+            lo = mid
+        else:
+            hi, best = mid, found
+    return np.asarray(best)
+
+
+class SQLExport(NamedTuple):
+    sql: str
+    knots: int  # break points the SQL branches on
+    simplified: Simplified | None  # set when max_knots was given
+
+    def too_large(self) -> bool:
+        """Past the size where engines take long to plan the expression (`calib export` warns)."""
+        return len(self.sql.encode()) > WARN_SQL_BYTES or self.knots > WARN_KNOTS
+
+
+def export_sql(map_path: str, column: str | None = "score", expression: str | None = None,
+               dialect: str = "ansi", max_knots: int | None = None) -> SQLExport:
+    """The SQL expression of the map saved at `map_path` (`calib export --sql`), the map
+    first simplified to `max_knots` when given."""
     from calibcli import io, maps
 
+    score = score_sql(column, expression, dialect)
     cal, _ = maps.load_map(map_path)
     try:
-        return sql_expression(cal, score)
+        simplified = simplify(cal, max_knots) if max_knots is not None else None
+        final = simplified.calibrator if simplified else cal
+        return SQLExport(sql_expression(final, score), breakpoints(final), simplified)
     except MapError as exc:
         raise MapError(f"{io.display_name(map_path)}: {exc.message}", hint=exc.hint) from None

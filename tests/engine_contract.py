@@ -158,7 +158,7 @@ def test_apply_passes_null_and_nan_scores_through(engine, read, collect, data, t
     map_path = _fit_cli_map(data, tmp_path, "isotonic")
     path = tmp_path / "holes.parquet"
     pq.write_table(pa.table({"id": [0, 1, 2], "score": pa.array([0.5, None, float("nan")], pa.float64())}), path)
-    for m in (map_path, _fit_cli_map(data, tmp_path, "bayes-iso")):
+    for m in (map_path, _fit_cli_map(data, tmp_path, "boot-binning")):
         got = collect(engine.apply(read(str(path)), m, "score", "p")).sort_by("id").column("p").to_pylist()
         assert got[0] == maps.load_map(m)[0].predict([0.5])[0]
         assert all(v is None or np.isnan(v) for v in got[1:])  # Spark keeps null and NaN apart: test_spark

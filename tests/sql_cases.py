@@ -23,6 +23,7 @@ CASES = [
     ("isotonic-platt", "isotonic", ["platt_correction=true"], False),
     ("enir", "enir", ["models=10"], False),
     ("near-isotonic", "near-isotonic", ["lam=0.5"], False),
+    ("bayes-iso", "bayes-iso", ["samples=500", "target_ess=0", "seed=1", "grid=400"], False),
     ("binning-quantile", "binning", ["n_bins=20"], False),
     ("binning-width", "binning", ["n_bins=15", "strategy=width"], False),
     ("logistic", "logistic", [], False),
@@ -36,6 +37,31 @@ CASES = [
 ]
 PROBABILITY_ONLY = {"beta", "beta-am", "beta-ab", "ilps"}  # maps that refuse scores outside [0, 1]
 N_QUERIES = 100_000
+# scores with no value or at the ends of float64: NULL (None), NaN, infinities, subnormals, +-1e308
+EXTREME_SCORES = [None, float("nan"), float("inf"), float("-inf"), 5e-324, -5e-324, 2.2250738585072014e-308,
+                  1e-308, 1e308, -1e308, 1.7976931348623157e308, -1.7976931348623157e308, 0.0, -0.0, 1.0, 0.5]
+# score column names that try to break out of the SQL (quoted as identifiers, they are just names)
+HOSTILE_COLUMNS = [
+    "score) IS NULL THEN 1 END FROM t; DROP TABLE victim; SELECT (1",
+    "a`b; DROP TABLE victim; --",
+    "x` IS NULL THEN 1 END FROM q; DROP TABLE victim; SELECT (`",
+    's"c /* o\nre',
+    "it's -- here",
+]
+# score expressions --score-expr must refuse, in every dialect
+HOSTILE_EXPRESSIONS = [
+    "score) IS NULL THEN 1 END FROM t; DROP TABLE victim; SELECT (1",
+    "score; DROP TABLE victim",
+    "score -- rest",
+    "score /* rest",
+    "'\\' ; DROP TABLE victim; '",
+    "\"a\"\"\" ; DROP TABLE victim",
+    "`a` ; DROP TABLE victim; `b`",
+    "$$'$$; DROP TABLE victim; --'",
+    "(score",
+    "score)",
+    "'open",
+]
 
 runner = CliRunner()
 

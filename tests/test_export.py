@@ -41,7 +41,7 @@ def test_piecewise_linear_maps_are_bit_exact_in_duckdb(tmp_path):
     for case in CASES:
         if case[1] in {"isotonic", "binning", "enir"}:
             map_path, _, scores, expected = build(tmp_path, case)
-            got = run_duckdb(export.export_sql(map_path), scores)
+            got = run_duckdb(export.export_sql(map_path).sql, scores)
             assert np.array_equal(got, expected), case[0]
 
 
@@ -71,7 +71,7 @@ def test_null_scores_give_null_and_quoted_columns_work(tmp_path):
     cal = registry.get("isotonic").from_state({}, {"x": [0.0, 1.0], "y": [0.1, 0.9]})
     con = duckdb.connect()
     con.register("t", pa.table({"my score": pa.array([0.5, None, 2.0], pa.float64())}))
-    sql = export.sql_expression(cal, '"my score"')
+    sql = export.sql_expression(cal, export.quote_identifier("my score"))
     assert con.execute(f"SELECT {sql} FROM t").fetchall() == [(0.5,), (None,), (0.9,)]
 
 
@@ -102,7 +102,7 @@ def test_literals_parse_back_to_the_same_bits():
     assert all(export.literal(v).rstrip(")").upper().count("E") == 1 for v in values)
 
 
-@pytest.mark.parametrize("method", ["bayes-iso", "boot-isotonic"])
+@pytest.mark.parametrize("method", ["boot-isotonic"])
 def test_other_methods_are_refused_with_one_line(tmp_path, method):
     from sql_cases import training_table
     import pyarrow.parquet as pq
@@ -126,3 +126,271 @@ def test_export_needs_a_format_and_a_valid_map(tmp_path):
     assert result.exit_code == 2 and result.stderr.startswith("error: ")
     result = runner.invoke(app, ["export", str(bad)])
     assert result.exit_code == 2 and "choose an export format" in result.stderr
+
+
+# --- the score: a quoted column or a checked expression -------------------------------------------
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+from calibcli import maps  # noqa: E402
+from sql_cases import EXTREME_SCORES, HOSTILE_COLUMNS, HOSTILE_EXPRESSIONS  # noqa: E402
+
+KNOTS = {"x": [0.1, 0.4, 0.7], "y": [0.05, 0.5, 0.8]}
+SCORES = np.array([0.0, 0.1, 0.25, 0.4, 0.55, 0.7, 1.0, -3.0, 9.0])
+
+
+@pytest.fixture(scope="module")
+def knot_map(tmp_path_factory):
+    path = tmp_path_factory.mktemp("maps") / "iso.json"
+    cal = registry.get("isotonic").from_state({}, KNOTS)
+    maps.save_map(cal, str(path))
+    return str(path), cal
+
+
+def _victim_db(column: str, scores=SCORES):
+    """A DuckDB with table `data` (column `column`, row order `_i`) and a table `victim`."""
+    con = duckdb.connect()
+    con.register("src", pa.table({column: pa.array(scores, pa.float64()), "\x01_i": np.arange(len(scores))}))
+    con.execute('CREATE TABLE data AS SELECT * FROM src')
+    con.unregister("src")
+    con.execute("CREATE TABLE victim (a INTEGER)")
+    return con
+
+
+def _run_whole(con, sql: str) -> np.ndarray:
+    """Run `SELECT <sql> ... FROM data` as one string, as a shell would pass it, checking it is
+    one statement; the victim table must survive."""
+    query = f'SELECT {sql} AS p FROM data ORDER BY "\x01_i"'
+    assert len(duckdb.extract_statements(query)) == 1
+    out = con.execute(query).fetchall()
+    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'victim'").fetchone() == (1,)
+    return np.array([np.nan if r[0] is None else r[0] for r in out], dtype=np.float64)
+
+
+HOSTILE_TEXT = st.lists(st.sampled_from([
+    ";", "--", "/*", "*/", "'", '"', "`", "\\", "$$", "$", "#", "(", ")", " ", "\n", "\x00", "\t", "é", "₂",
+    "DROP TABLE victim", "SELECT 1", "score", "END", "${x}", "E'", "[", "]",
+]), max_size=12).map("".join)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.one_of(HOSTILE_TEXT, st.text(st.characters(exclude_categories=("Cs",)), max_size=16))
+       .filter(lambda s: s != "" and s.lower() != "\x01_i"))
+def test_any_column_name_is_one_quoted_identifier(knot_map, name):
+    """Whatever the name (quotes, `;`, `--`, `/*`, newlines, any unicode), the exported SQL reads
+    that column and gives `predict`'s values, as one statement, and drops nothing; a NUL,
+    which DuckDB cannot name in SQL, is refused."""
+    path, cal = knot_map
+    result = runner.invoke(app, ["export", path, "--sql", "--score-col", name])
+    if "\x00" in name:  # DuckDB cannot refer to such a column (nor can a shell pass one)
+        assert result.exit_code == 2 and result.stderr.startswith("error: --score-col") and result.stdout == ""
+        return
+    assert result.exit_code == 0, result.output
+    got = _run_whole(_victim_db(name), result.stdout.rstrip("\n"))
+    np.testing.assert_array_equal(got, cal.predict(SCORES))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(expr=HOSTILE_TEXT)
+def test_hostile_expressions_are_refused_or_one_expression(knot_map, expr):
+    path, cal = knot_map
+    result = runner.invoke(app, ["export", path, "--sql", "--score-expr", expr])
+    if result.exit_code != 0:
+        assert result.exit_code == 2 and result.stdout == ""
+        assert result.stderr.startswith("error: --score-expr") or "must be a SQL expression" in result.stderr
+        return
+    con = _victim_db("score")
+    query = f"SELECT {result.stdout.rstrip()} AS p FROM data"
+    try:
+        assert len(duckdb.extract_statements(query)) == 1
+        con.execute(query).fetchall()
+    except duckdb.Error:
+        pass  # a wrong expression may fail; it must not run anything else
+    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'victim'").fetchone() == (1,)
+
+
+@pytest.mark.parametrize("expr", HOSTILE_EXPRESSIONS)
+@pytest.mark.parametrize("dialect", ["ansi", "spark"])
+def test_known_injections_are_refused_with_one_line(knot_map, expr, dialect):
+    result = runner.invoke(app, ["export", knot_map[0], "--sql", "--dialect", dialect, "--score-expr", expr])
+    assert result.exit_code == 2 and result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("error: --score-expr ") and len(lines) == 2 and lines[1].startswith("hint: ")
+
+
+@pytest.mark.parametrize("name", HOSTILE_COLUMNS)
+def test_known_hostile_columns_are_names(knot_map, name):
+    path, cal = knot_map
+    result = runner.invoke(app, ["export", path, "--sql", "--score-col", name])
+    assert result.exit_code == 0
+    np.testing.assert_array_equal(_run_whole(_victim_db(name), result.stdout.strip()), cal.predict(SCORES))
+
+
+def test_expressions_that_are_fine_work(knot_map):
+    path, cal = knot_map
+    con = _victim_db("raw")
+    for expr, f in [("raw", lambda s: s), ("CAST(raw AS DOUBLE) / 2", lambda s: s / 2),
+                    ("CASE WHEN raw > 0.5 THEN raw ELSE 0.1 END", lambda s: np.where(s > 0.5, s, 0.1)),
+                    ("coalesce(raw, 0) + length('a;b--c/*''d\"') * 0", lambda s: s),
+                    ('"raw" * 1', lambda s: s)]:
+        result = runner.invoke(app, ["export", path, "--sql", "--score-expr", expr])
+        assert result.exit_code == 0, (expr, result.output)
+        np.testing.assert_array_equal(_run_whole(con, result.stdout.strip()), cal.predict(f(SCORES)), err_msg=expr)
+
+
+def test_score_col_and_score_expr_exclude_each_other_and_dialects_are_checked(knot_map):
+    for args in (["--score-col", "a", "--score-expr", "a"], ["--dialect", "oracle"], ["--score-col", ""],
+                 ["--score-expr", "  "], ["--max-knots", "1"]):
+        result = runner.invoke(app, ["export", knot_map[0], "--sql", *args])
+        assert result.exit_code == 2 and result.stdout == "", args
+        assert len(result.stderr.strip().splitlines()) <= 2, result.stderr
+
+
+def test_spark_dialect_quotes_with_backticks(knot_map):
+    result = runner.invoke(app, ["export", knot_map[0], "--sql", "--dialect", "spark", "--score-col", "a`b"])
+    assert result.exit_code == 0 and "`a``b`" in result.stdout and '"' not in result.stdout
+    assert export.quote_identifier('a"b') == '"a""b"'
+
+
+# --- no value: NULL, NaN and the ends of float64 --------------------------------------------------
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_extreme_scores_give_predict_or_null(tmp_path, case):
+    """NULL and NaN give NULL (never a probability); ±inf, subnormals and ±1e308 give `predict`'s
+    value to 1e-12 relative, or NULL where `calib apply` refuses the score (outside [0, 1] for
+    a map fitted on probabilities) or `predict` has none."""
+    map_path, cal, _, _ = build(tmp_path, case)
+    result = runner.invoke(app, ["export", map_path, "--sql"])
+    assert result.exit_code == 0, result.output
+    con = duckdb.connect()
+    con.register("q", pa.table({"score": pa.array(EXTREME_SCORES, pa.float64()), "i": np.arange(len(EXTREME_SCORES))}))
+    rows = con.execute(f"SELECT {result.stdout.strip()} AS p FROM q ORDER BY i").fetchall()
+    got = [r[0] for r in rows]
+    s = np.array([np.nan if v is None else v for v in EXTREME_SCORES])
+    with np.errstate(all="ignore"):
+        want = cal.predict(s)
+    refused = np.isnan(s) | np.isnan(want) | (cal.needs_probabilities & ((s < 0) | (s > 1)))
+    for value, g, w, r in zip(EXTREME_SCORES, got, want, refused):
+        if r:
+            assert g is None or np.isnan(g), (value, g)
+        else:
+            assert g is not None and 0 <= g <= 1, (value, g)
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=0, err_msg=f"score {value!r}")
+
+
+# --- --max-knots: bounded error, monotone, SQL of the simplified map ------------------------------
+
+@st.composite
+def monotone_knots(draw):
+    n = draw(st.integers(3, 60))
+    gaps = draw(st.lists(st.floats(1e-3, 1.0), min_size=n, max_size=n))
+    steps = draw(st.lists(st.floats(0.0, 1.0), min_size=n, max_size=n))
+    x = np.cumsum(gaps) - 0.5
+    y = np.cumsum(steps)
+    y = y / y[-1] if y[-1] > 0 else y
+    if draw(st.booleans()):
+        y = 1.0 - y  # decreasing maps too
+    return x, np.clip(y, 0.0, 1.0), draw(st.integers(2, n))
+
+
+def _dense_grid(x: np.ndarray) -> np.ndarray:
+    between = (x[:-1, None] + np.diff(x)[:, None] * np.linspace(0, 1, 9)[None, :]).ravel()
+    return np.concatenate([x, between, [x[0] - 1, x[-1] + 1, -1e300, 1e300]])
+
+
+@settings(max_examples=100, deadline=None)
+@given(monotone_knots())
+def test_max_knots_error_is_reported_exactly_and_bounded(case):
+    x, y, k = case
+    cal = registry.get("isotonic").__new__(registry.get("isotonic"))
+    cal.x_, cal.y_, cal.name = x, y, "isotonic"
+    out = export.simplify(cal, k)
+    small = out.calibrator
+    assert out.after == small.x_.size <= k and out.before == x.size
+    assert np.isin(small.x_, x).all() and small.x_[0] == x[0] and small.x_[-1] == x[-1]
+    d = np.diff(small.y_)
+    assert (d >= 0).all() or (d <= 0).all()  # monotone as the map
+    grid = _dense_grid(x)
+    deviation = np.max(np.abs(np.interp(grid, small.x_, small.y_) - np.interp(grid, x, y)))
+    at_knots = max(abs(float(np.interp(xk, small.x_, small.y_)) - yk) for xk, yk in zip(x, y))
+    assert abs(deviation - out.max_error) <= 1e-12
+    assert deviation <= at_knots + 1e-12
+    if k == x.size:
+        assert out.max_error == 0.0 and small is cal
+
+
+def _best_bins_error(v: np.ndarray, groups: int) -> float:
+    """Brute force: the smallest max error of `groups` runs of adjacent bins (dynamic program)."""
+    m = v.size
+    best = np.full((groups + 1, m + 1), np.inf)
+    best[0, 0] = 0.0
+    for g in range(1, groups + 1):
+        for j in range(1, m + 1):
+            best[g, j] = min(max(best[g - 1, i], 0.5 * (v[i:j].max() - v[i:j].min())) for i in range(j))
+    return float(best[:, m].min())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0.0, 1.0), min_size=3, max_size=14), st.integers(2, 14), st.booleans())
+def test_max_knots_on_bins_is_optimal(values, k, monotone):
+    v = np.sort(values) if monotone else np.array(values)
+    edges = np.linspace(0.0, 1.0, v.size + 1)[1:-1]
+    cal = registry.get("binning").__new__(registry.get("binning"))
+    cal.edges_, cal.values_, cal.name = edges, v, "binning"
+    out = export.simplify(cal, k)
+    small = out.calibrator
+    assert small.edges_.size <= max(k, 0) and np.isin(small.edges_, edges).all()
+    grid = np.concatenate([edges, edges + 1e-9, edges - 1e-9, [-5.0, 0.0, 1.0, 5.0]])
+    got = small.values_[np.searchsorted(small.edges_, grid, side="left")]
+    want = v[np.searchsorted(edges, grid, side="left")]
+    assert abs(np.max(np.abs(got - want)) - out.max_error) <= 1e-12
+    if monotone:
+        assert (np.diff(small.values_) >= 0).all()
+    if v.size - 1 > k:
+        optimum = _best_bins_error(v, k + 1)
+        assert optimum - 1e-12 <= out.max_error <= optimum * (1 + 1e-3) + 1e-12
+
+
+def test_max_knots_cli_reports_the_error_and_the_sql_is_the_simplified_map(tmp_path):
+    rng = np.random.default_rng(4)
+    x = np.unique(rng.uniform(0, 1, 3000))
+    y = np.sort(rng.uniform(0, 1, x.size))
+    path = tmp_path / "big.json"
+    maps.save_map(registry.get("isotonic").from_state({}, {"x": x, "y": y}), str(path))
+    result = runner.invoke(app, ["export", str(path), "--sql", "--max-knots", "40"])
+    assert result.exit_code == 0, result.output
+    line, = result.stderr.strip().splitlines()
+    assert line.startswith(f"simplified {x.size} knots to ")
+    reported = float(line.rsplit(" ", 1)[1])
+    s = np.concatenate([x, rng.uniform(-0.1, 1.1, 5000)])
+    got = run_duckdb(result.stdout.strip(), s)
+    assert abs(np.max(np.abs(got - np.interp(s, x, y))) - reported) <= 1e-12
+    assert 0 < reported < 0.1
+
+
+def test_large_exports_warn_and_strict_refuses(tmp_path):
+    x = np.linspace(0, 1, export.WARN_KNOTS + 1)
+    path = tmp_path / "huge.json"
+    maps.save_map(registry.get("isotonic").from_state({}, {"x": x, "y": x}), str(path))
+    result = runner.invoke(app, ["export", str(path), "--sql"])
+    assert result.exit_code == 0 and result.stdout.startswith("CASE")
+    line, = result.stderr.strip().splitlines()
+    assert line.startswith("warning: the SQL is ") and "--max-knots" in line
+    result = runner.invoke(app, ["--strict", "export", str(path), "--sql"])
+    assert result.exit_code == 2 and result.stdout == ""
+    result = runner.invoke(app, ["export", str(path), "--sql", "--max-knots", "1000"])
+    assert result.exit_code == 0 and "warning" not in result.stderr
+
+
+def test_case_tree_is_balanced():
+    """A map of n knots nests CASE about log2(n) deep, so a row costs that many comparisons."""
+    x = np.linspace(0, 1, 4096)
+    sql = export.sql_expression(registry.get("isotonic").from_state({}, {"x": x, "y": x}))
+    depth = peak = 0
+    for token in sql.split():
+        if token == "CASE":
+            depth += 1
+            peak = max(peak, depth)
+        elif token == "END":
+            depth -= 1
+    assert depth == 0 and peak <= 14

@@ -69,33 +69,74 @@ def _plan(df) -> str:
 def test_sql_exportable_maps_apply_without_a_python_worker(engine, read, data, tmp_path):
     from engine_contract import _fit_cli_map
 
-    for method in ("isotonic", "logistic", "beta", "ilps", "binning"):
+    for method in ("isotonic", "logistic", "beta", "ilps", "binning", "bayes-iso"):
         plan = _plan(engine.apply(read(data["single"]), _fit_cli_map(data, tmp_path, method), "score", "p"))
         assert "Python" not in plan and "Arrow" not in plan, method
-    plan = _plan(engine.apply(read(data["single"]), _fit_cli_map(data, tmp_path, "bayes-iso"), "score", "p"))
+    plan = _plan(engine.apply(read(data["single"]), _fit_cli_map(data, tmp_path, "boot-binning"), "score", "p"))
     assert "MapInArrow" in plan
     plan = _plan(engine.apply(read(data["single"]), _fit_cli_map(data, tmp_path, "isotonic"), "score", "p",
                               native=False))
     assert "MapInArrow" in plan
     with pytest.raises(UsageError, match="native=True"):
-        engine.apply(read(data["single"]), _fit_cli_map(data, tmp_path, "bayes-iso"), native=True)
+        engine.apply(read(data["single"]), _fit_cli_map(data, tmp_path, "boot-binning"), native=True)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_sql_export_in_spark_sql_equals_calib_apply(spark, tmp_path, case):
     map_path, _, scores, expected = build(tmp_path, case)
     spark.createDataFrame(pa.table({"score": scores, "i": np.arange(scores.size)})).createOrReplaceTempView("q")
-    got = spark.sql(f"SELECT {export.export_sql(map_path)} AS p FROM q ORDER BY i").toArrow().column("p").to_numpy()
+    sql = export.export_sql(map_path, dialect="spark").sql
+    got = spark.sql(f"SELECT {sql} AS p FROM q ORDER BY i").toArrow().column("p").to_numpy()
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
     if case[1] in {"isotonic", "binning", "enir", "near-isotonic"}:
         assert np.array_equal(got, expected)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[0] in {"isotonic", "binning-quantile", "logistic", "beta", "ilps-logit"}],
+                         ids=lambda c: c[0])
+def test_sql_export_in_spark_sql_quotes_hostile_columns_and_gives_null_for_nan(spark, tmp_path, case):
+    """`--dialect spark`: a column named to break out of the SQL is just a name, the query stays
+    one statement (the `victim` view survives), and NULL, NaN, ±inf, subnormal and ±1e308
+    scores give `predict`'s value or, where it has none or `calib apply` refuses, NULL."""
+    from typer.testing import CliRunner
+
+    from calibcli.cli import app
+    from sql_cases import EXTREME_SCORES, HOSTILE_COLUMNS, HOSTILE_EXPRESSIONS
+
+    map_path, cal, _, _ = build(tmp_path, case)
+    s = np.array([np.nan if v is None else v for v in EXTREME_SCORES])
+    with np.errstate(all="ignore"):
+        want = cal.predict(s)
+    none = np.isnan(s) | np.isnan(want) | (cal.needs_probabilities & ((s < 0) | (s > 1)))
+    spark.createDataFrame(pa.table({"a": [1]})).createOrReplaceTempView("victim")
+    for name in HOSTILE_COLUMNS:
+        result = CliRunner().invoke(app, ["export", map_path, "--sql", "--dialect", "spark", "--score-col", name])
+        assert result.exit_code == 0, result.output
+        table = pa.table({name: pa.array(EXTREME_SCORES, pa.float64()), "i": np.arange(s.size)})
+        spark.createDataFrame(table).createOrReplaceTempView("q")
+        got = spark.sql(f"SELECT {result.stdout.strip()} AS p FROM q ORDER BY i").toArrow().column("p").to_pylist()
+        assert spark.catalog.tableExists("victim")
+        for g, w, n, v in zip(got, want, none, EXTREME_SCORES):
+            if n:
+                assert g is None or np.isnan(g), (name, v, g)
+            else:
+                assert g == pytest.approx(w, rel=1e-12, abs=0), (name, v)
+    for expr in HOSTILE_EXPRESSIONS:
+        result = CliRunner().invoke(app, ["export", map_path, "--sql", "--dialect", "spark", "--score-expr", expr])
+        assert result.exit_code == 2 and result.stdout == "", expr
+    result = CliRunner().invoke(app, ["export", map_path, "--sql", "--dialect", "spark", "--score-expr",
+                                      "coalesce(`i` * 0 + score, 0) + length('a;b--c/*''d\"') * 0"])
+    assert result.exit_code == 0, result.output
+    spark.createDataFrame(pa.table({"score": [0.25, 0.75], "i": [0, 1]})).createOrReplaceTempView("q")
+    got = spark.sql(f"SELECT {result.stdout.strip()} AS p FROM q ORDER BY i").toArrow().column("p").to_numpy()
+    np.testing.assert_allclose(got, cal.predict(np.array([0.25, 0.75])), rtol=1e-12, atol=0)
 
 
 def test_apply_keeps_null_and_nan_apart(engine, spark, tmp_path, data):
     from engine_contract import _fit_cli_map
 
     df = spark.createDataFrame(pa.table({"id": [0, 1], "score": pa.array([None, float("nan")], pa.float64())}))
-    for method in ("isotonic", "bayes-iso"):  # native expression and mapInArrow
+    for method in ("isotonic", "boot-binning"):  # native expression and mapInArrow
         got = engine.apply(df, _fit_cli_map(data, tmp_path, method), "score", "p").toArrow()
         p = got.sort_by("id").column("p").to_pylist()
         assert p[0] is None and np.isnan(p[1]), method
