@@ -191,10 +191,18 @@ def open_source(path: str, fmt: str | None = None) -> Source:
     _refuse_utf16(name, head)
     fmt = fmt or sniff_format(head)
     if fmt == "parquet":
-        if path != "-":
+        if path != "-" and (is_uri(path) or os.path.isfile(path)):
             raw.close()
             return Source(name, fmt, open_uri(path) if is_uri(path) else path)
-        return Source(name, fmt, pa.py_buffer(head + raw.read()))
+        # stdin, a FIFO or a device cannot be read twice or seeked: read it whole, once
+        try:
+            rest = raw.read()
+        except OSError as exc:
+            raise InputError(f"{name}: cannot read ({exc.strerror})") from None
+        finally:
+            if path != "-":
+                raw.close()
+        return Source(name, fmt, pa.py_buffer(head + rest))
     return Source(name, fmt, _io.BufferedReader(_Prefixed(head, raw)))
 
 
@@ -458,7 +466,7 @@ def parquet_rows(path: str) -> int | None:
     if path == "-" or is_uri(path):
         return None
     files = [p for p, _ in list_parts(path)] if is_parts(path) else [path]
-    if any(format_from_path(f) != "parquet" for f in files):
+    if any(format_from_path(f) != "parquet" or not os.path.isfile(f) for f in files):
         return None
     try:
         return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
