@@ -83,7 +83,8 @@ def _apply_one(calibrator, map_path: str, path: str, out: str, *, score_col: str
                input_format: str | None, output_format: str | None,
                on_batch: Callable[[int], None] | None, on_invalid: str) -> Applied:
     categorical, numeric = calibrator.input_features()
-    source, schema, batches = io.iter_batches(path, input_format, string_columns=tuple(categorical))
+    source, schema, batches = io.iter_batches(path, input_format, string_columns=tuple(categorical),
+                                              float_columns=() if on_invalid == "error" else (score_col,))
     name = source.name
     if score_col not in schema.names:
         raise io.missing_column(score_col, schema.names, name, "--score-col")

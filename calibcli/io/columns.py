@@ -111,6 +111,8 @@ def scores_or_nan(table: pa.Table | pa.RecordBatch, name: str, source: str, offs
     """A numeric score column as float64 with empty (null) values as NaN and non-finite
     values kept: for callers that decide per row (`calib apply --on-invalid`)."""
     col = _column(table, name, source, flag)
+    if pa.types.is_null(col.type):
+        return np.full(len(col), np.nan)
     if pa.types.is_dictionary(col.type):
         col = col.cast(col.type.value_type)
     if not col.null_count:

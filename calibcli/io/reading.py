@@ -144,6 +144,7 @@ class Source:
     name: str
     format: str
     stream: Any  # binary file-like for text formats; pyarrow buffer or path for Parquet
+    head: bytes = b""  # the first bytes of a text format (decompressed)
 
 
 def _read_head(fh: IO[bytes]) -> bytes:
@@ -187,7 +188,7 @@ def open_source(path: str, fmt: str | None = None) -> Source:
             raise InputError(f"{name}: empty input (no header, no rows)")
         _refuse_utf16(name, inner)
         fmt = fmt or sniff_format(inner)
-        return Source(name, fmt, _io.BufferedReader(_Prefixed(inner, stream)))
+        return Source(name, fmt, _io.BufferedReader(_Prefixed(inner, stream)), inner)
     _refuse_utf16(name, head)
     fmt = fmt or sniff_format(head)
     if fmt == "parquet":
@@ -203,19 +204,20 @@ def open_source(path: str, fmt: str | None = None) -> Source:
             if path != "-":
                 raw.close()
         return Source(name, fmt, pa.py_buffer(head + rest))
-    return Source(name, fmt, _io.BufferedReader(_Prefixed(head, raw)))
+    return Source(name, fmt, _io.BufferedReader(_Prefixed(head, raw)), head)
 
 
 # ---------------------------------------------------------------------------- tables
 
 
-def _csv_options(fmt: str, string_columns: tuple[str, ...], block_size: int | None = None):
+def _csv_options(fmt: str, string_columns: tuple[str, ...], block_size: int | None = None,
+                 float_columns: tuple[str, ...] = ()):
     import pyarrow.csv as pacsv
 
     read = pacsv.ReadOptions(block_size=block_size) if block_size else pacsv.ReadOptions()
     parse = pacsv.ParseOptions(delimiter="\t" if fmt == "tsv" else ",")
     convert = pacsv.ConvertOptions(
-        column_types={c: pa.string() for c in string_columns},
+        column_types={**{c: pa.float64() for c in float_columns}, **{c: pa.string() for c in string_columns}},
         true_values=["true", "True", "TRUE"],
         false_values=["false", "False", "FALSE"],
         null_values=[""],  # only an empty cell is missing: "NaN"/"NA" stay visible in messages
@@ -337,7 +339,7 @@ def _read_table(path: str, fmt: str | None, string_columns: tuple[str, ...]) -> 
 
 
 def iter_batches(path: str, fmt: str | None = None, string_columns: tuple[str, ...] = (),
-                 dictionary_columns: tuple[str, ...] = ()
+                 dictionary_columns: tuple[str, ...] = (), float_columns: tuple[str, ...] = ()
                  ) -> tuple[Source, pa.Schema, Iterator[pa.RecordBatch]]:
     """Stream record batches from a score file or stdin, for `apply` on data larger than memory.
 
@@ -346,6 +348,8 @@ def iter_batches(path: str, fmt: str | None = None, string_columns: tuple[str, .
     dataset (`open_dataset`). `dictionary_columns` (among `string_columns`) may come as
     dictionary arrays: a single Parquet file's text columns are read as their stored
     dictionary, which `columns.field_codes` turns into codes without hashing every value.
+    `float_columns` of CSV/TSV are read as numbers whatever the first block holds (a block
+    of empty cells would otherwise type the column null for the whole stream).
     """
     if is_parts(path):
         return _dataset_batches(path, string_columns)
@@ -364,12 +368,19 @@ def iter_batches(path: str, fmt: str | None = None, string_columns: tuple[str, .
         elif source.format == "jsonl":
             import pyarrow.json as pajson
 
-            reader = pajson.open_json(source.stream)
+            order = _first_keys(source.head) if float_columns else None
+            if order is None:
+                reader = pajson.open_json(source.stream)
+            else:  # pyarrow puts the explicit fields first: back into the file's order, batch by batch
+                parse = pajson.ParseOptions(explicit_schema=pa.schema([(c, pa.float64()) for c in float_columns]),
+                                            unexpected_field_behavior="infer")
+                reader = _reordered(pajson.open_json(source.stream, parse_options=parse), order)
             schema = reader.schema
         else:
             import pyarrow.csv as pacsv
 
-            read, parse, convert = _csv_options(source.format, string_columns, block_size=1 << 22)
+            read, parse, convert = _csv_options(source.format, string_columns, block_size=1 << 22,
+                                                float_columns=float_columns)
             reader = pacsv.open_csv(source.stream, read_options=read, parse_options=parse,
                                     convert_options=convert)
             schema = reader.schema
@@ -391,6 +402,34 @@ def iter_batches(path: str, fmt: str | None = None, string_columns: tuple[str, .
             _close_reader(reader)
 
     return source, schema, batches()
+
+
+def _first_keys(head: bytes) -> list[str] | None:
+    """The keys of the first JSON line, in order (None when it does not parse as an object)."""
+    import json
+
+    try:
+        first = json.loads(head.split(b"\n", 1)[0])
+    except ValueError:
+        return None
+    return list(first) if isinstance(first, dict) else None
+
+
+class _reordered:
+    """A JSON batch reader whose columns come in `order` (the first line's), others after."""
+
+    def __init__(self, reader: Any, order: list[str]):
+        self._reader = reader
+        names = reader.schema.names
+        self._names = [n for n in order if n in names] + [n for n in names if n not in order]
+        self.schema = pa.schema([reader.schema.field(n) for n in self._names])
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        for batch in self._reader:
+            yield batch.select(self._names)
+
+    def close(self) -> None:
+        _close_reader(self._reader)
 
 
 def _close_reader(reader: Any) -> None:
