@@ -104,6 +104,7 @@ def layouts(draw):
         "alias": draw(st.booleans()),
         "force": draw(st.booleans()),
         "absolute": draw(st.booleans()),
+        "input_alias": draw(st.booleans()),
     }
 
 
@@ -176,8 +177,14 @@ def _alias(root: Path, out: Path) -> Path:
     return link if base == out else link / out.name
 
 
-def _args(lay: dict, built: dict, out: str) -> list[str]:
+def _args(root: Path, lay: dict, built: dict, out: str) -> list[str]:
     r = built["rel"]
+    if lay["input_alias"]:  # the inputs spelled through a symlink to the folder that holds them
+        link = root / "inlink"
+        link.symlink_to(built["parts_dir"].parent, target_is_directory=True)
+        spelled = {built["parts_dir"]: link / "in", built["part0"]: link / "in" / "p0.parquet",
+                   built["csv"]: link / "train.csv"}
+        r = lambda p: os.path.relpath(spelled.get(p, p), root)  # noqa: E731
     cmd = lay["command"]
     force = ["--force"] if lay["force"] else []
     if cmd == "apply-dir":
@@ -239,6 +246,7 @@ def test_outputs_never_lose_what_the_command_reads(lay):
         out = _output(root, lay, built)
         spelled = _alias(root, out) if lay["alias"] else out
         out_arg = str(spelled) if lay["absolute"] else os.path.relpath(spelled, root)
+        args = _args(root, lay, built, out_arg)
         reads = built["reads"]
         conflict = _conflicts(out, reads)
         existed_dir = out.is_dir() and not out.is_symlink() and any(out.iterdir())
@@ -248,7 +256,7 @@ def test_outputs_never_lose_what_the_command_reads(lay):
         protected = {p: fingerprint(p) for p in [*read_files, *built["notes"]]}
         before = _snapshot(root)
 
-        run = execute(_args(lay, built, out_arg), root)
+        run = execute(args, root)
 
         for p, fp in protected.items():
             assert fingerprint(p) == fp, f"{p} was read or unrelated, and it changed or vanished: {run!r}"
