@@ -30,7 +30,8 @@ from .harness import execute, fingerprint
 
 MARKER = ".calibcli-output"
 NAMES = ("a", "b", "c")
-COMMANDS = ("apply-dir", "apply-glob", "apply-file", "fit", "summarize", "evaluate", "compare", "fit-summary")
+COMMANDS = ("apply-dir", "apply-glob", "apply-file", "fit", "summarize", "evaluate", "evaluate-plot", "compare",
+            "fit-summary", "fit-glob")
 RELATIONS = ("equal", "ancestor", "descendant", "sibling", "fresh", "marked", "marked-dirty", "unrelated-dir")
 
 
@@ -128,10 +129,12 @@ def _build(root: Path, lay: dict) -> dict:
         notes.append(note)
     rel = lambda p: os.path.relpath(p, root)  # noqa: E731
     part0 = parts_dir / "p0.parquet"
+    matched = sorted(parts_dir.rglob("*.parquet"))  # a glob reads the files it matches, not their folder
     reads = {
-        "apply-dir": [map_path, parts_dir], "apply-glob": [map_path, parts_dir],
+        "apply-dir": [map_path, parts_dir], "apply-glob": [map_path, *matched],
         "apply-file": [map_path, part0], "fit": [csv_path], "summarize": [parts_dir],
-        "evaluate": [part0, map_path], "compare": [part0], "fit-summary": [summary_path],
+        "evaluate": [part0, map_path], "evaluate-plot": [parts_dir, map_path], "compare": [part0],
+        "fit-summary": [summary_path], "fit-glob": matched,
     }[lay["command"]]
     return {"reads": reads, "notes": notes, "parts_dir": parts_dir, "part0": part0, "map": map_path,
             "summary": summary_path, "csv": csv_path, "rel": rel}
@@ -142,7 +145,7 @@ def _output(root: Path, lay: dict, built: dict) -> Path:
     reads = built["reads"]
     read = reads[lay["pick"] % len(reads)]
     directory_out = lay["command"] in ("apply-dir", "apply-glob")
-    leaf = "out" if directory_out else ("out.csv" if lay["command"] == "apply-file" else "out.json")
+    leaf = "out" if directory_out else {"apply-file": "out.csv", "evaluate-plot": "out.svg"}.get(lay["command"], "out.json")
     relation = lay["relation"]
     if relation == "equal":
         return read
@@ -199,6 +202,10 @@ def _args(root: Path, lay: dict, built: dict, out: str) -> list[str]:
         return ["summarize", r(built["parts_dir"]), "-o", out]
     if cmd == "evaluate":
         return ["evaluate", r(built["part0"]), "--map", r(built["map"]), "--save-baseline", out]
+    if cmd == "evaluate-plot":
+        return ["evaluate", r(built["parts_dir"]), "--map", r(built["map"]), "--plot", out]
+    if cmd == "fit-glob":
+        return ["fit", r(built["parts_dir"]) + "/*.parquet", "-o", out]
     if cmd == "compare":
         return ["compare", r(built["part0"]), "-m", "isotonic", "--folds", "2", "-o", out]
     return ["fit", "--from-summary", r(built["summary"]), "-o", out]
