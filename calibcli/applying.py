@@ -101,24 +101,29 @@ def _apply_one(calibrator, map_path: str, path: str, out: str, *, score_col: str
     done = Applied()
     with targets.atomic_output(out) as fh:
         writer = None  # created after the first batch checks out, so a bad first batch prints nothing
-        for batch in batches:
-            if on_invalid == "error":
-                s = io.scores_from(batch, score_col, name, offset=done.rows)
-                io.check_scores_for(calibrator, s, score_col, name, map_path, done.rows)
-                feats = io.map_features(batch, categorical, numeric, name, done.rows) or None
-                column = pa.array(calibrator.predict(s, feats))
-                kept = batch
-            else:
-                kept, column, invalid = _predict_valid(calibrator, batch, score_col, name, done.rows,
-                                                       categorical, numeric, skip=on_invalid == "skip")
-                done.invalid += invalid
-            out_batch = pa.RecordBatch.from_arrays([*kept.columns, column], schema=out_schema)
-            writer = writer or writing.BatchWriter(fh, out_fmt, out_schema, gzip=gz)
-            writer.write(out_batch)
-            done.rows += batch.num_rows
-            done.written += out_batch.num_rows
-            if on_batch is not None:
-                on_batch(batch.num_rows)
+        try:
+            for batch in batches:
+                if on_invalid == "error":
+                    s = io.scores_from(batch, score_col, name, offset=done.rows)
+                    io.check_scores_for(calibrator, s, score_col, name, map_path, done.rows)
+                    feats = io.map_features(batch, categorical, numeric, name, done.rows) or None
+                    column = pa.array(calibrator.predict(s, feats))
+                    kept = batch
+                else:
+                    kept, column, invalid = _predict_valid(calibrator, batch, score_col, name, done.rows,
+                                                           categorical, numeric, skip=on_invalid == "skip")
+                    done.invalid += invalid
+                out_batch = pa.RecordBatch.from_arrays([*kept.columns, column], schema=out_schema)
+                writer = writer or writing.BatchWriter(fh, out_fmt, out_schema, gzip=gz)
+                writer.write(out_batch)
+                done.rows += batch.num_rows
+                done.written += out_batch.num_rows
+                if on_batch is not None:
+                    on_batch(batch.num_rows)
+        except BaseException:
+            if writer is not None:
+                writer.abort()  # its thread stops before the output file is closed and dropped
+            raise
         (writer or writing.BatchWriter(fh, out_fmt, out_schema, gzip=gz)).close()
     return done
 
