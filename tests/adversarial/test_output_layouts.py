@@ -24,9 +24,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from .harness import execute, fingerprint
+from .harness import calib, execute, fingerprint
 
 MARKER = ".calibcli-output"
 NAMES = ("a", "b", "c")
@@ -315,3 +316,28 @@ def test_apply_output_directories_honour_the_umask(umask, nested):
             assert stat.S_IMODE(p.stat().st_mode) == 0o666 & ~umask
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _issue_tree(root: Path) -> None:
+    """The tree of issue #24: work/{m.json, notes.txt, scores/*.parquet}, maps/m.json."""
+    _scores(root / "work" / "scores" / "a.parquet", 1)
+    _scores(root / "work" / "scores" / "b.parquet", 2)
+    (root / "work" / "m.json").write_bytes(_fitted("map"))
+    (root / "work" / "notes.txt").write_text("unrelated\n")
+    (root / "maps").mkdir()
+    (root / "maps" / "m.json").write_bytes(_fitted("map"))
+
+
+@pytest.mark.parametrize("args", [
+    ["apply", "work/m.json", "work/scores/", "-o", "work", "--force"],
+    ["apply", "work/m.json", "work/scores/*.parquet", "-o", "work", "--force"],
+    ["apply", "maps/m.json", "work/scores", "-o", "maps", "--force"],
+    ["apply", "maps/m.json", "work/scores", "-o", ".", "--force"],
+    ["apply", "maps/m.json", "work/scores", "-o", "work", "--force"],
+], ids=["dir-into-its-parent", "glob-into-its-parent", "into-the-maps-folder", "into-cwd", "into-notes"])
+def test_force_never_replaces_what_the_command_reads(tmp_path, args):
+    _issue_tree(tmp_path)
+    files = sorted(p for p in tmp_path.rglob("*") if p.is_file())
+    run = calib(args, tmp_path, reads=[os.path.relpath(p, tmp_path) for p in files])
+    run.refused(args[args.index("-o") + 1])
+    assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == files
