@@ -192,3 +192,15 @@ def test_an_unknown_mode_is_one_line(tmp_path):
     res = runner.invoke(app, ["apply", str(_map("beta")), str(tmp_path / "in.csv"), "--on-invalid", "drop"])
     assert res.exit_code == 2 and res.stderr.startswith("error: --on-invalid 'drop'"), res.stderr
     assert res.stdout == ""
+
+
+@pytest.mark.parametrize("mode", ["null", "skip"])
+def test_text_that_is_no_number_still_stops_the_run(tmp_path, mode):
+    """Only empty, NaN, infinite and refused scores are rows to pass over: other text is a wrong file."""
+    (tmp_path / "in.csv").write_text("id,score\n1,0.3\n2,n/a\n")
+    res = runner.invoke(app, ["apply", str(_map("beta")), str(tmp_path / "in.csv"), "--on-invalid", mode,
+                              "-o", str(tmp_path / "out.csv")])
+    assert res.exit_code == 2 and res.stdout == ""
+    lines = res.stderr.splitlines()
+    assert lines[0].startswith("error: ") and "column 'score'" in lines[0] and "'n/a' is not a number" in lines[0]
+    assert len(lines) <= 2 and not (tmp_path / "out.csv").exists()

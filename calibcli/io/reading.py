@@ -242,6 +242,14 @@ def _arrow_error(source: Source, exc: Exception) -> InputError:
     return InputError(f"{source.name}: cannot parse as {source.format.upper()}: {text}")
 
 
+def _header(source: Source) -> list[str]:
+    """The column names on the first line of a CSV/TSV (for messages before pyarrow has them)."""
+    import csv
+
+    line = source.head.split(b"\n", 1)[0].decode("utf-8", "replace").lstrip("\ufeff").rstrip("\r")
+    return next(csv.reader([line], delimiter="\t" if source.format == "tsv" else ","), [])
+
+
 def _late_type_error(source: Source, names: list[str], done: int, exc: Exception) -> InputError | None:
     """A streamed CSV whose column types came from the first block and a later value breaks them.
 
@@ -253,9 +261,10 @@ def _late_type_error(source: Source, names: list[str], done: int, exc: Exception
         return None
     index, typ, value = int(found.group(1)), found.group(2), found.group(3)
     column = repr(names[index]) if index < len(names) else f"#{index + 1}"
-    return InputError(f"{source.name}: column {column}, a row after row {done}: {shown(value)} is not "
-                      f"{'a number' if typ in ('double', 'int64', 'float') else 'of type ' + typ} "
-                      "like the rows before it",
+    where = f"a row after row {done}" if done else "a row"
+    return InputError(f"{source.name}: column {column}, {where}: {shown(value)} is not "
+                      f"{'a number' if typ in ('double', 'int64', 'float') else 'of type ' + typ}"
+                      + (" like the rows before it" if done else ""),
                       hint="find it with: grep -n -F -- " + shlex.quote(value) + " "
                       + ("FILE" if source.name == "<stdin>" else shlex.quote(source.name)))
 
@@ -385,7 +394,8 @@ def iter_batches(path: str, fmt: str | None = None, string_columns: tuple[str, .
                                     convert_options=convert)
             schema = reader.schema
     except (pa.ArrowException, OSError, EOFError) as exc:
-        raise _arrow_error(source, exc) from None
+        typed = _late_type_error(source, _header(source), 0, exc) if float_columns else None
+        raise typed or _arrow_error(source, exc) from None
     _check_header(source, schema)
     schema = pa.schema([pa.field(f.name, pa.string()) if f.name in string_columns else f
                         for f in schema])
