@@ -1,0 +1,308 @@
+"""Venn-Abers predictors: inductive (IVAP) and cross (CVAP).
+
+For a test score s, p0(s) is the isotonic fit at s of the calibration set plus (s, label 0)
+and p1(s) the same with label 1. The interval [p0, p1] is a multiprobability prediction
+whose IVAP version is valid (perfectly calibrated in the sense of Vovk et al.); the point
+prediction is p1 / (1 - p0 + p1), which minimises the worst-case log-loss over the pair
+(`loss=brier`: p1 + (p0^2 - p1^2) / 2, the Brier-loss rule).
+
+Fit: tied calibration scores are pooled into (distinct score, weight, positives); on the
+cumulative sum diagram P_0 = (0, 0), P_j = (W_j, C_j) the test point is one extra
+increment (1, label) placed between P_i and the next block. Its isotonic value is the
+slope of the pool that contains it in the pool-adjacent-violators solution: starting from
+the test point alone, the pool absorbs the last pool of the prefix fit (an edge of the
+greatest convex minorant of P_0..P_i) while that pool's mean is above the pool's, and the
+first pool of the suffix fit (an edge of the minorant of P_i..P_k) while its mean is below.
+The two minorants' edges are static (left of a vertex of the prefix minorant lies the
+minorant of the shorter prefix, and likewise on the right), so one left-to-right and one
+right-to-left stack scan give every edge, O(k); the merges then run for all k + 1 insertion
+positions at once as numpy array steps. The paper's algorithms 1-4 compute the same values
+with the same minorants.
+
+Predict: p0 and p1 are step functions of s over the distinct calibration scores c. For s
+strictly between c[j-1] and c[j] both use insertion position j. For s equal to a
+calibration score c[j] (a tie), p0 takes the right-hand step (the test point placed just
+after the tied block) and p1 the left-hand one (just before it), as the reference
+implementation (package `venn-abers`, `calc_probs`) does. Thresholds where neither step
+changes are dropped from the saved map: predictions are unchanged.
+
+CVAP (`variant=cvap`): the rows are dealt to `folds` stratified folds (seeded, independent of
+row order: rows are put in (label, score) order before the seeded shuffle); each fold is
+an IVAP calibration set of its own, and the folds' pairs are merged as in the paper:
+p1 = GM(p1_k), 1 - p0 = GM(1 - p0_k) (geometric means over folds), p = p1 / (1 - p0 + p1).
+With `loss=brier`, p = mean_k(p1_k + (p0_k^2 - p1_k^2) / 2). The interval of a CVAP map is
+[1 - GM(1 - p0_k), GM(p1_k)]; unlike IVAP's it carries no validity guarantee.
+
+Weights are frequency weights: counts in the calibration set (a whole number k is k
+duplicated rows, for CVAP too: such weights are expanded into rows before the fold split);
+a fractional weight is a fractional count. The test point always counts as one row.
+
+References
+----------
+Vovk, Petej & Fedorova (2015), "Large-scale probabilistic predictors with and without
+guarantees of validity", NeurIPS 28 (arXiv:1511.00213).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from calibcli import _lookup
+from calibcli.calibrators.base import SEED, Calibrator, Field, Param, StateSpec
+from calibcli.calibrators.registry import register
+from calibcli.pooling import unique_with_sums
+
+MAX_FOLDS = 100
+
+
+def _prefix_edges(x: list[float], y: list[float]) -> np.ndarray:
+    """prv[j]: the vertex before P_j on the greatest convex minorant of P_0..P_j (prv[0] = 0)."""
+    n = len(x)
+    prv = [0] * n
+    stack = [0]
+    for j in range(1, n):
+        xj, yj = x[j], y[j]
+        while len(stack) >= 2:
+            b, a = stack[-1], stack[-2]
+            xa, ya = x[a], y[a]
+            if (y[b] - ya) * (xj - xa) >= (yj - ya) * (x[b] - xa):  # P_b on or above the chord P_a P_j
+                stack.pop()
+            else:
+                break
+        prv[j] = stack[-1]
+        stack.append(j)
+    return np.array(prv, dtype=np.intp)
+
+
+def _suffix_edges(x: list[float], y: list[float]) -> np.ndarray:
+    """nxt[j]: the vertex after P_j on the greatest convex minorant of P_j..P_k (nxt[k] = k)."""
+    n = len(x)
+    nxt = [n - 1] * n
+    stack = [n - 1]
+    for j in range(n - 2, -1, -1):
+        xj, yj = x[j], y[j]
+        while len(stack) >= 2:
+            b, a = stack[-1], stack[-2]
+            xa, ya = x[a], y[a]
+            if (ya - y[b]) * (xa - xj) <= (ya - yj) * (xa - x[b]):  # P_b on or above the chord P_j P_a
+                stack.pop()
+            else:
+                break
+        nxt[j] = stack[-1]
+        stack.append(j)
+    return np.array(nxt, dtype=np.intp)
+
+
+def _insertion_values(X: np.ndarray, Y: np.ndarray, prv: np.ndarray, nxt: np.ndarray, label: float) -> np.ndarray:
+    """Isotonic value of a test point (weight 1, `label`) inserted after each of the k + 1
+    vertices P_0..P_k of the cumulative sum diagram: PAV merges around it, all positions at once."""
+    k = X.size - 1
+    a = np.arange(k + 1)
+    b = a.copy()
+    active = a.copy()
+    while active.size:
+        aa, bb = a[active], b[active]
+        num = Y[bb] - Y[aa] + label
+        den = X[bb] - X[aa] + 1.0
+        nb, pa = nxt[bb], prv[aa]
+        right = (bb < k) & ((Y[nb] - Y[bb]) * den < num * (X[nb] - X[bb]))  # next pool's mean below
+        left = (aa > 0) & ((Y[aa] - Y[pa]) * den > num * (X[aa] - X[pa]))  # previous pool's mean above
+        b[active] = np.where(right, nb, bb)
+        a[active] = np.where(left, pa, aa)
+        active = active[right | left]
+    return (Y[b] - Y[a] + label) / (X[b] - X[a] + 1.0)
+
+
+def ivap_steps(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(c, p0, p1): distinct calibration scores (k) and the two step functions (k + 1 values
+    each; index j is the test score between c[j-1] and c[j]), with unchanged thresholds dropped."""
+    xs, sw, swy = unique_with_sums(s, y, w)
+    keep = sw > 0
+    if not keep.all():
+        xs, sw, swy = xs[keep], sw[keep], swy[keep]
+    X = np.concatenate([[0.0], np.cumsum(sw)])
+    Y = np.concatenate([[0.0], np.cumsum(swy)])
+    xl, yl = X.tolist(), Y.tolist()
+    prv, nxt = _prefix_edges(xl, yl), _suffix_edges(xl, yl)
+    p0 = _insertion_values(X, Y, prv, nxt, 0.0)
+    p1 = _insertion_values(X, Y, prv, nxt, 1.0)
+    return compress_steps(xs, p0, p1)
+
+
+def compress_steps(c: np.ndarray, p0: np.ndarray, p1: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Drop thresholds c[j] where neither step function changes (p0[j] == p0[j+1] and
+    p1[j] == p1[j+1]): every prediction, at ties too, stays the same."""
+    same = (p0[:-1] == p0[1:]) & (p1[:-1] == p1[1:])
+    if not same.any():
+        return c, p0, p1
+    keep = np.concatenate([~same, [True]])
+    return c[~same], p0[keep], p1[keep]
+
+
+def step_positions(c: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(right, tie): right = number of thresholds <= s (np.searchsorted(c, s, 'right')) and
+    whether s equals one of them; NaN gets right = 0, tie = False (callers mask it)."""
+    k = c.size
+    if k == 1:
+        right = (s >= c[0]).astype(np.intp)
+    else:
+        # The exact grid lookup of `_lookup` finds the fractional index; one comparison fixes
+        # the floor where rounding put a query just below a threshold on it.
+        v = _lookup.interp(np.nan_to_num(s, nan=c[0] - 1.0, posinf=c[-1], neginf=c[0] - 1.0), c,
+                           np.arange(k, dtype=np.float64))
+        j = v.astype(np.intp)
+        right = j + (np.take(c, j) <= s)
+    before = np.maximum(right - 1, 0)
+    tie = (right > 0) & (np.take(c, before) == s)
+    return right, tie
+
+
+def fold_ids(s: np.ndarray, y: np.ndarray, folds: int, seed: int) -> np.ndarray:
+    """Stratified fold of each row, independent of row order: rows in (label, score) order,
+    each class shuffled with the seed and dealt round-robin (negatives first, then positives,
+    continuing the count, so fold sizes differ by at most one)."""
+    order = np.lexsort((s, y))
+    rng = np.random.default_rng(seed)
+    ids = np.empty(s.size, dtype=np.int64)
+    start = 0
+    for cls in (0.0, 1.0):
+        rows = order[y[order] == cls]
+        shuffled = rows[rng.permutation(rows.size)]
+        ids[shuffled] = (start + np.arange(rows.size)) % folds
+        start += rows.size
+    return ids
+
+
+def _ordered_within(arrays: list[np.ndarray], what: str, fail, ordered: str, unit: bool) -> None:
+    for i, arr in enumerate(arrays):
+        if unit and arr.size and (arr.min() < 0 or arr.max() > 1):
+            bad = int(np.argmax((arr < 0) | (arr > 1)))
+            fail(f"{what}[{i}]", bad, arr[bad], "is not a probability in [0, 1]")
+        d = np.diff(arr)
+        bad = np.flatnonzero(d <= 0 if ordered == "increasing" else d < 0)
+        if bad.size:
+            j = int(bad[0]) + 1
+            rule = "strictly increasing" if ordered == "increasing" else "non-decreasing"
+            fail(f"{what}[{i}]", j, arr[j], f"breaks the order: values must be {rule}")
+
+
+def _check_state(params, values, fail) -> None:
+    c, p0, p1 = values["c"], values["p0"], values["p1"]
+    folds = len(c)
+    if folds < 1:
+        fail("c", problem="holds no fold")
+    if params["variant"] == "ivap" and folds != 1:
+        fail("c", problem=f"holds {folds} folds: an ivap map has one")
+    for name, arrays in (("p0", p0), ("p1", p1)):
+        if len(arrays) != folds:
+            fail(name, problem=f"holds {len(arrays)} folds but 'c' holds {folds}")
+    _ordered_within(c, "c", fail, "increasing", False)
+    _ordered_within(p0, "p0", fail, "nondecreasing", True)
+    _ordered_within(p1, "p1", fail, "nondecreasing", True)
+    for i in range(folds):
+        if c[i].size < 1:
+            fail(f"c[{i}]", problem="is empty: a fold needs at least one calibration score")
+        for name, arrays in (("p0", p0), ("p1", p1)):
+            if arrays[i].size != c[i].size + 1:
+                fail(f"{name}[{i}]", problem=f"has {arrays[i].size} values, expected {c[i].size + 1} "
+                                             f"(one more than c[{i}])")
+        bad = np.flatnonzero(p0[i] > p1[i])
+        if bad.size:
+            fail(f"p0[{i}]", int(bad[0]), p0[i][bad[0]], "is above p1 at the same position")
+
+
+@register
+class VennAbersCalibrator(Calibrator):
+    """Venn-Abers predictor: point prediction from the isotonic pair (p0, p1), and the interval."""
+
+    name = "venn-abers"
+    description = ("Venn-Abers predictor (inductive or cross): p1/(1-p0+p1) from the isotonic fits "
+                   "with the test score labelled 0 and 1; [p0, p1] is a valid interval (apply --interval)")
+    params = (
+        Param("variant", str, "ivap", "ivap: one calibration set (valid interval); cvap: cross "
+              "Venn-Abers over stratified folds, merged by geometric means", choices=("ivap", "cvap")),
+        Param("folds", int, 5, "number of folds of variant=cvap (at most the number of rows)", low=2,
+              high=MAX_FOLDS),
+        Param("loss", str, "log", "point prediction from (p0, p1): log: p1/(1-p0+p1); brier: "
+              "p1 + (p0^2 - p1^2)/2", choices=("log", "brier")),
+        SEED,
+    )
+    extremes = ("never exactly 0 or 1: the test score counts as a calibration row of each label, "
+                "so p1 > 0 and p0 < 1")
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        # CVAP deals rows to folds: whole-number frequency weights become duplicated rows first.
+        self.resamples_rows = self.params["variant"] == "cvap"
+
+    def _fit(self, s, y, w, features):
+        if self.params["variant"] == "ivap":
+            parts = [ivap_steps(s, y, w)]
+        else:
+            ids = fold_ids(s, y, self.params["folds"], self.params["seed"])
+            parts = []
+            for k in range(self.params["folds"]):
+                rows = ids == k
+                if np.any(w[rows] > 0):
+                    parts.append(ivap_steps(s[rows], y[rows], w[rows]))
+        self._set_state({"c": [p[0] for p in parts], "p0": [p[1] for p in parts], "p1": [p[2] for p in parts]})
+
+    def _get_state(self) -> dict[str, Any]:
+        return {"c": self.c_, "p0": self.p0_, "p1": self.p1_}
+
+    state_spec = StateSpec(
+        Field("c", kind="arrays", max_size=MAX_FOLDS, min_size=1),
+        Field("p0", kind="arrays", max_size=MAX_FOLDS, min_size=1),
+        Field("p1", kind="arrays", max_size=MAX_FOLDS, min_size=1),
+        check=_check_state,
+    )
+
+    def _set_state(self, state: dict[str, Any]) -> None:
+        self.c_ = [np.asarray(a, dtype=np.float64) for a in state["c"]]
+        self.p0_ = [np.asarray(a, dtype=np.float64) for a in state["p0"]]
+        self.p1_ = [np.asarray(a, dtype=np.float64) for a in state["p1"]]
+
+    def predict_interval(self, scores: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high): p0 and p1 for IVAP; 1 - GM(1 - p0_k) and GM(p1_k) for CVAP. NaN for NaN."""
+        self._check_fitted()
+        s = np.asarray(scores, dtype=np.float64)
+        p0, p1 = self._pairs(s)
+        if len(p0) == 1:
+            return p0[0], p1[0]
+        return 1.0 - _geo_mean(1.0 - np.array(p0)), _geo_mean(np.array(p1))
+
+    def _pairs(self, s: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        nan = np.isnan(s)
+        lows, highs = [], []
+        for c, p0, p1 in zip(self.c_, self.p0_, self.p1_):
+            right, tie = step_positions(c, s)
+            low, high = np.take(p0, right), np.take(p1, right - tie)
+            if nan.any():
+                low[nan] = np.nan
+                high[nan] = np.nan
+            lows.append(low)
+            highs.append(high)
+        return lows, highs
+
+    def _predict(self, s, features):
+        lows, highs = self._pairs(s)
+        if self.params["loss"] == "brier":
+            total = np.zeros(s.shape)
+            for p0, p1 in zip(lows, highs):
+                total += p1 + 0.5 * (p0 * p0 - p1 * p1)
+            return total / len(lows)
+        if len(lows) == 1:
+            p0, p1 = lows[0], highs[0]
+            return p1 / (1.0 - p0 + p1)
+        g1 = _geo_mean(np.array(highs))
+        return g1 / (_geo_mean(1.0 - np.array(lows)) + g1)
+
+    def summary(self) -> dict[str, Any]:
+        return {"folds": len(self.c_), "thresholds": int(sum(c.size for c in self.c_))}
+
+
+def _geo_mean(stack: np.ndarray) -> np.ndarray:
+    """Geometric mean over the first axis, as the reference computes it (product, then root)."""
+    return stack.prod(axis=0) ** (1.0 / stack.shape[0])
