@@ -142,20 +142,32 @@ def compress_steps(c: np.ndarray, p0: np.ndarray, p1: np.ndarray) -> tuple[np.nd
 
 
 def step_positions(c: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(right, tie): right = number of thresholds <= s (np.searchsorted(c, s, 'right')) and
-    whether s equals one of them; NaN gets right = 0, tie = False (callers mask it)."""
+    """(right, tie_rows): right = np.searchsorted(c, s, 'right') (thresholds <= s) and the rows
+    where s equals a threshold. NaN rows get right = 0 and are not ties (callers mask them).
+
+    The exact grid lookup of `_lookup` gives the fractional index v = j + (s - c[j]) / (c[j+1]
+    - c[j]); a non-integer v means c[j] < s < c[j+1]. The few integer v (a tie, a query outside
+    the thresholds, or rounding onto a threshold) are searched exactly.
+    """
     k = c.size
     if k == 1:
         right = (s >= c[0]).astype(np.intp)
+        return right, np.flatnonzero(s == c[0])
+    nan = np.isnan(s)
+    has_nan = bool(nan.any())
+    v = _lookup.interp(np.where(nan, c[0], s) if has_nan else s, c, np.arange(k, dtype=np.float64))
+    right = v.astype(np.intp)
+    exact = np.flatnonzero(right == v)
+    right += 1
+    if exact.size:
+        se = np.take(s, exact)
+        r = np.searchsorted(c, se, side="right")
+        np.put(right, exact, r)
+        tie = exact[(r > 0) & (np.take(c, np.maximum(r - 1, 0)) == se)]
     else:
-        # The exact grid lookup of `_lookup` finds the fractional index; one comparison fixes
-        # the floor where rounding put a query just below a threshold on it.
-        v = _lookup.interp(np.nan_to_num(s, nan=c[0] - 1.0, posinf=c[-1], neginf=c[0] - 1.0), c,
-                           np.arange(k, dtype=np.float64))
-        j = v.astype(np.intp)
-        right = j + (np.take(c, j) <= s)
-    before = np.maximum(right - 1, 0)
-    tie = (right > 0) & (np.take(c, before) == s)
+        tie = exact
+    if has_nan:
+        right[nan] = 0
     return right, tie
 
 
@@ -263,6 +275,9 @@ class VennAbersCalibrator(Calibrator):
         self.c_ = [np.asarray(a, dtype=np.float64) for a in state["c"]]
         self.p0_ = [np.asarray(a, dtype=np.float64) for a in state["p0"]]
         self.p1_ = [np.asarray(a, dtype=np.float64) for a in state["p1"]]
+        if len(self.c_) == 1:  # IVAP: the point prediction between thresholds and at each one
+            p0, p1 = self.p0_[0], self.p1_[0]
+            self._point_ = (self._point([p0], [p1]), self._point([p0[1:]], [p1[:-1]]))
 
     def predict_interval(self, scores: Any) -> tuple[np.ndarray, np.ndarray]:
         """(low, high): p0 and p1 for IVAP; 1 - GM(1 - p0_k) and GM(p1_k) for CVAP. NaN for NaN."""
@@ -278,7 +293,9 @@ class VennAbersCalibrator(Calibrator):
         lows, highs = [], []
         for c, p0, p1 in zip(self.c_, self.p0_, self.p1_):
             right, tie = step_positions(c, s)
-            low, high = np.take(p0, right), np.take(p1, right - tie)
+            low, high = np.take(p0, right), np.take(p1, right)
+            if tie.size:
+                np.put(high, tie, np.take(p1, np.take(right, tie) - 1))
             if nan.any():
                 low[nan] = np.nan
                 high[nan] = np.nan
@@ -287,9 +304,22 @@ class VennAbersCalibrator(Calibrator):
         return lows, highs
 
     def _predict(self, s, features):
-        lows, highs = self._pairs(s)
+        if len(self.c_) == 1:
+            between, at = self._point_
+            right, tie = step_positions(self.c_[0], s)
+            out = np.take(between, right)
+            if tie.size:
+                np.put(out, tie, np.take(at, np.take(right, tie) - 1))
+            nan = np.isnan(s)
+            if nan.any():
+                out[nan] = np.nan
+            return out
+        return self._point(*self._pairs(s))
+
+    def _point(self, lows: list[np.ndarray], highs: list[np.ndarray]) -> np.ndarray:
+        """The point prediction from the folds' (p0, p1) pairs (one pair for IVAP)."""
         if self.params["loss"] == "brier":
-            total = np.zeros(s.shape)
+            total = np.zeros(lows[0].shape)
             for p0, p1 in zip(lows, highs):
                 total += p1 + 0.5 * (p0 * p0 - p1 * p1)
             return total / len(lows)
