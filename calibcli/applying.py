@@ -27,8 +27,12 @@ def apply_file(
     output_format: str | None = None,
     on_batch: Callable[[int], None] | None = None,
     force: bool = False,
+    interval: bool = False,
 ) -> int:
     """Stream `path` through a saved map into `out`; returns the number of rows written.
+
+    With `interval`, the map's `predict_interval` (Venn-Abers maps) adds the columns
+    `<output_col>_low` and `<output_col>_high`.
 
     A directory or glob of Parquet parts is applied part by part into the directory `out`
     (with `force`, an existing one is replaced once the new one is complete).
@@ -40,10 +44,11 @@ def apply_file(
     if parts:
         return _apply_parts(map_path, path, out, score_col=score_col, output_col=output_col,
                             input_format=input_format, output_format=output_format, on_batch=on_batch,
-                            force=force)
+                            force=force, interval=interval)
     if out != "-" and not targets.is_special(out):
         targets.output_format(out, output_format, "csv")  # an unknown extension fails before any work
     calibrator, _ = maps.load_map(map_path)
+    added = [output_col, *interval_columns(calibrator, output_col, map_path, interval)]
     categorical, numeric = calibrator.input_features()
     source, schema, batches = io.iter_batches(path, input_format, string_columns=tuple(categorical))
     name = source.name
@@ -53,12 +58,16 @@ def apply_file(
     if missing:
         raise InputError(f"{name}: the map needs feature column(s) {', '.join(map(repr, missing))}, "
                          f"which the input does not have")
-    if output_col in schema.names:
-        raise UsageError(f"{name}: input already has a column {output_col!r}",
-                         hint="choose another name with --output-col")
+    for col in added:
+        if col in schema.names:
+            raise UsageError(f"{name}: input already has a column {col!r}",
+                             hint="choose another name with --output-col")
     out_fmt, gz = targets.output_format(out, output_format, source.format)
     targets.refuse_binary_tty(out, out_fmt)
-    out_schema = writing.writable_schema(schema.append(pa.field(output_col, pa.float64())), out_fmt)
+    out_schema = schema
+    for col in added:
+        out_schema = out_schema.append(pa.field(col, pa.float64()))
+    out_schema = writing.writable_schema(out_schema, out_fmt)
     rows = 0
     with targets.atomic_output(out) as fh:
         writer = None  # created after the first batch checks out, so a bad first batch prints nothing
@@ -67,7 +76,8 @@ def apply_file(
             io.check_scores_for(calibrator, s, score_col, name, map_path, rows)
             feats = io.map_features(batch, categorical, numeric, name, rows) or None
             p = calibrator.predict(s, feats)
-            batch = pa.RecordBatch.from_arrays([*batch.columns, pa.array(p)], schema=out_schema)
+            extra = [pa.array(v) for v in calibrator.predict_interval(s)] if interval else []
+            batch = pa.RecordBatch.from_arrays([*batch.columns, pa.array(p), *extra], schema=out_schema)
             writer = writer or writing.BatchWriter(fh, out_fmt, out_schema, gzip=gz)
             writer.write(batch)
             rows += batch.num_rows
@@ -91,6 +101,7 @@ def _apply_parts(map_path: str, path: str, out: str, *, score_col: str, output_c
     parts = io.list_parts(path)
     io.check_format(output_format)
     rows = 0
+    interval_columns(maps.load_map(map_path)[0], output_col, map_path, interval)  # refused before any part
     with targets.atomic_output_dir(out, force=force) as tmp:
         for part, relative in parts:
             target = tmp / relative
@@ -99,5 +110,16 @@ def _apply_parts(map_path: str, path: str, out: str, *, score_col: str, output_c
                 target = target.with_suffix("." + fmt)
             target.parent.mkdir(parents=True, exist_ok=True)
             rows += apply_file(map_path, part, str(target), score_col=score_col, output_col=output_col,
-                               input_format=input_format, output_format=fmt, on_batch=on_batch)
+                               input_format=input_format, output_format=fmt, on_batch=on_batch,
+                               interval=interval)
     return rows
+
+
+def interval_columns(calibrator, output_col: str, map_path: str, interval: bool) -> list[str]:
+    """The columns `--interval` adds, or a UsageError when the map has no interval."""
+    if not interval:
+        return []
+    if not hasattr(calibrator, "predict_interval"):
+        raise UsageError(f"{map_path}: --interval needs a map with a probability interval (venn-abers); "
+                         f"{calibrator.name} maps have none")
+    return [f"{output_col}_low", f"{output_col}_high"]

@@ -269,6 +269,7 @@ def apply(
     format: Annotated[Optional[str], typer.Option("--format", "-f", "--input-format", help="Input format: csv, tsv, jsonl, parquet (default: from extension, else sniffed).")] = None,
     output_format: Annotated[Optional[str], typer.Option("--output-format", help="Output format: csv, tsv, jsonl, parquet (default: from -o's extension, .gz for gzip; else the input's).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing output directory of parts (once the new one is complete).")] = False,
+    interval: Annotated[bool, typer.Option("--interval", help="Also write the map's probability interval as <output-col>_low and <output-col>_high (venn-abers maps).")] = False,
 ) -> None:
     """Add calibrated probabilities to a score file, streaming (works in pipes and on large files).
 
@@ -287,7 +288,17 @@ def apply(
     total = io.parquet_rows(input) if progress.enabled(to_stdout) else None
     with progress.rows("apply", total, data_to_stdout=to_stdout) as advance:
         apply_file(map, input, output, score_col=score_col, output_col=output_col, input_format=format,
-                   output_format=output_format, on_batch=advance, force=force)
+                   output_format=output_format, on_batch=advance, force=force, interval=interval)
+
+
+def _interval_cols(text: Optional[str]) -> Optional[tuple[str, str]]:
+    """`--interval-cols LOW,HIGH` as a pair of column names."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise UsageError(f"--interval-cols {text!r}: expected two column names, LOW,HIGH")
+    return parts[0], parts[1]
 
 
 @app.command()
@@ -318,6 +329,7 @@ def evaluate(
     top: Annotated[int, typer.Option("--top", metavar="K", help="How many fields --by-field shows." + _range("--top"))] = 5,
     plot: Annotated[Optional[str], typer.Option("--plot", metavar="FILE", help="Reliability diagram: an image (.png/.svg/.pdf, needs calibcli[plot]) or - for text on stdout.")] = None,
     format: FormatOpt = None,
+    interval_cols: Annotated[Optional[str], typer.Option("--interval-cols", metavar="LOW,HIGH", help="Interval columns of the one --prob-col (default: <col>_low and <col>_high when present): adds interval width and coverage.")] = None,
 ) -> None:
     """Print log-loss, Brier, AUC, ECE, CalBin (and Field-ECE/RCE with --field-col).
 
@@ -365,6 +377,7 @@ def evaluate(
         step=step,
         ece_bins=ece_bins,
         ece_strategy=ece_strategy,
+        interval_cols=_interval_cols(interval_cols),
     )
     with progress.working("evaluate"):
         result = evaluation.evaluate_file(input, prob_col, map, label_col, score_col, field_col,

@@ -52,7 +52,7 @@ def _cells(result, keys: list[str], gap: str) -> list[str]:
     for k in keys:
         cell = _fmt(result.metrics[k])
         if result.intervals is not None:
-            lo, hi = result.intervals[k]
+            lo, hi = result.intervals.get(k, (None, None))
             cell += f"{gap}[{_fmt(lo)}, {_fmt(hi)}]"
         cells.append(cell)
     return cells
