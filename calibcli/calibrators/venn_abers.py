@@ -49,7 +49,6 @@ from typing import Any
 
 import numpy as np
 
-from calibcli import _lookup
 from calibcli.calibrators.base import SEED, Calibrator, Field, Param, StateSpec
 from calibcli.calibrators.registry import register
 from calibcli.pooling import unique_with_sums
@@ -141,33 +140,62 @@ def compress_steps(c: np.ndarray, p0: np.ndarray, p1: np.ndarray) -> tuple[np.nd
     return c[~same], p0[keep], p1[keep]
 
 
-def step_positions(c: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+_PASSES = 4  # "step right" passes for queries in cells holding a few thresholds; more: binary search
+_MAX_CELLS = 1 << 20
+
+
+def step_table(c: np.ndarray) -> tuple:
+    """A uniform grid over [c[0], c[-1]]: per cell the number of thresholds at or below its
+    lower edge (taken 1% of a cell early, so rounding of a query's cell can only start it too
+    far left), whether a threshold lies in it (1% margins) and whether more than `_PASSES` do."""
+    k = c.size
+    span = float(c[-1] - c[0])
+    cells = int(min(_MAX_CELLS, max(64, 4 * k)))
+    scale = cells / span if span > 0 and np.isfinite(span) and np.isfinite(cells / span) else 0.0
+    edges = np.arange(cells + 1, dtype=np.float64)
+    if scale > 0:
+        start = np.searchsorted(c, c[0] + (edges - 0.01) / scale, side="right")
+        end = np.searchsorted(c, c[0] + (edges + 1.01) / scale, side="right")
+    else:
+        start, end = np.zeros(cells + 1, dtype=np.intp), np.full(cells + 1, k, dtype=np.intp)
+    return start, end > start, (end - start) > _PASSES, scale, np.append(c, np.nan)  # NaN: never <= s
+
+
+def step_positions(c: np.ndarray, s: np.ndarray, table: tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(right, tie_rows): right = np.searchsorted(c, s, 'right') (thresholds <= s) and the rows
     where s equals a threshold. NaN rows get right = 0 and are not ties (callers mask them).
 
-    The exact grid lookup of `_lookup` gives the fractional index v = j + (s - c[j]) / (c[j+1]
-    - c[j]); a non-integer v means c[j] < s < c[j+1]. The few integer v (a tie, a query outside
-    the thresholds, or rounding onto a threshold) are searched exactly.
+    A query's grid cell gives the thresholds below it; only queries in cells holding a
+    threshold step right (a few passes) or, in crowded cells, are binary-searched.
     """
-    k = c.size
-    if k == 1:
-        right = (s >= c[0]).astype(np.intp)
-        return right, np.flatnonzero(s == c[0])
-    nan = np.isnan(s)
-    has_nan = bool(nan.any())
-    v = _lookup.interp(np.where(nan, c[0], s) if has_nan else s, c, np.arange(k, dtype=np.float64))
-    right = v.astype(np.intp)
-    exact = np.flatnonzero(right == v)
-    right += 1
-    if exact.size:
-        se = np.take(s, exact)
-        r = np.searchsorted(c, se, side="right")
-        np.put(right, exact, r)
-        tie = exact[(r > 0) & (np.take(c, np.maximum(r - 1, 0)) == se)]
-    else:
-        tie = exact
-    if has_nan:
+    start, busy, crowded, scale, c_next = table if table is not None else step_table(c)
+    x = np.clip(s, c[0], c[-1])
+    nan = np.isnan(x)
+    if nan.any():
+        x[nan] = c[0]
+    x -= c[0]
+    x *= scale
+    cell = x.astype(np.intp)
+    del x
+    right = np.take(start, cell)
+    rows = np.flatnonzero(np.take(busy, cell))
+    if nan.any():
         right[nan] = 0
+        rows = rows[~nan[rows]]
+    if not rows.size:
+        return right, rows
+    sb, rb = np.take(s, rows), np.take(right, rows)
+    deep = np.take(crowded, np.take(cell, rows))
+    if deep.any():
+        rb[deep] = np.searchsorted(c, sb[deep], side="right")
+    near = np.flatnonzero(~deep)
+    if near.size:
+        sn, rn = sb[near], rb[near]
+        for _ in range(_PASSES):
+            rn += np.take(c_next, rn) <= sn
+        rb[near] = rn
+    np.put(right, rows, rb)
+    tie = rows[(rb > 0) & (np.take(c, np.maximum(rb - 1, 0)) == sb)]
     return right, tie
 
 
@@ -275,6 +303,7 @@ class VennAbersCalibrator(Calibrator):
         self.c_ = [np.asarray(a, dtype=np.float64) for a in state["c"]]
         self.p0_ = [np.asarray(a, dtype=np.float64) for a in state["p0"]]
         self.p1_ = [np.asarray(a, dtype=np.float64) for a in state["p1"]]
+        self._tables_ = None
         if len(self.c_) == 1:  # IVAP: the point prediction between thresholds and at each one
             p0, p1 = self.p0_[0], self.p1_[0]
             self._point_ = (self._point([p0], [p1]), self._point([p0[1:]], [p1[:-1]]))
@@ -291,8 +320,8 @@ class VennAbersCalibrator(Calibrator):
     def _pairs(self, s: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
         nan = np.isnan(s)
         lows, highs = [], []
-        for c, p0, p1 in zip(self.c_, self.p0_, self.p1_):
-            right, tie = step_positions(c, s)
+        for c, p0, p1, table in zip(self.c_, self.p0_, self.p1_, self._tables()):
+            right, tie = step_positions(c, s, table)
             low, high = np.take(p0, right), np.take(p1, right)
             if tie.size:
                 np.put(high, tie, np.take(p1, np.take(right, tie) - 1))
@@ -306,7 +335,7 @@ class VennAbersCalibrator(Calibrator):
     def _predict(self, s, features):
         if len(self.c_) == 1:
             between, at = self._point_
-            right, tie = step_positions(self.c_[0], s)
+            right, tie = step_positions(self.c_[0], s, self._tables()[0])
             out = np.take(between, right)
             if tie.size:
                 np.put(out, tie, np.take(at, np.take(right, tie) - 1))
@@ -328,6 +357,12 @@ class VennAbersCalibrator(Calibrator):
             return p1 / (1.0 - p0 + p1)
         g1 = _geo_mean(np.array(highs))
         return g1 / (_geo_mean(1.0 - np.array(lows)) + g1)
+
+    def _tables(self) -> list[tuple]:
+        """The lookup grid of each fold's thresholds, built on first use."""
+        if getattr(self, "_tables_", None) is None:
+            self._tables_ = [step_table(c) for c in self.c_]
+        return self._tables_
 
     def summary(self) -> dict[str, Any]:
         return {"folds": len(self.c_), "thresholds": int(sum(c.size for c in self.c_))}
