@@ -263,7 +263,7 @@ class VennAbersCalibrator(Calibrator):
     params = (
         Param("variant", str, "ivap", "ivap: one calibration set (valid interval); cvap: cross "
               "Venn-Abers over stratified folds, merged by geometric means", choices=("ivap", "cvap")),
-        Param("folds", int, 5, "number of folds of variant=cvap (at most the number of rows)", low=2,
+        Param("folds", int, 5, "number of folds of variant=cvap (fewer when there are fewer rows)", low=2,
               high=MAX_FOLDS),
         Param("loss", str, "log", "point prediction from (p0, p1): log: p1/(1-p0+p1); brier: "
               "p1 + (p0^2 - p1^2)/2", choices=("log", "brier")),
