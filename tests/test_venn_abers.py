@@ -219,3 +219,88 @@ def _state(**changes):
 def test_damaged_states_are_refused(change, message):
     with pytest.raises(MapError, match=message):
         get("venn-abers").from_state({"variant": "ivap", "folds": 5, "loss": "log", "seed": 0}, _state(**change))
+
+
+CVAP = {"variant": "cvap", "folds": 3}
+
+
+@pytest.mark.parametrize("check", [contract.check_fit_predict, contract.check_monotone, contract.check_round_trip,
+                                   contract.check_seed_reproducible, contract.check_permutation_invariant,
+                                   contract.check_importance_scale_invariant])
+def test_cvap_passes_the_contract(check):
+    s, y = contract.synthetic(300)
+    check(get("venn-abers"), CVAP, s, y)
+
+
+def test_cvap_whole_number_weights_are_duplicated_rows():
+    s, y = contract.synthetic(300)
+    contract.check_weights_as_duplicates(get("venn-abers"), CVAP, s, y, atol=0.0)
+
+
+def test_apply_interval_columns_stream_beside_the_point(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from typer.testing import CliRunner
+
+    from calibcli.cli import app
+
+    runner = CliRunner()
+    s, y = contract.synthetic(500)
+    pq.write_table(pa.table({"score": s, "label": y.astype(np.int64)}), tmp_path / "cal.parquet")
+    q = contract.grid(s)
+    pq.write_table(pa.table({"score": q}), tmp_path / "q.parquet")
+    m = tmp_path / "va.json"
+    assert runner.invoke(app, ["-q", "fit", str(tmp_path / "cal.parquet"), "-m", "venn-abers", "-o", str(m)]).exit_code == 0
+    out = tmp_path / "out.parquet"
+    result = runner.invoke(app, ["apply", str(m), str(tmp_path / "q.parquet"), "-o", str(out), "--interval",
+                                 "--output-col", "p"])
+    assert result.exit_code == 0, result.output
+    table = pq.read_table(out)
+    assert table.column_names == ["score", "p", "p_low", "p_high"]
+    cal = get("venn-abers")().fit(s, y)
+    low, high = cal.predict_interval(q)
+    np.testing.assert_array_equal(table.column("p").to_numpy(), cal.predict(q))
+    np.testing.assert_array_equal(table.column("p_low").to_numpy(), low)
+    np.testing.assert_array_equal(table.column("p_high").to_numpy(), high)
+    iso = tmp_path / "iso.json"
+    assert runner.invoke(app, ["-q", "fit", str(tmp_path / "cal.parquet"), "-o", str(iso)]).exit_code == 0
+    refused = runner.invoke(app, ["apply", str(iso), str(tmp_path / "q.parquet"), "-o", str(tmp_path / "x.parquet"),
+                                  "--interval"])
+    assert refused.exit_code == 2 and "--interval needs a map with a probability interval" in refused.stderr
+    assert not (tmp_path / "x.parquet").exists()
+
+
+def test_evaluate_interval_width_and_coverage_by_hand(tmp_path):
+    """Two uniform bins (--ece-bins 2). Bin [0, 0.5): p = 0.2, 0.3, labels 0, 1 -> rate 0.5;
+    intervals [0.1, 0.6] covers, [0.2, 0.4] does not. Bin [0.5, 1]: p = 0.8, 0.9, labels 1, 1
+    -> rate 1; [0.7, 1.0] covers, [0.8, 0.95] does not. Width = mean(0.5, 0.2, 0.3, 0.15)."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from typer.testing import CliRunner
+
+    from calibcli.cli import app
+
+    path = tmp_path / "e.parquet"
+    pq.write_table(pa.table({"label": [0, 1, 1, 1], "c": [0.2, 0.3, 0.8, 0.9], "c_low": [0.1, 0.2, 0.7, 0.8],
+                             "c_high": [0.6, 0.4, 1.0, 0.95], "other": [0.5, 0.5, 0.5, 0.5]}), path)
+    runner = CliRunner()
+    result = runner.invoke(app, ["evaluate", str(path), "--prob-col", "c", "--prob-col", "other", "--ece-bins", "2",
+                                 "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["name"]: r["metrics"] for r in json.loads(result.stdout)["results"]}
+    assert rows["c"]["interval_width"] == pytest.approx((0.5 + 0.2 + 0.3 + 0.15) / 4, abs=1e-15)
+    assert rows["c"]["interval_coverage"] == 0.5
+    assert rows["other"]["interval_width"] is None and rows["other"]["interval_coverage"] is None
+    explicit = runner.invoke(app, ["evaluate", str(path), "--prob-col", "other", "--interval-cols", "c_low,c_high",
+                                   "--ece-bins", "2", "--json"])
+    metrics = json.loads(explicit.stdout)["results"][0]["metrics"]
+    assert metrics["interval_width"] == pytest.approx(0.2875, abs=1e-15) and metrics["interval_coverage"] == 0.25
+    plain = runner.invoke(app, ["evaluate", str(path), "--prob-col", "other", "--json"])
+    assert "interval_width" not in json.loads(plain.stdout)["results"][0]["metrics"]
+    bad = runner.invoke(app, ["evaluate", str(path), "--prob-col", "c", "--interval-cols", "c_low"])
+    assert bad.exit_code == 2
+    gate = runner.invoke(app, ["evaluate", str(path), "--prob-col", "c", "--ece-bins", "2",
+                               "--fail-below", "interval-coverage=0.9"])
+    assert gate.exit_code == 1
