@@ -161,6 +161,19 @@ def step_table(c: np.ndarray) -> tuple:
     return start, end > start, (end - start) > _PASSES, scale, np.append(c, np.nan)  # NaN: never <= s
 
 
+def grid_cells(c: np.ndarray, s: np.ndarray, scale: float) -> tuple[np.ndarray, np.ndarray | None]:
+    """(grid cell of each query, NaN mask or None); NaN queries are put in cell 0."""
+    x = np.clip(s, c[0], c[-1])
+    nan = np.isnan(x)
+    if not nan.any():
+        nan = None
+    else:
+        x[nan] = c[0]
+    x -= c[0]
+    x *= scale
+    return x.astype(np.intp), nan
+
+
 def step_positions(c: np.ndarray, s: np.ndarray, table: tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(right, tie_rows): right = np.searchsorted(c, s, 'right') (thresholds <= s) and the rows
     where s equals a threshold. NaN rows get right = 0 and are not ties (callers mask them).
@@ -169,17 +182,10 @@ def step_positions(c: np.ndarray, s: np.ndarray, table: tuple | None = None) -> 
     threshold step right (a few passes) or, in crowded cells, are binary-searched.
     """
     start, busy, crowded, scale, c_next = table if table is not None else step_table(c)
-    x = np.clip(s, c[0], c[-1])
-    nan = np.isnan(x)
-    if nan.any():
-        x[nan] = c[0]
-    x -= c[0]
-    x *= scale
-    cell = x.astype(np.intp)
-    del x
+    cell, nan = grid_cells(c, s, scale)
     right = np.take(start, cell)
     rows = np.flatnonzero(np.take(busy, cell))
-    if nan.any():
+    if nan is not None:
         right[nan] = 0
         rows = rows[~nan[rows]]
     if not rows.size:
@@ -303,7 +309,7 @@ class VennAbersCalibrator(Calibrator):
         self.c_ = [np.asarray(a, dtype=np.float64) for a in state["c"]]
         self.p0_ = [np.asarray(a, dtype=np.float64) for a in state["p0"]]
         self.p1_ = [np.asarray(a, dtype=np.float64) for a in state["p1"]]
-        self._tables_ = None
+        self._tables_ = self._cell_values_ = None
         if len(self.c_) == 1:  # IVAP: the point prediction between thresholds and at each one
             p0, p1 = self.p0_[0], self.p1_[0]
             self._point_ = (self._point([p0], [p1]), self._point([p0[1:]], [p1[:-1]]))
@@ -334,15 +340,7 @@ class VennAbersCalibrator(Calibrator):
 
     def _predict(self, s, features):
         if len(self.c_) == 1:
-            between, at = self._point_
-            right, tie = step_positions(self.c_[0], s, self._tables()[0])
-            out = np.take(between, right)
-            if tie.size:
-                np.put(out, tie, np.take(at, np.take(right, tie) - 1))
-            nan = np.isnan(s)
-            if nan.any():
-                out[nan] = np.nan
-            return out
+            return self._ivap_point(s)
         return self._point(*self._pairs(s))
 
     def _point(self, lows: list[np.ndarray], highs: list[np.ndarray]) -> np.ndarray:
@@ -357,6 +355,28 @@ class VennAbersCalibrator(Calibrator):
             return p1 / (1.0 - p0 + p1)
         g1 = _geo_mean(np.array(highs))
         return g1 / (_geo_mean(1.0 - np.array(lows)) + g1)
+
+    def _ivap_point(self, s: np.ndarray) -> np.ndarray:
+        """The IVAP point prediction: one gather of the cell's value, where the cell holds no
+        threshold (NaN in `cell_values` marks those that do: their rows search exactly)."""
+        c = self.c_[0]
+        between, at = self._point_
+        table = self._tables()[0]
+        if getattr(self, "_cell_values_", None) is None:
+            start, busy = table[0], table[1]
+            self._cell_values_ = np.where(busy, np.nan, np.take(between, start))
+        cell, nan = grid_cells(c, s, table[3])
+        out = np.take(self._cell_values_, cell)
+        del cell
+        rows = np.flatnonzero(np.isnan(out))
+        if rows.size:
+            sb = np.take(s, rows)
+            r = np.searchsorted(c, sb, side="right")
+            tie = (r > 0) & (np.take(c, np.maximum(r - 1, 0)) == sb)
+            np.put(out, rows, np.where(tie, np.take(at, np.maximum(r - 1, 0)), np.take(between, r)))
+        if nan is not None:
+            out[nan] = np.nan
+        return out
 
     def _tables(self) -> list[tuple]:
         """The lookup grid of each fold's thresholds, built on first use."""
