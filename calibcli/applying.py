@@ -89,7 +89,7 @@ def apply_file(
 
 def _apply_parts(map_path: str, path: str, out: str, *, score_col: str, output_col: str,
                  input_format: str | None, output_format: str | None,
-                 on_batch: Callable[[int], None] | None, force: bool) -> int:
+                 on_batch: Callable[[int], None] | None, force: bool, interval: bool = False) -> int:
     """Apply a map to every Parquet part of a directory or glob, mirroring the parts under `out`.
 
     The output directory appears only when every part succeeded.

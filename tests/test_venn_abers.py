@@ -191,7 +191,7 @@ def test_saved_map_keeps_only_the_steps_and_reloads_bit_for_bit():
     s, y = contract.synthetic(500)
     cal = get("venn-abers")(variant="cvap", folds=3).fit(s, y)
     env = maps.make_envelope(cal)
-    assert sorted(env["state"]) == ["c", "p0", "p1"] and len(env["state"]["c"]) == 3
+    assert sorted(env["state"]) == ["c", "p0", "p1", "sizes"] and len(env["state"]["sizes"]) == 3
     for reloaded in (contract.json_round_trip(cal), contract.parquet_round_trip(cal)):
         g = contract.grid(s)
         assert np.array_equal(reloaded.predict(g), cal.predict(g))
@@ -208,17 +208,31 @@ def _state(**changes):
 
 @pytest.mark.parametrize("change, message", [
     ({"c": []}, "at least 1"),
-    ({"p0": [[0.5]]}, "expected"),
-    ({"c": [[0.2, 0.1]], "p0": [[0.0, 0.1, 0.2]], "p1": [[0.5, 0.6, 0.7]]}, "strictly increasing"),
-    ({"c": [[0.1, 0.2]], "p0": [[0.0, 0.3, 0.2]], "p1": [[0.5, 0.6, 0.7]]}, "non-decreasing"),
-    ({"c": [[0.1, 0.2]], "p0": [[0.0, 0.1, 0.2]], "p1": [[0.5, 0.6, 1.5]]}, "probability"),
-    ({"c": [[0.1, 0.2]], "p0": [[0.0, 0.7, 0.8]], "p1": [[0.5, 0.6, 0.9]]}, "above p1"),
-    ({"c": [[0.1], [0.2]], "p0": [[0.0, 0.1], [0.0, 0.1]], "p1": [[0.5, 0.6], [0.5, 0.6]]}, "ivap map has one"),
-    ({"c": [[0.1, "x"]]}, "not a"),
+    ({"p0": [0.5]}, "at least 2"),
+    ({"c": [0.2, 0.1], "p0": [0.0, 0.1, 0.2], "p1": [0.5, 0.6, 0.7], "sizes": [2]}, "strictly increasing"),
+    ({"c": [0.1, 0.2], "p0": [0.0, 0.3, 0.2], "p1": [0.5, 0.6, 0.7], "sizes": [2]}, "non-decreasing"),
+    ({"c": [0.1, 0.2], "p0": [0.0, 0.1, 0.2], "p1": [0.5, 0.6, 1.5], "sizes": [2]}, "probability"),
+    ({"c": [0.1, 0.2], "p0": [0.0, 0.7, 0.8], "p1": [0.5, 0.6, 0.9], "sizes": [2]}, "above p1"),
+    ({"c": [0.1, 0.2], "p0": [0.0, 0.1, 0.0, 0.1], "p1": [0.5, 0.6, 0.5, 0.6], "sizes": [1, 1]},
+     "ivap map has one"),
+    ({"c": [0.1, 0.2], "p0": [0.0, 0.1, 0.2], "p1": [0.5, 0.6, 0.7], "sizes": [3]}, "sums to 3"),
+    ({"c": [0.1, 0.2], "p0": [0.0, 0.1, 0.2], "p1": [0.5, 0.6, 0.7], "sizes": [1.5]}, "whole number"),
+    ({"c": [0.1, 0.2], "p0": [0.0, 0.1], "p1": [0.5, 0.6], "sizes": [2]}, "expected 3"),
+    ({"c": [0.1, "x"]}, "not a"),
 ])
 def test_damaged_states_are_refused(change, message):
     with pytest.raises(MapError, match=message):
         get("venn-abers").from_state({"variant": "ivap", "folds": 5, "loss": "log", "seed": 0}, _state(**change))
+
+
+def test_cvap_state_fold_order_is_checked_per_fold():
+    """Two folds: thresholds increase within each fold; the second may restart below the first."""
+    params = {"variant": "cvap", "folds": 2, "loss": "log", "seed": 0}
+    good = {"c": [0.5, 0.6, 0.1], "p0": [0.0, 0.1, 0.2, 0.0, 0.3], "p1": [0.5, 0.6, 1.0, 0.5, 1.0], "sizes": [2, 1]}
+    cal = get("venn-abers").from_state(params, good)
+    assert [c.tolist() for c in cal.c_] == [[0.5, 0.6], [0.1]]
+    with pytest.raises(MapError, match="fold 0"):
+        get("venn-abers").from_state(params, {**good, "c": [0.6, 0.5, 0.1]})
 
 
 CVAP = {"variant": "cvap", "folds": 3}

@@ -235,28 +235,40 @@ def _ordered_within(arrays: list[np.ndarray], what: str, fail, ordered: str, uni
 
 
 def _check_state(params, values, fail) -> None:
-    c, p0, p1 = values["c"], values["p0"], values["p1"]
-    folds = len(c)
-    if folds < 1:
-        fail("c", problem="holds no fold")
+    c, p0, p1, sizes = values["c"], values["p0"], values["p1"], values["sizes"]
+    folds = sizes.size
     if params["variant"] == "ivap" and folds != 1:
-        fail("c", problem=f"holds {folds} folds: an ivap map has one")
-    for name, arrays in (("p0", p0), ("p1", p1)):
-        if len(arrays) != folds:
-            fail(name, problem=f"holds {len(arrays)} folds but 'c' holds {folds}")
-    _ordered_within(c, "c", fail, "increasing", False)
-    _ordered_within(p0, "p0", fail, "nondecreasing", True)
-    _ordered_within(p1, "p1", fail, "nondecreasing", True)
-    for i in range(folds):
-        if c[i].size < 1:
-            fail(f"c[{i}]", problem="is empty: a fold needs at least one calibration score")
-        for name, arrays in (("p0", p0), ("p1", p1)):
-            if arrays[i].size != c[i].size + 1:
-                fail(f"{name}[{i}]", problem=f"has {arrays[i].size} values, expected {c[i].size + 1} "
-                                             f"(one more than c[{i}])")
-        bad = np.flatnonzero(p0[i] > p1[i])
-        if bad.size:
-            fail(f"p0[{i}]", int(bad[0]), p0[i][bad[0]], "is above p1 at the same position")
+        fail("sizes", problem=f"holds {folds} folds: an ivap map has one")
+    bad = np.flatnonzero(sizes != np.floor(sizes))
+    if bad.size:
+        fail("sizes", int(bad[0]), sizes[bad[0]], "is not a whole number")
+    if int(sizes.sum()) != c.size:
+        fail("sizes", problem=f"sums to {int(sizes.sum())} thresholds but 'c' has {c.size}")
+    for name, arr in (("p0", p0), ("p1", p1)):
+        if arr.size != c.size + folds:
+            fail(name, problem=f"has {arr.size} values, expected {c.size + folds} (one more than each fold's "
+                               "thresholds)")
+    bad = np.flatnonzero(p0 > p1)
+    if bad.size:
+        fail("p0", int(bad[0]), p0[bad[0]], "is above p1 at the same position")
+    cs, p0s, p1s = _split(c, p0, p1, sizes)
+    for what, arrays, strict in (("c", cs, True), ("p0", p0s, False), ("p1", p1s, False)):
+        offset = 0
+        for k, arr in enumerate(arrays):
+            d = np.diff(arr)
+            bad = np.flatnonzero(d <= 0 if strict else d < 0)
+            if bad.size:
+                j = int(bad[0]) + 1
+                rule = "strictly increasing" if strict else "non-decreasing"
+                fail(what, offset + j, arr[j], f"breaks the order of fold {k}: values must be {rule}")
+            offset += arr.size
+
+
+def _split(c: np.ndarray, p0: np.ndarray, p1: np.ndarray, sizes: np.ndarray) -> tuple[list, list, list]:
+    """Per-fold thresholds and step values from the flat saved arrays."""
+    n = sizes.astype(np.int64)
+    return (np.split(c, np.cumsum(n)[:-1]), np.split(p0, np.cumsum(n + 1)[:-1]),
+            np.split(p1, np.cumsum(n + 1)[:-1]))
 
 
 @register
@@ -293,22 +305,27 @@ class VennAbersCalibrator(Calibrator):
                 rows = ids == k
                 if np.any(w[rows] > 0):
                     parts.append(ivap_steps(s[rows], y[rows], w[rows]))
-        self._set_state({"c": [p[0] for p in parts], "p0": [p[1] for p in parts], "p1": [p[2] for p in parts]})
+        self._set_folds(([p[0] for p in parts], [p[1] for p in parts], [p[2] for p in parts]))
 
     def _get_state(self) -> dict[str, Any]:
-        return {"c": self.c_, "p0": self.p0_, "p1": self.p1_}
+        """Every fold's thresholds, p0 and p1 concatenated, and the thresholds per fold."""
+        return {"c": np.concatenate(self.c_), "p0": np.concatenate(self.p0_), "p1": np.concatenate(self.p1_),
+                "sizes": np.array([c.size for c in self.c_], dtype=np.float64)}
 
     state_spec = StateSpec(
-        Field("c", kind="arrays", max_size=MAX_FOLDS, min_size=1),
-        Field("p0", kind="arrays", max_size=MAX_FOLDS, min_size=1),
-        Field("p1", kind="arrays", max_size=MAX_FOLDS, min_size=1),
+        Field("c", min_size=1),
+        Field("p0", unit=True, min_size=2),
+        Field("p1", unit=True, same_size="p0"),
+        Field("sizes", low=1, min_size=1, max_size=MAX_FOLDS),
         check=_check_state,
     )
 
     def _set_state(self, state: dict[str, Any]) -> None:
-        self.c_ = [np.asarray(a, dtype=np.float64) for a in state["c"]]
-        self.p0_ = [np.asarray(a, dtype=np.float64) for a in state["p0"]]
-        self.p1_ = [np.asarray(a, dtype=np.float64) for a in state["p1"]]
+        sizes = np.asarray(state["sizes"], dtype=np.float64)
+        self._set_folds(_split(*(np.asarray(state[k], dtype=np.float64) for k in ("c", "p0", "p1")), sizes))
+
+    def _set_folds(self, folds: tuple[list, list, list]) -> None:
+        self.c_, self.p0_, self.p1_ = (list(f) for f in folds)
         self._tables_ = self._cell_values_ = None
         if len(self.c_) == 1:  # IVAP: the point prediction between thresholds and at each one
             p0, p1 = self.p0_[0], self.p1_[0]
