@@ -318,3 +318,14 @@ def test_evaluate_interval_width_and_coverage_by_hand(tmp_path):
     gate = runner.invoke(app, ["evaluate", str(path), "--prob-col", "c", "--ece-bins", "2",
                                "--fail-below", "interval-coverage=0.9"])
     assert gate.exit_code == 1
+
+
+def test_api_evaluate_takes_the_interval():
+    import calibcli
+
+    y, p = np.array([0.0, 1.0, 1.0, 1.0]), np.array([0.2, 0.3, 0.8, 0.9])
+    low, high = np.array([0.1, 0.2, 0.7, 0.8]), np.array([0.6, 0.4, 1.0, 0.95])
+    got = calibcli.evaluate(y, p, interval=(low, high))
+    assert got["interval_width"] == pytest.approx(0.2875, abs=1e-15)
+    assert got["interval_coverage"] == 0.25  # 10 bins: rates 0, 1, 1, 1; only [0.7, 1.0] holds its rate
+    assert np.isnan(calibcli.evaluate(y, p)["interval_width"])
