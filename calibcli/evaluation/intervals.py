@@ -23,7 +23,7 @@ import numpy as np
 from calibcli.errors import UsageError
 from calibcli.evaluation import metrics
 
-KEYS = ("interval_width", "interval_coverage")
+KEYS = metrics.INTERVAL_KEYS
 
 
 def interval_pairs(names: Sequence[str], prob_cols: Sequence[str], explicit: tuple[str, str] | None,

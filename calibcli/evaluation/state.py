@@ -139,7 +139,8 @@ class EvalState:
         """Every metric, in `metrics.METRICS` order (field metrics when the state has fields)."""
         nan = float("nan")
         if self.weight <= 0:
-            keys = [k for k in _metrics.METRICS if self.field_names is not None or not k.startswith("field_")]
+            keys = [k for k in _metrics.METRICS if (self.field_names is not None or not k.startswith("field_"))
+                    and k not in _metrics.INTERVAL_KEYS]
             return {k: nan for k in keys}
         v, n0, n1 = self.pooled()
         out = {
