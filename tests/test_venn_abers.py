@@ -329,3 +329,31 @@ def test_api_evaluate_takes_the_interval():
     assert got["interval_width"] == pytest.approx(0.2875, abs=1e-15)
     assert got["interval_coverage"] == 0.25  # 10 bins: rates 0, 1, 1, 1; only [0.7, 1.0] holds its rate
     assert np.isnan(calibcli.evaluate(y, p)["interval_width"])
+
+
+@settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.floats(-1e300, 1e300), st.floats(-1e-300, 1e-300), st.floats(0, 1),
+                          st.sampled_from([0.0, 5e-324, 1.0, 1 - 2**-53])), min_size=1, max_size=60),
+       st.integers(0, 2**32 - 1))
+def test_grid_lookup_equals_searchsorted_on_any_thresholds(values, seed):
+    """The grid lookup behind predict gives np.searchsorted's positions and ties exactly, for
+    thresholds spread over any range (subnormal to 1e300, clustered) and queries on, beside and
+    between them; the IVAP point prediction equals its definition from p0/p1 there."""
+    c = np.unique(np.array(values, dtype=np.float64))
+    rng = np.random.default_rng(seed)
+    q = np.concatenate([c, np.nextafter(c, -np.inf), np.nextafter(c, np.inf), [-np.inf, np.inf, np.nan],
+                        rng.uniform(c[0], c[-1], 5000) if np.isfinite(c[-1] - c[0]) else c,
+                        rng.choice(c, 5000)])
+    right, tie = va.step_positions(c, q)
+    ok = ~np.isnan(q)
+    np.testing.assert_array_equal(right[ok], np.searchsorted(c, q[ok], "right"))
+    expected_tie = np.flatnonzero(ok & np.isin(q, c))
+    np.testing.assert_array_equal(np.sort(tie), expected_tie)
+    k = c.size
+    p0 = np.sort(rng.uniform(0, 0.5, k + 1))
+    p1 = np.maximum(np.sort(rng.uniform(0.3, 1, k + 1)), p0)
+    cal = get("venn-abers").from_state({"variant": "ivap", "folds": 5, "loss": "log", "seed": 0},
+                                       {"c": c, "p0": p0, "p1": p1, "sizes": [k]})
+    lo, hi = p0[np.searchsorted(c, q[ok], "right")], p1[np.searchsorted(c, q[ok], "left")]
+    np.testing.assert_array_equal(cal.predict(q)[ok], hi / (1 - lo + hi))
+    assert np.isnan(cal.predict(q)[~ok]).all()
