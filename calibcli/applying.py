@@ -56,8 +56,12 @@ def apply_file(
     on_batch: Callable[[int], None] | None = None,
     force: bool = False,
     on_invalid: str = "error",
+    interval: bool = False,
 ) -> Applied:
     """Stream `path` through a saved map into `out`.
+
+    With `interval`, the map's `predict_interval` (Venn-Abers maps) adds the columns
+    `<output_col>_low` and `<output_col>_high`.
 
     A directory or glob of Parquet parts is applied part by part into the directory `out`
     (with `force`, an existing directory calib wrote is replaced once the new one is complete).
@@ -70,18 +74,19 @@ def apply_file(
     if parts:
         return _apply_parts(map_path, path, out, score_col=score_col, output_col=output_col,
                             input_format=input_format, output_format=output_format, on_batch=on_batch,
-                            force=force, on_invalid=on_invalid)
+                            force=force, on_invalid=on_invalid, interval=interval)
     if out != "-" and not targets.is_special(out):
         targets.output_format(out, output_format, "csv")  # an unknown extension fails before any work
     calibrator, _ = maps.load_map(map_path)
     return _apply_one(calibrator, map_path, path, out, score_col=score_col, output_col=output_col,
                       input_format=input_format, output_format=output_format, on_batch=on_batch,
-                      on_invalid=on_invalid)
+                      on_invalid=on_invalid, interval=interval)
 
 
 def _apply_one(calibrator, map_path: str, path: str, out: str, *, score_col: str, output_col: str,
                input_format: str | None, output_format: str | None,
-               on_batch: Callable[[int], None] | None, on_invalid: str) -> Applied:
+               on_batch: Callable[[int], None] | None, on_invalid: str, interval: bool) -> Applied:
+    added = [output_col, *interval_columns(calibrator, output_col, map_path, interval)]
     categorical, numeric = calibrator.input_features()
     source, schema, batches = io.iter_batches(path, input_format, string_columns=tuple(categorical),
                                               float_columns=() if on_invalid == "error" else (score_col,))
@@ -92,12 +97,16 @@ def _apply_one(calibrator, map_path: str, path: str, out: str, *, score_col: str
     if missing:
         raise InputError(f"{name}: the map needs feature column(s) {', '.join(map(repr, missing))}, "
                          f"which the input does not have")
-    if output_col in schema.names:
-        raise UsageError(f"{name}: input already has a column {output_col!r}",
-                         hint="choose another name with --output-col")
+    for col in added:
+        if col in schema.names:
+            raise UsageError(f"{name}: input already has a column {col!r}",
+                             hint="choose another name with --output-col")
     out_fmt, gz = targets.output_format(out, output_format, source.format)
     targets.refuse_binary_tty(out, out_fmt)
-    out_schema = writing.writable_schema(schema.append(pa.field(output_col, pa.float64())), out_fmt)
+    out_schema = schema
+    for col in added:
+        out_schema = out_schema.append(pa.field(col, pa.float64()))
+    out_schema = writing.writable_schema(out_schema, out_fmt)
     done = Applied()
     with targets.atomic_output(out) as fh:
         writer = None  # created after the first batch checks out, so a bad first batch prints nothing
@@ -107,13 +116,14 @@ def _apply_one(calibrator, map_path: str, path: str, out: str, *, score_col: str
                     s = io.scores_from(batch, score_col, name, offset=done.rows)
                     io.check_scores_for(calibrator, s, score_col, name, map_path, done.rows)
                     feats = io.map_features(batch, categorical, numeric, name, done.rows) or None
-                    column = pa.array(calibrator.predict(s, feats))
+                    columns = [pa.array(v) for v in _predictions(calibrator, s, feats, interval)]
                     kept = batch
                 else:
-                    kept, column, invalid = _predict_valid(calibrator, batch, score_col, name, done.rows,
-                                                           categorical, numeric, skip=on_invalid == "skip")
+                    kept, columns, invalid = _predict_valid(calibrator, batch, score_col, name, done.rows,
+                                                            categorical, numeric, skip=on_invalid == "skip",
+                                                            interval=interval)
                     done.invalid += invalid
-                out_batch = pa.RecordBatch.from_arrays([*kept.columns, column], schema=out_schema)
+                out_batch = pa.RecordBatch.from_arrays([*kept.columns, *columns], schema=out_schema)
                 writer = writer or writing.BatchWriter(fh, out_fmt, out_schema, gzip=gz)
                 writer.write(out_batch)
                 done.rows += batch.num_rows
@@ -129,8 +139,9 @@ def _apply_one(calibrator, map_path: str, path: str, out: str, *, score_col: str
 
 
 def _predict_valid(calibrator, batch: pa.RecordBatch, score_col: str, name: str, offset: int,
-                   categorical, numeric, *, skip: bool) -> tuple[pa.RecordBatch, pa.Array, int]:
-    """(rows to write, their calibrated column, how many rows had an invalid score).
+                   categorical, numeric, *, skip: bool, interval: bool = False
+                   ) -> tuple[pa.RecordBatch, list[pa.Array], int]:
+    """(rows to write, their calibrated columns, how many rows had an invalid score).
 
     Invalid rows get a null value (or are dropped with `skip`); the map's features are read
     and checked on the valid rows only, errors naming the row in the file.
@@ -140,7 +151,7 @@ def _predict_valid(calibrator, batch: pa.RecordBatch, score_col: str, name: str,
     n_invalid = int(np.count_nonzero(invalid))
     if n_invalid == 0:
         feats = io.map_features(batch, categorical, numeric, name, offset) or None
-        return batch, pa.array(calibrator.predict(s, feats)), 0
+        return batch, [pa.array(v) for v in _predictions(calibrator, s, feats, interval)], 0
     valid = ~invalid
     rows = np.flatnonzero(valid)
     good = batch.filter(pa.array(valid))
@@ -153,17 +164,22 @@ def _predict_valid(calibrator, batch: pa.RecordBatch, score_col: str, name: str,
             raise InputError(f"{name}: column {c!r}, row {int(rows[i]) + 1 + offset}: "
                              f"feature {float(values[i])!r} is not finite")
         feats[c] = values
-    p = calibrator.predict(s[valid], feats or None) if rows.size else np.empty(0)
+    values = (_predictions(calibrator, s[valid], feats or None, interval) if rows.size
+              else [np.empty(0)] * (3 if interval else 1))
     if skip:
-        return good, pa.array(p, type=pa.float64()), n_invalid
-    full = np.zeros(s.shape, dtype=np.float64)
-    full[valid] = p
-    return batch, pa.array(full, mask=invalid), n_invalid
+        return good, [pa.array(v, type=pa.float64()) for v in values], n_invalid
+    columns = []
+    for v in values:
+        full = np.zeros(s.shape, dtype=np.float64)
+        full[valid] = v
+        columns.append(pa.array(full, mask=invalid))
+    return batch, columns, n_invalid
 
 
 def _apply_parts(map_path: str, path: str, out: str, *, score_col: str, output_col: str,
                  input_format: str | None, output_format: str | None,
-                 on_batch: Callable[[int], None] | None, force: bool, on_invalid: str) -> Applied:
+                 on_batch: Callable[[int], None] | None, force: bool, on_invalid: str,
+                 interval: bool = False) -> Applied:
     """Apply a map to every Parquet part of a directory or glob, mirroring the parts under `out`.
 
     The output directory appears only when every part succeeded; its marker records the
@@ -176,6 +192,7 @@ def _apply_parts(map_path: str, path: str, out: str, *, score_col: str, output_c
     parts = io.list_parts(path)
     io.check_format(output_format)
     calibrator, _ = maps.load_map(map_path)
+    interval_columns(calibrator, output_col, map_path, interval)  # refused before any part
     done = Applied()
     with targets.atomic_output_dir(out, force=force) as tmp:
         for part, relative in parts:
@@ -186,7 +203,23 @@ def _apply_parts(map_path: str, path: str, out: str, *, score_col: str, output_c
             target.parent.mkdir(parents=True, exist_ok=True)
             done.add(_apply_one(calibrator, map_path, part, str(target), score_col=score_col,
                                 output_col=output_col, input_format=input_format, output_format=fmt,
-                                on_batch=on_batch, on_invalid=on_invalid))
+                                on_batch=on_batch, on_invalid=on_invalid, interval=interval))
         tmp.extra.update({"rows": done.rows, "written": done.written, "on_invalid": on_invalid,
                           "invalid_rows": done.invalid})
     return done
+
+
+def interval_columns(calibrator, output_col: str, map_path: str, interval: bool) -> list[str]:
+    """The columns `--interval` adds, or a UsageError when the map has no interval."""
+    if not interval:
+        return []
+    if not hasattr(calibrator, "predict_interval"):
+        raise UsageError(f"{map_path}: --interval needs a map with a probability interval (venn-abers); "
+                         f"{calibrator.name} maps have none")
+    return [f"{output_col}_low", f"{output_col}_high"]
+
+
+def _predictions(calibrator, s: np.ndarray, feats, interval: bool) -> list[np.ndarray]:
+    """The calibrated probabilities, then with `interval` the map's (low, high)."""
+    p = calibrator.predict(s, feats)
+    return [p, *calibrator.predict_interval(s)] if interval else [p]
