@@ -4,7 +4,8 @@ f minimises the mean weighted log-loss plus lam * integral of f''(u)^2 over the 
 (u the logit rescaled to [0, 1] between the outer knots), lam chosen among
 logspace(-6, 0, 13) by k-fold cross-validated log-loss (ties: the larger lam). Knots are
 `n_knots` weighted quantiles of the logits (the outer ones the smallest and largest).
-A natural spline is linear beyond its outer knots, so f extrapolates linearly. Folds are
+Prediction is constant beyond the outer knots (the smallest and largest training logits):
+the natural spline's linear extrapolation there would reach 0 or 1 at extreme scores. Folds are
 drawn by hashing each distinct score with the seed, so tied scores share a fold and a
 whole-number weight acts exactly as duplicated rows; above `CV_ROWS` rows the search runs
 on the rows of the distinct scores a hash keeps (about CV_ROWS of them), the final fit on
@@ -181,8 +182,8 @@ class SplineCalibrator(Calibrator):
         SEED,
     )
     monotone = False
-    extremes = ("inside (0, 1) by default (Platt's targets keep the spline finite); scores are clipped "
-                "to [1e-12, 1-1e-12], so beyond that the value is constant")
+    extremes = ("inside (0, 1) by default: Platt's targets keep the spline finite and it is constant "
+                "beyond the training scores' range; platt_correction=false can give 0 or 1 on separated classes")
 
     def _fit(self, s, y, w, features):
         keep = w > 0
@@ -246,16 +247,10 @@ class SplineCalibrator(Calibrator):
         self.a_, self.b_, self.c_, self.d_ = (np.ascontiguousarray(cubic[:, i]) for i in range(4))
 
     def _predict(self, s, features):
-        x = to_logit(s, self.params["score_kind"])
+        x = np.clip(to_logit(s, self.params["score_kind"]), self.knots_[0], self.knots_[-1])
         i = np.searchsorted(self.knots_, x, side="right") - 1
-        left = i < 0
-        i[left] = 0
         t = x - self.knots_[i]
-        c = self.c_[i]
-        d = self.d_[i]
-        c[left] = 0.0
-        d[left] = 0.0
-        eta = self.a_[i] + t * (self.b_[i] + t * (c + t * d))
+        eta = self.a_[i] + t * (self.b_[i] + t * (self.c_[i] + t * self.d_[i]))
         return np.exp(-np.logaddexp(0.0, -eta))
 
     def _get_state(self) -> dict[str, Any]:
