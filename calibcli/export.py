@@ -142,7 +142,7 @@ def _ilps(cal: Calibrator, s: str) -> str:
 
 
 _WRITERS: dict[str, Callable[[Calibrator, str], str]] = {
-    "isotonic": _knots, "enir": _knots, "near-isotonic": _knots, "binning": _bins,
+    "isotonic": _knots, "enir": _knots, "near-isotonic": _knots, "binning": _bins, "bbq": _bins,
     "logistic": _logistic, "beta": _beta, "beta-am": _beta, "beta-ab": _beta, "ilps": _ilps,
 }
 SQL_METHODS = tuple(_WRITERS)

@@ -81,7 +81,7 @@ def _paper_models(sums: _Sums, n: float):
         nb, m = sums.counts(inner, "left")
         k = inner.size + 1
         bounds = np.concatenate([[0.0], inner, [1.0]])
-        mid = 0.5 * (bounds[:-1] + bounds[1:])
+        mid = np.clip(0.5 * (bounds[:-1] + bounds[1:]), 1e-12, 1.0 - 1e-12)  # a prior mean of 0 or 1 is improper
         a = ESS / k * mid
         bb = ESS / k - a
         neg = np.maximum(nb - m, 0.0)

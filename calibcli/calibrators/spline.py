@@ -40,8 +40,8 @@ from calibcli.errors import CalibWarning
 LAMBDAS = np.logspace(-6, 0, 13)
 CV_ROWS = 20_000
 MIN_DISTINCT = 4
-LOGIT_LOW = math.log(PROB_CLIP) - math.log(1.0 - PROB_CLIP)
-LOGIT_HIGH = math.log(1.0 - PROB_CLIP) - math.log(PROB_CLIP)
+_BOUNDS = np.array([PROB_CLIP, 1.0 - PROB_CLIP])
+LOGIT_LOW, LOGIT_HIGH = (float(v) for v in np.log(_BOUNDS) - np.log(1.0 - _BOUNDS))  # what to_logit gives
 _CHUNK = 1 << 16
 
 
