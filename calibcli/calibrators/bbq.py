@@ -33,8 +33,13 @@ ELBOW_ALPHA = 0.001  # netcal's elbow threshold
 
 
 def bin_range(n: float, netcal: bool) -> range:
-    """Numbers of bins averaged over: [N^(1/3)/10, 10 N^(1/3)] (netcal also caps at N/5)."""
+    """Numbers of bins averaged over: [N^(1/3)/10, 10 N^(1/3)] (netcal also caps at N/5).
+
+    netcal takes np.power(N, 1/3) as it rounds (1e6 gives 99.99999999999997, so its range
+    starts at 9); the paper's variant uses the exact root of a perfect cube."""
     root = float(np.power(n, 1.0 / 3.0))
+    if not netcal and round(root) ** 3 == n:
+        root = float(round(root))
     lo = int(max(1, np.floor(root / 10.0)))
     hi = int(np.ceil(root * 10.0))
     if netcal:
