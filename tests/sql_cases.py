@@ -33,8 +33,12 @@ CASES = [
     ("beta-logit", "beta", ["score_kind=logit"], True),
     ("ilps", "ilps", ["K=20"], False),
     ("ilps-logit", "ilps", ["K=30", "score_kind=logit"], True),
+    ("bbq", "bbq", [], False),
+    ("bbq-netcal", "bbq", ["variant=netcal"], False),
+    ("spline", "spline", [], False),
+    ("spline-logit", "spline", ["score_kind=logit"], True),
 ]
-PROBABILITY_ONLY = {"beta", "beta-am", "beta-ab", "ilps"}  # maps that refuse scores outside [0, 1]
+PROBABILITY_ONLY = {"beta", "beta-am", "beta-ab", "ilps", "bbq"}  # maps that refuse scores outside [0, 1]
 N_QUERIES = 100_000
 
 runner = CliRunner()
@@ -52,7 +56,7 @@ def query_scores(cal, logit: bool, probability_only: bool, seed: int = 11) -> np
     """1e5 scores: random ones, the map's own break points, range ends and far-away values."""
     rng = np.random.default_rng(seed)
     special: list[np.ndarray] = [np.array([0.0, 1.0, 1e-15, 1 - 1e-15, 1e-12, 1 - 1e-12, 0.5])]
-    for attr in ("x_", "edges_"):
+    for attr in ("x_", "edges_", "knots_"):
         if hasattr(cal, attr):
             special.append(getattr(cal, attr))
     if hasattr(cal, "a_") and isinstance(cal.a_, np.ndarray):  # ilps splits (logits)
