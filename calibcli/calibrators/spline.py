@@ -38,11 +38,10 @@ from calibcli.calibrators.registry import register
 from calibcli.errors import CalibWarning
 
 LAMBDAS = np.logspace(-6, 0, 13)
-CV_ROWS = 20_000
+CV_ROWS = 50_000
 MIN_DISTINCT = 4
 _BOUNDS = np.array([PROB_CLIP, 1.0 - PROB_CLIP])
 LOGIT_LOW, LOGIT_HIGH = (float(v) for v in np.log(_BOUNDS) - np.log(1.0 - _BOUNDS))  # what to_logit gives
-_CHUNK = 1 << 16
 
 
 def to_logit(s: np.ndarray, score_kind: str) -> np.ndarray:
@@ -97,40 +96,66 @@ def penalty_matrix(xi: np.ndarray) -> np.ndarray:
     return ((a * h[:, None]).T @ (2 * a + b) + (b * h[:, None]).T @ (a + 2 * b)) / 6.0
 
 
-def _chunks(n: int):
-    for lo in range(0, n, _CHUNK):
-        yield slice(lo, min(n, lo + _CHUNK))
-
-
-def _newton(u, y, w, xi, lam, omega, beta, x_full=None, max_iter=100):
-    """Minimise sum(w * logloss) / sum(w) + lam * beta' Omega beta by damped Newton.
-
-    Loss and gradient are exact; above _CHUNK rows the Hessian is computed on a fixed strided
-    sample of them (scaled to the total weight), which changes the steps, not the optimum.
-    Products use einsum: a threaded BLAS on a busy machine is slower at these sizes."""
-    total = float(np.sum(w))
+def local_cubic_maps(xi: np.ndarray) -> np.ndarray:
+    """M with M[j] @ beta = (a, b, c, d) of the spline on interval j as a + b t + c t^2 + d t^3,
+    t = u - xi_j (shape (K - 1, 4, K); a spline with K <= 2 knots is one linear piece)."""
     k = xi.size
+    eye = np.eye(k)
+    cols = [_interval_cubics(eye[m], xi, 1.0)[: max(k - 1, 1)] for m in range(k)]
+    return np.stack(cols, axis=-1)
+
+
+class _Design:
+    """Rows grouped by knot interval with the powers of their local coordinate t, so that
+    eta, the gradient and the Hessian of the spline fit cost O(rows) (a few bincounts) and
+    O(intervals * knots^2), never a rows x knots matrix."""
+
+    def __init__(self, u: np.ndarray, y: np.ndarray, w: np.ndarray, xi: np.ndarray, maps: np.ndarray):
+        self.y, self.w, self.maps = y, w, maps
+        self.m = maps.shape[0]
+        self.j = np.clip(np.searchsorted(xi, u, side="right") - 1, 0, self.m - 1)
+        t = u - xi[self.j]
+        self.powers = [t]
+        for _ in range(5):
+            self.powers.append(self.powers[-1] * t)  # t .. t^6
+
+    def eta(self, beta: np.ndarray) -> np.ndarray:
+        poly = self.maps @ beta  # (intervals, 4)
+        a, b, c, d = (poly[self.j, i] for i in range(4))
+        t = self.powers[0]
+        return a + t * (b + t * (c + t * d))
+
+    def moments(self, r: np.ndarray, degree: int) -> np.ndarray:
+        out = np.empty((self.m, degree + 1))
+        out[:, 0] = np.bincount(self.j, weights=r, minlength=self.m)
+        for k in range(1, degree + 1):
+            out[:, k] = np.bincount(self.j, weights=r * self.powers[k - 1], minlength=self.m)
+        return out
+
+    def grad_hess(self, r: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        g = self.moments(r, 3)
+        hm = self.moments(h, 6)
+        idx = np.arange(4)
+        local = hm[:, idx[:, None] + idx[None, :]]  # (intervals, 4, 4) Hankel blocks
+        grad = np.einsum("jkm,jk->m", self.maps, g)
+        hess = np.einsum("jkm,jkl,jln->mn", self.maps, local, self.maps)
+        return grad, hess
+
+
+def _newton(design: _Design, lam, omega, beta, max_iter=100):
+    """Minimise sum(w * logloss) / sum(w) + lam * beta' Omega beta by damped Newton."""
+    y, w = design.y, design.w
+    total = float(np.sum(w))
+    k = beta.size
     pen = 2.0 * lam * omega + 1e-12 * np.eye(k)
-    n = u.size
-    stride = max(1, n // _CHUNK)
-    hrows = slice(None, None, stride)
-    hscale = total / float(np.sum(w[hrows]))
-    xh = x_full[hrows] if x_full is not None else _basis(u[hrows], xi)
 
     def parts(b):
-        loss, grad = 0.0, np.zeros(k)
-        for part in ([slice(None)] if x_full is not None else _chunks(n)):
-            x = x_full if x_full is not None else _basis(u[part], xi)
-            eta = np.einsum("ij,j->i", x, b)
-            wp = w[part]
-            loss += float(np.sum(wp * (np.logaddexp(0.0, eta) - y[part] * eta)))
-            e = np.exp(-np.abs(eta))
-            p = np.where(eta >= 0, 1.0, e) / (1.0 + e)
-            grad += np.einsum("ij,i->j", x, wp * (p - y[part]))
-        eta = np.einsum("ij,j->i", xh, b)
+        eta = design.eta(b)
+        loss = float(np.sum(w * (np.logaddexp(0.0, eta) - y * eta)))
         e = np.exp(-np.abs(eta))
         q = 1.0 / (1.0 + e)
-        hess = np.einsum("ij,ik->jk", xh * (w[hrows] * e * q * q)[:, None], xh) * hscale
+        p = np.where(eta >= 0, q, e * q)
+        grad, hess = design.grad_hess(w * (p - y), w * e * q * q)
         loss = loss / total + lam * float(b @ omega @ b)
         return loss, grad / total + 2 * lam * (omega @ b), hess / total + pen
 
@@ -162,9 +187,9 @@ def _newton(u, y, w, xi, lam, omega, beta, x_full=None, max_iter=100):
     return beta, converged
 
 
-def _heldout_loss(u, y, w, xi, beta) -> float:
-    eta = np.einsum("ij,j->i", _basis(u, xi), beta)
-    return float(np.sum(w * (np.logaddexp(0.0, eta) - y * eta)))
+def _heldout_loss(design: _Design, beta) -> float:
+    eta = design.eta(beta)
+    return float(np.sum(design.w * (np.logaddexp(0.0, eta) - design.y * eta)))
 
 
 @register
@@ -211,7 +236,7 @@ class SplineCalibrator(Calibrator):
         omega = penalty_matrix(xi)
         self.start_ = np.zeros(xi.size)
         lam = self._choose_lambda(x, u, y, w, xi, omega) if knots.size > 2 else 0.0
-        beta, converged = _newton(u, y, w, xi, lam, omega, self.start_)
+        beta, converged = _newton(_Design(u, y, w, xi, local_cubic_maps(xi)), lam, omega, self.start_)
         if not converged:
             warnings.warn("spline fit did not converge (are the classes perfectly separated?); "
                           "try --param platt_correction=true", CalibWarning, stacklevel=2)
@@ -225,6 +250,7 @@ class SplineCalibrator(Calibrator):
             sub = (h >> np.uint64(32)) < np.uint64(int(CV_ROWS / x.size * 2**32))
             x, u, y, w, h = x[sub], u[sub], y[sub], w[sub], h[sub]
         k = self.params["folds"]
+        maps = local_cubic_maps(xi)
         fold = (h % np.uint64(k)).astype(np.int64)
         losses = np.zeros(LAMBDAS.size)
         for f in range(k):
@@ -232,14 +258,15 @@ class SplineCalibrator(Calibrator):
             train = ~test
             if not test.any() or not train.any():
                 continue
-            xt = _basis(u[train], xi)
+            fit = _Design(u[train], y[train], w[train], xi, maps)
+            held = _Design(u[test], y[test], w[test], xi, maps)
             beta = np.zeros(xi.size)
             for i in range(LAMBDAS.size - 1, -1, -1):  # warm start from the smoothest
-                beta, _ = _newton(u[train], y[train], w[train], xi, LAMBDAS[i], omega, beta, x_full=xt, max_iter=25)
-                losses[i] += _heldout_loss(u[test], y[test], w[test], xi, beta)
+                beta, _ = _newton(fit, LAMBDAS[i], omega, beta, max_iter=25)
+                losses[i] += _heldout_loss(held, beta)
         rounded = np.round(losses / float(np.sum(w)), 12)
         best = np.flatnonzero(rounded == rounded.min())
-        self.start_, _ = _newton(u, y, w, xi, float(LAMBDAS[best[-1]]), omega, beta)
+        self.start_, _ = _newton(_Design(u, y, w, xi, maps), float(LAMBDAS[best[-1]]), omega, beta)
         return float(LAMBDAS[best[-1]])
 
     def _store(self, knots: np.ndarray, cubic: np.ndarray) -> None:
