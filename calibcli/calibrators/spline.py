@@ -8,8 +8,9 @@ Prediction is constant beyond the outer knots (the smallest and largest training
 the natural spline's linear extrapolation there would reach 0 or 1 at extreme scores. Folds are
 drawn by hashing each distinct score with the seed, so tied scores share a fold and a
 whole-number weight acts exactly as duplicated rows; above `CV_ROWS` rows the search runs
-on the rows of the distinct scores a hash keeps (about CV_ROWS of them), the final fit on
-all rows.
+on the rows of the distinct scores a hash keeps (about CV_ROWS of them), and the final fit
+on all rows uses the chosen lam scaled by the searched rows' share of the total weight
+(the same penalty against the summed log-loss).
 
 Scores are clipped to [1e-12, 1 - 1e-12] (logits to the same range on the logit scale)
 before the spline. With fewer than 4 distinct scores the fit is logistic on the clipped
@@ -245,6 +246,7 @@ class SplineCalibrator(Calibrator):
 
     def _choose_lambda(self, x, u, y, w, xi, omega) -> float:
         """The lam of LAMBDAS with the least k-fold held-out log-loss (ties: the larger)."""
+        total = float(np.sum(w))
         h = _mix(x.view(np.uint64), self.params["seed"])
         if x.size > CV_ROWS:
             sub = (h >> np.uint64(32)) < np.uint64(int(CV_ROWS / x.size * 2**32))
@@ -266,8 +268,9 @@ class SplineCalibrator(Calibrator):
                 losses[i] += _heldout_loss(held, beta)
         rounded = np.round(losses / float(np.sum(w)), 12)
         best = np.flatnonzero(rounded == rounded.min())
+        lam = float(LAMBDAS[best[-1]]) * float(np.sum(w)) / total  # the same penalty per row of data
         self.start_, _ = _newton(_Design(u, y, w, xi, maps), float(LAMBDAS[best[-1]]), omega, beta)
-        return float(LAMBDAS[best[-1]])
+        return lam
 
     def _store(self, knots: np.ndarray, cubic: np.ndarray) -> None:
         self.knots_ = np.asarray(knots, dtype=np.float64)
