@@ -105,3 +105,24 @@ def test_weighted_fit_equals_duplicated_rows_exactly_in_netcal_variant():
     b = get("bbq")(variant="netcal").fit(np.repeat(s, w.astype(int)), np.repeat(y, w.astype(int)))
     np.testing.assert_allclose(a.values_, b.values_, atol=1e-12)
     np.testing.assert_array_equal(a.edges_, b.edges_)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), variant=st.sampled_from(["paper", "netcal"]))
+def test_extreme_probabilities_give_probabilities(seed, variant):
+    """Subnormal, 0 and 1 scores among ordinary ones: finite outputs in [0, 1], and strictly
+    inside for the paper's variant (every bin has a proper Beta prior)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 300))
+    pool = np.array([0.0, 5e-324, 1e-300, 1e-12, 0.5, 1 - 1e-12, 1.0])
+    s = np.where(rng.random(n) < 0.4, rng.choice(pool, n), rng.random(n))
+    y = (rng.random(n) < 0.5).astype(float)
+    y[:2] = [0, 1]
+    p = get("bbq")(variant=variant).fit(s, y).predict(np.concatenate([pool, s]))
+    assert np.all(np.isfinite(p)) and np.all((p >= 0) & (p <= 1))
+    if variant == "paper":
+        assert np.all((p > 0) & (p < 1))
