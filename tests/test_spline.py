@@ -101,3 +101,23 @@ def test_extreme_scores_give_finite_probabilities(seed, kind):
     cal = get("spline")(score_kind=kind).fit(s, y)
     p = cal.predict(np.concatenate([pool, s]))
     assert np.all(np.isfinite(p)) and np.all((p > 0) & (p < 1))
+
+
+@pytest.mark.parametrize("distinct", [1, 3, 40])
+def test_sql_of_small_splines_equals_predict(distinct):
+    """One knot (a constant), two knots (the logistic fallback) and a full spline, in DuckDB."""
+    duckdb = pytest.importorskip("duckdb")
+    import pyarrow as pa
+
+    from calibcli import export
+
+    rng = np.random.default_rng(distinct)
+    s = rng.choice(np.linspace(0.1, 0.9, distinct), 400)
+    y = (rng.random(400) < s).astype(float)
+    y[:2] = [0, 1]
+    cal = get("spline")().fit(s, y)
+    q = np.concatenate([[0.0, 5e-324, 1e-300, 1.0, -3.0, 7.0], np.linspace(0, 1, 501), cal.knots_])
+    con = duckdb.connect()
+    con.register("t", pa.table({"score": q, "i": np.arange(q.size)}))
+    got = con.sql(f"SELECT {export.sql_expression(cal)} AS p FROM t ORDER BY i").to_arrow_table()
+    np.testing.assert_allclose(got.column("p").to_numpy(), cal.predict(q), rtol=0, atol=1e-12)
