@@ -3,9 +3,10 @@
 The expression computes the calibrated probability from a score column, so a map can be
 applied inside a database or an engine (Spark's native `apply` reuses it) without Python.
 Supported: the knot maps (isotonic, enir, near-isotonic, bayes-iso: linear between knots,
-constant outside), binning (one value per bin), logistic, the beta family, ilps and inductive
-Venn-Abers (its point prediction: constant between calibration scores, its own value at
-each). Other methods need code SQL does not have (bootstraps, per-field networks) and are
+constant outside), binning and bbq (one value per interval), logistic, the beta family, ilps,
+spline and inductive Venn-Abers (its point prediction: constant between calibration scores,
+its own value at each). Other methods need code SQL does not have (bootstraps, per-field
+networks) and are
 refused.
 
 Exactness (see docs/algorithms.md, "SQL export"): every constant is written at repr
@@ -161,10 +162,32 @@ def _venn_abers(cal: Calibrator, s: str) -> str:
     return case_tree(s, thresholds, leaves, "<")
 
 
+def _spline(cal: Calibrator, s: str) -> str:
+    """sigmoid(a_i + t (b_i + t (c_i + t d_i))), t = logit - knot_i, constant beyond the
+    outer knots. As for ilps, the interval is chosen on the score itself (knots mapped back
+    to probabilities), so a score within an ulp of a knot may take the neighbouring cubic:
+    the spline is continuous there, so that changes the result only by rounding."""
+    from calibcli.calibrators.base import PROB_CLIP
+
+    knots = cal.knots_
+    if cal.params["score_kind"] == "logit":
+        logit, cuts = s, knots
+    else:
+        p = _clip(s, PROB_CLIP, 1.0 - PROB_CLIP)
+        logit, cuts = f"(LN({p}) - LN(1 - {p}))", 1.0 / (1.0 + np.exp(-knots))
+    leaves = [sigmoid(literal(cal.a_[0]))]
+    for i in range(knots.size - 1):
+        t = f"({logit} - {literal(knots[i])})"
+        leaves.append(sigmoid(f"{literal(cal.a_[i])} + {t} * ({literal(cal.b_[i])} + {t} * "
+                              f"({literal(cal.c_[i])} + {t} * {literal(cal.d_[i])}))"))
+    leaves.append(sigmoid(literal(cal.a_[-1])))
+    return case_tree(s, cuts.tolist(), leaves, "<")
+
+
 _WRITERS: dict[str, Callable[[Calibrator, str], str]] = {
     "isotonic": _knots, "enir": _knots, "near-isotonic": _knots, "bayes-iso": _knots, "binning": _bins,
-    "logistic": _logistic, "beta": _beta, "beta-am": _beta, "beta-ab": _beta, "ilps": _ilps,
-    "venn-abers": _venn_abers,
+    "bbq": _bins, "logistic": _logistic, "beta": _beta, "beta-am": _beta, "beta-ab": _beta, "ilps": _ilps,
+    "spline": _spline, "venn-abers": _venn_abers,
 }
 SQL_METHODS = tuple(_WRITERS)
 DIALECTS = ("ansi", "spark")

@@ -36,8 +36,12 @@ CASES = [
     ("ilps-logit", "ilps", ["K=30", "score_kind=logit"], True),
     ("venn-abers", "venn-abers", [], False),
     ("venn-abers-brier", "venn-abers", ["loss=brier"], False),
+    ("bbq", "bbq", [], False),
+    ("bbq-netcal", "bbq", ["variant=netcal"], False),
+    ("spline", "spline", [], False),
+    ("spline-logit", "spline", ["score_kind=logit"], True),
 ]
-PROBABILITY_ONLY = {"beta", "beta-am", "beta-ab", "ilps"}  # maps that refuse scores outside [0, 1]
+PROBABILITY_ONLY = {"beta", "beta-am", "beta-ab", "ilps", "bbq"}  # maps that refuse scores outside [0, 1]
 N_QUERIES = 100_000
 # scores with no value or at the ends of float64: NULL (None), NaN, infinities, subnormals, +-1e308
 EXTREME_SCORES = [None, float("nan"), float("inf"), float("-inf"), 5e-324, -5e-324, 2.2250738585072014e-308,
@@ -80,7 +84,7 @@ def query_scores(cal, logit: bool, probability_only: bool, seed: int = 11) -> np
     """1e5 scores: random ones, the map's own break points, range ends and far-away values."""
     rng = np.random.default_rng(seed)
     special: list[np.ndarray] = [np.array([0.0, 1.0, 1e-15, 1 - 1e-15, 1e-12, 1 - 1e-12, 0.5])]
-    for attr in ("x_", "edges_"):
+    for attr in ("x_", "edges_", "knots_"):
         if hasattr(cal, attr):
             special.append(getattr(cal, attr))
     if hasattr(cal, "p0_"):  # venn-abers thresholds, and the floats either side of them

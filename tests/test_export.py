@@ -39,7 +39,7 @@ def test_sql_in_duckdb_equals_calib_apply(tmp_path, case):
 def test_piecewise_linear_maps_are_bit_exact_in_duckdb(tmp_path):
     """Knot and bin maps use numpy's own arithmetic: DuckDB's doubles give the same bits."""
     for case in CASES:
-        if case[1] in {"isotonic", "binning", "enir", "venn-abers"}:
+        if case[1] in {"isotonic", "binning", "enir", "venn-abers", "bbq"}:
             map_path, _, scores, expected = build(tmp_path, case)
             got = run_duckdb(export.export_sql(map_path).sql, scores)
             assert np.array_equal(got, expected), case[0]

@@ -31,6 +31,7 @@ ARRAYS = {
     "near-isotonic": ("x", "y"), "bayes-iso": ("x", "y"), "binning": ("edges", "values"),
     "boot-binning": ("edges", "values"), "ilps": ("a", "b"), "field-aware": ("a", "b"),
     "venn-abers": ("c", "p0"),
+    "bbq": ("edges", "values"), "spline": ("knots", "a"),
 }
 SCALARS = {"logistic": ("a", "b"), "beta": ("a", "b", "c"), "beta-ab": ("a", "b", "c"),
            "beta-am": ("a", "b", "c")}
