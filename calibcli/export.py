@@ -9,7 +9,8 @@ methods need code SQL does not have (bootstraps, per-field networks) and are ref
 Exactness (see docs/algorithms.md, "SQL export"): every constant is written at repr
 precision with an exponent, so SQL engines parse it as the same float64 (a DOUBLE literal,
 not a DECIMAL); piecewise-linear maps use numpy's own formula (`slope * (s - x_j) + y_j`
-with the slope computed here), so they agree with `calib apply` to the last bit on
+with the slope computed here; `_lookup.interval_values` on the intervals where that
+formula overflows or loses digits), so they agree with `calib apply` to the last bit on
 engines that evaluate IEEE doubles; the sigmoid is written without overflow as
 `EXP(LEAST(e, 0)) / (1 + EXP(-ABS(e)))`, within a few ulps of numpy. Knot intervals are
 a balanced tree of `CASE` expressions (depth log2 of the knots), so a row costs a few
