@@ -80,12 +80,15 @@ def evaluate(
     *,
     fields: Sequence[Any] | np.ndarray | None = None,
     calbin_window: int = 100,
+    interval: tuple[Sequence[float] | np.ndarray, Sequence[float] | np.ndarray] | None = None,
 ) -> dict[str, float]:
     """Every metric `calib evaluate` reports for one probability column (NaN where n/a).
 
-    `fields` (any values, e.g. country names) adds Field-ECE and Field-RCE. Invalid input
-    (lengths, labels, probabilities, a `calbin_window` outside `calib evaluate
-    --calbin-window`'s range) raises `calibcli.errors.UsageError` with the CLI's message.
+    `fields` (any values, e.g. country names) adds Field-ECE and Field-RCE; `interval`
+    ((low, high), e.g. a Venn-Abers map's `predict_interval`) the interval width and
+    coverage (NaN without it). Invalid input (lengths, labels, probabilities, a
+    `calbin_window` outside `calib evaluate --calbin-window`'s range) raises
+    `calibcli.errors.UsageError` with the CLI's message.
     """
     from calibcli.evaluation import metrics
     from calibcli.errors import UsageError
@@ -102,4 +105,14 @@ def evaluate(
     groups = None if fields is None else _field_codes(fields)
     if groups is not None and groups.size != y.size:
         raise UsageError(f"fields has {groups.size} values for {y.size} labels")
-    return metrics.compute_all(y, p, groups, int(calbin_window))
+    out = metrics.compute_all(y, p, groups, int(calbin_window))
+    import math
+
+    from calibcli.evaluation import intervals
+
+    if interval is None:
+        return {**out, **dict.fromkeys(intervals.KEYS, math.nan)}
+    low, high = (np.asarray(v, dtype=np.float64) for v in interval)
+    if low.shape != p.shape or high.shape != p.shape:
+        raise UsageError(f"interval bounds must have {p.size} values each, got {low.shape} and {high.shape}")
+    return {**out, **intervals.interval_metrics(p, y, low, high)}

@@ -269,7 +269,9 @@ def apply(
     output_col: Annotated[str, typer.Option("--output-col", help="Name of the added probability column.")] = "calibrated",
     format: Annotated[Optional[str], typer.Option("--format", "-f", "--input-format", help="Input format: csv, tsv, jsonl, parquet (default: from extension, else sniffed).")] = None,
     output_format: Annotated[Optional[str], typer.Option("--output-format", help="Output format: csv, tsv, jsonl, parquet (default: from -o's extension, .gz for gzip; else the input's).")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing output directory of parts (once the new one is complete).")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing output directory of parts that calib wrote (it holds calib's .calibcli-output marker and nothing else), once the new one is complete.")] = False,
+    on_invalid: Annotated[str, typer.Option("--on-invalid", metavar="error|null|skip", help="Rows whose score is empty, NaN, infinite or outside the map's domain: error stops (default), null writes an empty calibrated value, skip leaves the row out; null and skip print the count.")] = "error",
+    interval: Annotated[bool, typer.Option("--interval", help="Also write the map's probability interval as <output-col>_low and <output-col>_high (venn-abers maps).")] = False,
 ) -> None:
     """Add calibrated probabilities to a score file, streaming (works in pipes and on large files).
 
@@ -280,15 +282,32 @@ def apply(
     calib apply map.json new.parquet -o out.parquet
     cat new.csv | calib apply map.json - > out.csv
     calib apply map.json 'scores/*.parquet' -o calibrated/
+    calib apply map.json new.csv --on-invalid null -o out.csv
     """
     from calibcli import io, progress
-    from calibcli.applying import apply_file
+    from calibcli.applying import apply_file, check_on_invalid
 
+    check_on_invalid(on_invalid)
     to_stdout = output == "-"
     total = io.parquet_rows(input) if progress.enabled(to_stdout) else None
     with progress.rows("apply", total, data_to_stdout=to_stdout) as advance:
-        apply_file(map, input, output, score_col=score_col, output_col=output_col, input_format=format,
-                   output_format=output_format, on_batch=advance, force=force)
+        done = apply_file(map, input, output, score_col=score_col, output_col=output_col, input_format=format,
+                          output_format=output_format, on_batch=advance, force=force, on_invalid=on_invalid,
+                          interval=interval)
+    if on_invalid != "error":
+        what = "written with an empty calibrated value" if on_invalid == "null" else "skipped"
+        console.info(f"{done.invalid} of {done.rows} rows had an invalid score (empty, NaN, infinite or "
+                     f"outside the map's domain): {what}")
+
+
+def _interval_cols(text: Optional[str]) -> Optional[tuple[str, str]]:
+    """`--interval-cols LOW,HIGH` as a pair of column names."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise UsageError(f"--interval-cols {text!r}: expected two column names, LOW,HIGH")
+    return parts[0], parts[1]
 
 
 @app.command()
@@ -319,6 +338,7 @@ def evaluate(
     top: Annotated[int, typer.Option("--top", metavar="K", help="How many fields --by-field shows." + _range("--top"))] = 5,
     plot: Annotated[Optional[str], typer.Option("--plot", metavar="FILE", help="Reliability diagram: an image (.png/.svg/.pdf, needs calibcli[plot]) or - for text on stdout.")] = None,
     format: FormatOpt = None,
+    interval_cols: Annotated[Optional[str], typer.Option("--interval-cols", metavar="LOW,HIGH", help="Interval columns of the one --prob-col (default: <col>_low and <col>_high when present): adds interval width and coverage.")] = None,
 ) -> None:
     """Print log-loss, Brier, AUC, ECE, CalBin (and Field-ECE/RCE with --field-col).
 
@@ -366,6 +386,7 @@ def evaluate(
         step=step,
         ece_bins=ece_bins,
         ece_strategy=ece_strategy,
+        interval_cols=_interval_cols(interval_cols),
     )
     with progress.working("evaluate"):
         result = evaluation.evaluate_file(input, prob_col, map, label_col, score_col, field_col,

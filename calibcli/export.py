@@ -3,8 +3,10 @@
 The expression computes the calibrated probability from a score column, so a map can be
 applied inside a database or an engine (Spark's native `apply` reuses it) without Python.
 Supported: the knot maps (isotonic, enir, near-isotonic, bayes-iso: linear between knots,
-constant outside), binning (one value per bin), logistic, the beta family and ilps. Other
-methods need code SQL does not have (bootstraps, per-field networks) and are refused.
+constant outside), binning (one value per bin), logistic, the beta family, ilps and inductive
+Venn-Abers (its point prediction: constant between calibration scores, its own value at
+each). Other methods need code SQL does not have (bootstraps, per-field networks) and are
+refused.
 
 Exactness (see docs/algorithms.md, "SQL export"): every constant is written at repr
 precision with an exponent, so SQL engines parse it as the same float64 (a DOUBLE literal,
@@ -167,9 +169,22 @@ def _ilps(cal: Calibrator, s: str) -> str:
     return case_tree(s, cuts.tolist(), leaves, "<")
 
 
+def _venn_abers(cal: Calibrator, s: str) -> str:
+    """The IVAP point prediction, constant between calibration scores with its own value at
+    each one: intervals [c_j, next float after c_j) hold exactly c_j."""
+    c = cal.c_[0]
+    between, at = cal._point_
+    thresholds = np.column_stack([c, np.nextafter(c, np.inf)]).ravel().tolist()
+    leaves = [literal(between[0])]
+    for j in range(c.size):
+        leaves += [literal(at[j]), literal(between[j + 1])]
+    return case_tree(s, thresholds, leaves, "<")
+
+
 _WRITERS: dict[str, Callable[[Calibrator, str], str]] = {
     "isotonic": _knots, "enir": _knots, "near-isotonic": _knots, "bayes-iso": _knots, "binning": _bins,
     "logistic": _logistic, "beta": _beta, "beta-am": _beta, "beta-ab": _beta, "ilps": _ilps,
+    "venn-abers": _venn_abers,
 }
 SQL_METHODS = tuple(_WRITERS)
 DIALECTS = ("ansi", "spark")
@@ -177,11 +192,12 @@ WARN_SQL_BYTES = 1_000_000  # an export longer than this warns: engines plan it 
 WARN_KNOTS = 10_000  # so does a map with more break points than this
 _ATOM = re.compile(r'[A-Za-z_][A-Za-z0-9_]*|"(?:[^"]|"")*"|`(?:[^`]|``)*`')
 _QUOTES = {"ansi": "'\"", "spark": "'\"`"}
+_ONLY: dict[str, Callable[[Calibrator], bool]] = {"venn-abers": lambda cal: len(cal.c_) == 1}  # IVAP, not CVAP
 
 
 def supports_sql(cal: Calibrator) -> bool:
     """True when `sql_expression` can write this map."""
-    return cal.name in _WRITERS
+    return cal.name in _WRITERS and _ONLY.get(cal.name, lambda _: True)(cal)
 
 
 def quote_identifier(name: str, dialect: str = "ansi") -> str:
@@ -263,8 +279,9 @@ def sql_expression(cal: Calibrator, score: str = '"score"') -> str:
     caller trusts (see `score_sql`): NULL for a NULL or NaN score, and for a score outside
     [0, 1] when the map was fitted on probabilities."""
     if not supports_sql(cal):
-        raise MapError(f"a {cal.name} map cannot be exported as SQL",
-                       hint="SQL export supports " + ", ".join(SQL_METHODS))
+        kind = f"{cal.params['variant']} " if cal.name == "venn-abers" else ""
+        raise MapError(f"a {kind}{cal.name} map cannot be exported as SQL",
+                       hint="SQL export supports " + ", ".join(SQL_METHODS) + " (venn-abers: variant=ivap)")
     score = score.strip()
     s = score if _ATOM.fullmatch(score) else f"({score})"
     refused = f"{s} IS NULL OR NOT (-ABS({s}) <= 0)"

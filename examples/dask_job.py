@@ -36,6 +36,19 @@ def score_partition(seed: int, rows: int) -> pd.DataFrame:
     })
 
 
+MARKER = ".calibcli-example"
+
+
+def claim_output(parser: argparse.ArgumentParser, out: Path) -> Path:
+    """--out must be new, empty or an earlier run's (it holds MARKER): the job replaces its
+    own `scored/`, `calibrated/` and `map.json` there, never a folder of someone else's files."""
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
+        parser.error(f"--out {out}: holds files this example did not write; give a new or empty directory")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("written by examples/" + Path(__file__).name + "\n")
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
@@ -44,7 +57,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", default=None, help="output directory (default: a new temporary one)")
     parser.add_argument("--scheduler", default="threads")
     args = parser.parse_args(argv)
-    out = Path(args.out or tempfile.mkdtemp(prefix="calib-dask-"))
+    out = claim_output(parser, Path(args.out or tempfile.mkdtemp(prefix="calib-dask-")))
 
     import dask
     import dask.dataframe as dd

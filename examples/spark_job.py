@@ -54,6 +54,19 @@ def run(spark, rows: int, method: str, out: Path) -> dict:
                        field_col="field").to_json()
 
 
+MARKER = ".calibcli-example"
+
+
+def claim_output(parser: argparse.ArgumentParser, out: Path) -> Path:
+    """--out must be new, empty or an earlier run's (it holds MARKER): the job replaces its
+    own `scored/`, `calibrated/` and `map.json` there, never a folder of someone else's files."""
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
+        parser.error(f"--out {out}: holds files this example did not write; give a new or empty directory")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("written by examples/" + Path(__file__).name + "\n")
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
@@ -61,7 +74,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", default=None, help="output directory (default: a new temporary one)")
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args(argv)
-    out = Path(args.out or tempfile.mkdtemp(prefix="calib-spark-"))
+    out = claim_output(parser, Path(args.out or tempfile.mkdtemp(prefix="calib-spark-")))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers need calibcli too
 
     from pyspark.sql import SparkSession

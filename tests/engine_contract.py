@@ -25,7 +25,7 @@ from calibcli.errors import InputError
 
 runner = CliRunner()
 SUMMARY_METHODS = [m for m in registry.available() if not registry.get(m).uses_features]
-EXACT_APPLY = {"isotonic", "binning", "enir", "near-isotonic"}  # native SQL reproduces them bit for bit
+EXACT_APPLY = {"isotonic", "binning", "enir", "near-isotonic", "venn-abers"}  # native SQL reproduces them bit for bit
 
 
 def make_rows(n: int = 5000, seed: int = 5) -> pa.Table:
@@ -140,6 +140,7 @@ def _fit_cli_map(data, tmp: Path, method: str, *extra: str) -> str:
     ("isotonic", ()), ("binning", ("--param", "n_bins=12")), ("logistic", ()), ("beta", ()),
     ("ilps", ("--param", "K=20")), ("enir", ("--param", "models=8")),
     ("bayes-iso", ()), ("boot-binning", ()),
+    ("venn-abers", ()), ("venn-abers", ("--param", "variant=cvap")),
     ("field-aware", ("--field-col", "field", "--param", "epochs=3")),
 ])
 def test_apply_equals_calib_apply(engine, read, collect, native, data, tmp_path, method, extra):

@@ -34,6 +34,8 @@ CASES = [
     ("beta-logit", "beta", ["score_kind=logit"], True),
     ("ilps", "ilps", ["K=20"], False),
     ("ilps-logit", "ilps", ["K=30", "score_kind=logit"], True),
+    ("venn-abers", "venn-abers", [], False),
+    ("venn-abers-brier", "venn-abers", ["loss=brier"], False),
 ]
 PROBABILITY_ONLY = {"beta", "beta-am", "beta-ab", "ilps"}  # maps that refuse scores outside [0, 1]
 N_QUERIES = 100_000
@@ -81,6 +83,8 @@ def query_scores(cal, logit: bool, probability_only: bool, seed: int = 11) -> np
     for attr in ("x_", "edges_"):
         if hasattr(cal, attr):
             special.append(getattr(cal, attr))
+    if hasattr(cal, "p0_"):  # venn-abers thresholds, and the floats either side of them
+        special += [cal.c_[0], np.nextafter(cal.c_[0], -np.inf), np.nextafter(cal.c_[0], np.inf)]
     if hasattr(cal, "a_") and isinstance(cal.a_, np.ndarray):  # ilps splits (logits)
         special.append(cal.a_ if logit else 1.0 / (1.0 + np.exp(-cal.a_)))
     if probability_only:

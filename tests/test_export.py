@@ -39,7 +39,7 @@ def test_sql_in_duckdb_equals_calib_apply(tmp_path, case):
 def test_piecewise_linear_maps_are_bit_exact_in_duckdb(tmp_path):
     """Knot and bin maps use numpy's own arithmetic: DuckDB's doubles give the same bits."""
     for case in CASES:
-        if case[1] in {"isotonic", "binning", "enir"}:
+        if case[1] in {"isotonic", "binning", "enir", "venn-abers"}:
             map_path, _, scores, expected = build(tmp_path, case)
             got = run_duckdb(export.export_sql(map_path).sql, scores)
             assert np.array_equal(got, expected), case[0]
@@ -538,3 +538,17 @@ def test_case_tree_is_balanced():
         elif token == "END":
             depth -= 1
     assert depth == 0 and peak <= 14
+
+
+def test_venn_abers_ties_and_cvap_refusal(tmp_path):
+    """At a calibration score the IVAP point prediction has its own value (p0's right step,
+    p1's left step); the floats either side get the neighbouring steps. CVAP is refused."""
+    cal = registry.get("venn-abers")().fit(np.array([0.1, 0.2, 0.2, 0.3]), np.array([0.0, 1.0, 0.0, 1.0]))
+    c = np.array([0.1, 0.2, 0.3])
+    scores = np.concatenate([c, np.nextafter(c, -1), np.nextafter(c, 2), [-1.0, 5.0]])
+    got = run_duckdb(export.sql_expression(cal), scores)
+    assert np.array_equal(got, cal.predict(scores))
+    cvap = registry.get("venn-abers")(variant="cvap", folds=2).fit(np.linspace(0, 1, 20), np.arange(20) % 2)
+    assert not export.supports_sql(cvap)
+    with pytest.raises(Exception, match="a cvap venn-abers map cannot be exported as SQL"):
+        export.sql_expression(cvap)

@@ -14,7 +14,9 @@ exact, e.g. for whole-number or dyadic weights). `apply` is a native column expr
 (the SQL of `calib export --sql`, no Python worker) for isotonic, enir, near-isotonic,
 binning, logistic, beta and ilps maps, and `mapInArrow` with the map's own `predict` for
 the others. Executors then need calibcli installed, and Python workers the same
-interpreter as the driver (`PYSPARK_PYTHON`).
+interpreter as the driver (`PYSPARK_PYTHON`): on a local master, `apply` (with
+`mapInArrow`) and `evaluate` first check that the workers' interpreter imports pyarrow and
+calibcli (`check_python_workers`), instead of failing deep in a worker.
 
 Invalid rows (null, NaN or infinite scores, labels other than 0/1, negative or non-finite
 weights) make `summarize`, `fit` and `evaluate` raise InputError with their count, as the
@@ -23,6 +25,10 @@ CLI refuses them; `apply` passes them through: a null score gives null, NaN give
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -105,6 +111,58 @@ def fit(df: DataFrame, method: str = "isotonic", params: Mapping[str, Any] | Non
     return engines.fit_summary(summ, method, params, seed, output, strict)
 
 
+_WORKER_CHECKS: dict[str, str | None] = {}
+
+
+def worker_python_problem(python: str) -> str | None:
+    """Why the interpreter `python` cannot run calibcli's Spark workers, or None when it can:
+    it must exist and import pyarrow and calibcli (checked once per interpreter)."""
+    if python in _WORKER_CHECKS:
+        return _WORKER_CHECKS[python]
+    found = shutil.which(python)
+    if found is None:
+        problem: str | None = "which does not exist"
+    elif os.path.abspath(found) == os.path.abspath(sys.executable):
+        problem = None
+    else:
+        try:
+            proc = subprocess.run([found, "-c", "import pyarrow, calibcli"], capture_output=True, text=True,
+                                  timeout=120, stdin=subprocess.DEVNULL)
+            lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+            problem = None if proc.returncode == 0 else \
+                "which cannot import pyarrow and calibcli (" + (lines[-1].strip() if lines else
+                                                               f"exit {proc.returncode}") + ")"
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            problem = f"which cannot be run ({exc})"
+    _WORKER_CHECKS[python] = problem
+    return problem
+
+
+def worker_python(session: Any) -> str:
+    """The interpreter Spark starts Python workers with: spark.pyspark.python, else
+    PYSPARK_PYTHON as the session read it, else python3."""
+    sc = session.sparkContext
+    return sc.getConf().get("spark.pyspark.python") or getattr(sc, "pythonExec", None) or "python3"
+
+
+def check_python_workers(df: DataFrame) -> None:
+    """On a local master, refuse (one line) a session whose Python workers could not import
+    pyarrow and calibcli, which `mapInArrow` needs; a cluster's executors are not visible here."""
+    session = df.sparkSession
+    try:
+        local = str(session.sparkContext.master).startswith("local")
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext: nothing to check here
+        return
+    if not local:
+        return
+    python = worker_python(session)
+    problem = worker_python_problem(python)
+    if problem is not None:
+        raise UsageError(f"{SOURCE}: Spark's Python workers run {python!r}, {problem}",
+                         hint=f"set PYSPARK_PYTHON={sys.executable} (or spark.pyspark.python) "
+                         "before the Spark session starts")
+
+
 def map_column(cal, score_col: str) -> Column:
     """The calibrated probability of `score_col` as a native Spark expression (SQL-exportable maps)."""
     from calibcli import export
@@ -134,6 +192,7 @@ def apply(df: DataFrame, map: Any, score_col: str = "score", out_col: str = "cal
         raise UsageError(f"{SOURCE}: already has a column {out_col!r}", hint="choose another out_col")
     if export.supports_sql(cal) and native is not False:
         return df.withColumn(out_col, map_column(cal, score_col))
+    check_python_workers(df)
     schema = T.StructType([*df.schema.fields, T.StructField(out_col, T.DoubleType())])
 
     def predict_partition(batches):
@@ -161,6 +220,7 @@ def evaluate(df: DataFrame, prob_cols: Sequence[str] = (), maps: Sequence[Any] =
     applied to `score_col` first) from its record batches and ships it as one Arrow row; the
     driver merges the rows (`EvalState.from_arrow`) and reads the metrics off the result.
     """
+    check_python_workers(df)
     df, step, columns, keep = engines.plan_evaluation(
         df, apply, SOURCE, prob_cols, maps, label_col=label_col, score_col=score_col, field_col=field_col,
         weight_col=weight_col, step=step, calbin_window=calbin_window)

@@ -69,7 +69,8 @@ def state_replicates(state: EvalState, calbin_window: int, plan: BootstrapPlan, 
     p = np.concatenate([state.p, state.p])
     groups = None if state.cell_field is None else np.concatenate([state.cell_field, state.cell_field])
     order = np.argsort(p, kind="stable")
-    keys = [k for k in metrics.METRICS if groups is not None or not k.startswith("field_")]
+    keys = [k for k in metrics.METRICS if (groups is not None or not k.startswith("field_"))
+            and k not in metrics.INTERVAL_KEYS]
     out = {k: np.full(plan.replicates, math.nan) for k in keys}
     for b, w in enumerate(poisson_counts(state, plan)):
         if w.sum() > 0:

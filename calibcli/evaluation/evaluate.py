@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from calibcli import io
 from calibcli.errors import InputError, UsageError
-from calibcli.evaluation import diagnostics, gates, metrics
+from calibcli.evaluation import diagnostics, gates, intervals, metrics
 from calibcli.evaluation.baseline import EvalRow, Evaluation, check_baseline, load_baseline
 from calibcli.evaluation.bootstrap import BootstrapPlan, state_intervals
 from calibcli.evaluation.state import STEP_QUANTILE, EvalState, StateBuilder
@@ -30,6 +30,7 @@ class EvaluateOptions:
     step: float | None = None  # bucket width of p for AUC and CalBin (bounded memory)
     ece_bins: int = metrics.ECE_BINS  # bins of ECE and MCE
     ece_strategy: str = "uniform"  # uniform (equal width) or quantile (equal mass) bins
+    interval_cols: tuple[str, str] | None = None  # (low, high) of the one --prob-col; else <col>_low/_high
 
 
 def evaluate_file(
@@ -95,7 +96,7 @@ def _evaluate_file(path, prob_cols, map_paths, label_col, score_col, field_col, 
                        field_col, calbin_window, opts.gates, ece_bins=opts.ece_bins,
                        ece_strategy=opts.ece_strategy, weight_col=opts.weight_col, step=opts.step,
                        label_col=label_col, score_col=score_col if loaded else None)
-    source, rows, positives, columns = _evaluation_states(
+    source, rows, positives, columns, bounds = _evaluation_states(
         path, fmt, label_col, score_col, prob_cols, loaded, field_col, opts)
 
     def evaluate_one(name: str, kind: str, state: EvalState) -> EvalRow:
@@ -110,6 +111,9 @@ def _evaluate_file(path, prob_cols, map_paths, label_col, score_col, field_col, 
             row.reliability = diagnostics.reliability_from_distribution(*state.pooled(), opts.reliability_bins)
             row.histogram = diagnostics.histogram_of_distribution(*state.pooled())
         row.step_bounds = state.step_bounds(calbin_window)
+        if bounds:  # every row gets the keys (n/a without an interval), so tables stay rectangular
+            row.metrics.update(bounds[name].metrics(opts.ece_bins, opts.ece_strategy) if name in bounds
+                               else dict.fromkeys(intervals.KEYS))
         return row
 
     results = [evaluate_one(name, kind, state) for name, kind, state in columns]
@@ -128,7 +132,7 @@ def _evaluation_states(path, fmt, label_col, score_col, prob_cols, loaded, field
     No row is kept: each batch becomes a partial state (sums, per-field sums, its
     distribution of p), merged as they accumulate, so memory follows the number of distinct
     p (or 1/step with --step) and of field values. Maps predict batch by batch. Returns
-    (source name, rows, positives, [(name, kind, state)]).
+    (source name, rows, positives, [(name, kind, state)], {prob col: IntervalCollector}).
     """
     strings = ((field_col,) if field_col else ()) + tuple(
         c for _, cal in loaded for c in cal.input_features()[0])
@@ -145,6 +149,8 @@ def _evaluation_states(path, fmt, label_col, score_col, prob_cols, loaded, field
     for col, flag in needed:
         if col not in schema.names:
             raise io.missing_column(col, schema.names, name, flag)
+    pairs = intervals.interval_pairs(schema.names, prob_cols, opts.interval_cols, name)
+    bounds = {col: intervals.IntervalCollector() for col in pairs}
     cells = opts.bootstrap is not None and field_col is not None
     total = io.parquet_rows(path) if not cells and opts.step is None and opts.weight_col is None else None
     builders = [StateBuilder(opts.step, cells, total, opts.ece_bins) for _ in (*prob_cols, *loaded)]
@@ -158,6 +164,11 @@ def _evaluation_states(path, fmt, label_col, score_col, prob_cols, loaded, field
             p = io.scores_from(batch, col, name, offset, flag="--prob-col")
             _check_probabilities(p, col, name, offset)
             builders[k].add(y, p, fields, w)
+            if col in pairs:
+                low, high = (io.scores_from(batch, c, name, offset, flag="--interval-cols") for c in pairs[col])
+                for c, v in zip(pairs[col], (low, high)):
+                    _check_probabilities(v, c, name, offset)
+                bounds[col].add(p, y, w, low, high)
         if loaded:
             s = io.scores_from(batch, score_col, name, offset)
             for k, (map_path, cal) in enumerate(loaded, start=len(prob_cols)):
@@ -169,7 +180,7 @@ def _evaluation_states(path, fmt, label_col, score_col, prob_cols, loaded, field
         raise InputError(f"{name}: no data rows")
     pa.default_memory_pool().release_unused()  # the read buffers, before the distributions are built
     names = [(c, "column") for c in prob_cols] + [(io.display_name(m), "map") for m, _ in loaded]
-    return name, offset, positives, [(n, kind, b.result()) for (n, kind), b in zip(names, builders)]
+    return name, offset, positives, [(n, kind, b.result()) for (n, kind), b in zip(names, builders)], bounds
 
 
 def _check_probabilities(p: np.ndarray, col: str, source: str, offset: int = 0) -> None:

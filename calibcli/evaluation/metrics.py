@@ -51,7 +51,10 @@ METRICS: dict[str, tuple[str, str]] = {
     "spiegelhalter_p": ("Spiegelhalter p", "higher"),
     "field_ece": ("Field-ECE", "lower"),
     "field_rce": ("Field-RCE", "lower"),
+    "interval_width": ("interval width", "lower"),  # with interval columns (evaluation.intervals)
+    "interval_coverage": ("interval coverage", "higher"),
 }
+INTERVAL_KEYS = ("interval_width", "interval_coverage")  # only beside interval columns
 TARGETS = {"cal_slope": 1.0, "cal_intercept": 0.0, "spiegelhalter_z": 0.0}
 
 

@@ -108,7 +108,7 @@ def _cells(result, keys: list[str], gap: str) -> list[str]:
     for k in keys:
         value = _fmt(result.metrics[k])
         if result.intervals is not None:
-            lo, hi = result.intervals[k]
+            lo, hi = result.intervals.get(k, (None, None))
             value += f"{gap}[{_fmt(lo)}, {_fmt(hi)}]"
         cells.append(value)
     return cells

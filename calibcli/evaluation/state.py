@@ -160,7 +160,8 @@ class EvalState:
         _metrics.check_window(calbin_window)
         nan = float("nan")
         if self.weight <= 0:
-            keys = [k for k in _metrics.METRICS if self.field_names is not None or not k.startswith("field_")]
+            keys = [k for k in _metrics.METRICS if (self.field_names is not None or not k.startswith("field_"))
+                    and k not in _metrics.INTERVAL_KEYS]
             return {k: nan for k in keys}
         v, n0, n1 = self.pooled()
         with np.errstate(all="ignore"):

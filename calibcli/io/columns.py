@@ -108,6 +108,27 @@ def scores_from(table: pa.Table | pa.RecordBatch, name: str, source: str, offset
     return s
 
 
+def scores_or_nan(table: pa.Table | pa.RecordBatch, name: str, source: str, offset: int = 0,
+                  flag: str = "--score-col") -> np.ndarray:
+    """A numeric score column as float64 with empty (null) values as NaN and non-finite
+    values kept: for callers that decide per row (`calib apply --on-invalid`)."""
+    col = _column(table, name, source, flag)
+    if pa.types.is_null(col.type):
+        return np.full(len(col), np.nan)
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(col.type.value_type)
+    if not col.null_count:
+        return _to_float(col, name, source, offset)
+    nulls = np.asarray(col.is_null())
+    try:
+        filled = _pc().fill_null(col, pa.scalar(0).cast(col.type))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return _to_float(col, name, source, offset)  # a column that is no numbers anyway: its error
+    s = np.array(_to_float(filled, name, source, offset), dtype=np.float64)
+    s[nulls] = np.nan
+    return s
+
+
 _LABEL_TEXT = {"0": 0.0, "1": 1.0, "0.0": 0.0, "1.0": 1.0, "false": 0.0, "true": 1.0}
 
 

@@ -153,6 +153,7 @@ class Source:
     format: str
     stream: Any  # binary file-like for text formats; pyarrow buffer or path for Parquet
     reopen: Callable[[], IO[bytes]] | None = None
+    head: bytes = b""  # the first bytes of a text format (decompressed)
 
 
 def _read_head(fh: IO[bytes]) -> bytes:
@@ -196,15 +197,23 @@ def open_source(path: str, fmt: str | None = None) -> Source:
             raise InputError(f"{name}: empty input (no header, no rows)")
         _refuse_utf16(name, inner)
         fmt = fmt or sniff_format(inner)
-        return Source(name, fmt, _io.BufferedReader(_Prefixed(inner, stream)), _reopener(path, fmt))
+        return Source(name, fmt, _io.BufferedReader(_Prefixed(inner, stream)), _reopener(path, fmt), inner)
     _refuse_utf16(name, head)
     fmt = fmt or sniff_format(head)
     if fmt == "parquet":
-        if path != "-":
+        if path != "-" and (is_uri(path) or os.path.isfile(path)):
             raw.close()
             return Source(name, fmt, open_uri(path) if is_uri(path) else path)
-        return Source(name, fmt, pa.py_buffer(head + raw.read()))
-    return Source(name, fmt, _io.BufferedReader(_Prefixed(head, raw)), _reopener(path, fmt))
+        # stdin, a FIFO or a device cannot be read twice or seeked: read it whole, once
+        try:
+            rest = raw.read()
+        except OSError as exc:
+            raise InputError(f"{name}: cannot read ({exc.strerror})") from None
+        finally:
+            if path != "-":
+                raw.close()
+        return Source(name, fmt, pa.py_buffer(head + rest))
+    return Source(name, fmt, _io.BufferedReader(_Prefixed(head, raw)), _reopener(path, fmt), head)
 
 
 def _reopener(path: str, fmt: str) -> Callable[[], IO[bytes]] | None:
@@ -217,13 +226,14 @@ def _reopener(path: str, fmt: str) -> Callable[[], IO[bytes]] | None:
 # ---------------------------------------------------------------------------- tables
 
 
-def _csv_options(fmt: str, string_columns: tuple[str, ...], block_size: int | None = None):
+def _csv_options(fmt: str, string_columns: tuple[str, ...], block_size: int | None = None,
+                 float_columns: tuple[str, ...] = ()):
     import pyarrow.csv as pacsv
 
     read = pacsv.ReadOptions(block_size=block_size) if block_size else pacsv.ReadOptions()
     parse = pacsv.ParseOptions(delimiter="\t" if fmt == "tsv" else ",")
     convert = pacsv.ConvertOptions(
-        column_types={c: pa.string() for c in string_columns},
+        column_types={**{c: pa.float64() for c in float_columns}, **{c: pa.string() for c in string_columns}},
         true_values=["true", "True", "TRUE"],
         false_values=["false", "False", "FALSE"],
         null_values=[""],  # only an empty cell is missing: "NaN"/"NA" stay visible in messages
@@ -262,10 +272,10 @@ def _late_type_error(source: Source, names: list[str], done: int, exc: Exception
     row = _find_row(source, done, lambda fields, header: len(fields) > index and fields[index] == value)
     names = names or _header(source)
     column = shown(names[index]) if index < len(names) else f"#{index + 1}"
-    where = f"row {row}" if row is not None else f"a row after row {done}"
+    where = f"row {row}" if row is not None else f"a row after row {done}" if done else "a row"
     return InputError(f"{source.name}: column {column}, {where}: {shown(value)} is not "
-                      f"{'a number' if typ in ('double', 'int64', 'float') else 'of type ' + typ} "
-                      "like the rows before it",
+                      f"{'a number' if typ in ('double', 'int64', 'float') else 'of type ' + typ}"
+                      + (" like the rows before it" if done else ""),
                       hint="find it with: grep -n -F -- " + shlex.quote(value) + " "
                       + ("FILE" if source.name == "<stdin>" else shlex.quote(source.name)))
 
@@ -430,17 +440,27 @@ def _parse_text(stream: Any, fmt: str, string_columns: tuple[str, ...], block: i
 
 
 def _open_text_reader(stream: Any, fmt: str, string_columns: tuple[str, ...], block: int,
-                      fixed: pa.Schema | None = None) -> Any:
-    """A streaming CSV/TSV/JSON lines reader; `fixed` keeps the column types of a first read."""
+                      fixed: pa.Schema | None = None, float_columns: tuple[str, ...] = (),
+                      order: list[str] | None = None) -> Any:
+    """A streaming CSV/TSV/JSON lines reader; `fixed` keeps the column types of a first read,
+    `float_columns` are read as numbers whatever the first block holds, and a JSON reader
+    gives its columns in `order` (the first line's keys) when it has one."""
     if fmt == "jsonl":
         import pyarrow.json as pajson
 
-        parse = (pajson.ParseOptions(explicit_schema=fixed, unexpected_field_behavior="error")
-                 if fixed is not None else None)
-        return pajson.open_json(stream, read_options=pajson.ReadOptions(block_size=block), parse_options=parse)
+        if fixed is not None:
+            parse = pajson.ParseOptions(explicit_schema=fixed, unexpected_field_behavior="error")
+        elif float_columns:
+            parse = pajson.ParseOptions(explicit_schema=pa.schema([(c, pa.float64()) for c in float_columns]),
+                                        unexpected_field_behavior="infer")
+        else:
+            parse = None
+        reader = pajson.open_json(stream, read_options=pajson.ReadOptions(block_size=block), parse_options=parse)
+        # pyarrow puts the explicit fields first: back into the file's order, batch by batch
+        return _reordered(reader, order) if order is not None and (fixed is not None or float_columns) else reader
     import pyarrow.csv as pacsv
 
-    read, parse, convert = _csv_options(fmt, string_columns, block_size=block)
+    read, parse, convert = _csv_options(fmt, string_columns, block_size=block, float_columns=float_columns)
     if fixed is not None:
         convert.column_types = {f.name: f.type for f in fixed}
     return pacsv.open_csv(stream, read_options=read, parse_options=parse, convert_options=convert)
@@ -485,11 +505,11 @@ def _find_row(source: Source, after: int, bad: Callable[[Any, Any], bool]) -> in
 
 
 def _header(source: Source) -> list[str]:
-    """The header row of a CSV/TSV input read again ([] when it cannot be)."""
-    if source.reopen is None:
-        return []
+    """The header row of a CSV/TSV input: read again, else from its first bytes ([] when
+    neither can give it)."""
     try:
-        return list(next(_data_rows(source.reopen(), source.format))[1])
+        stream = source.reopen() if source.reopen is not None else _io.BytesIO(source.head)
+        return list(next(_data_rows(stream, source.format))[1])
     except (OSError, EOFError, ValueError, StopIteration):
         return []
 
@@ -548,7 +568,7 @@ def _text_error(source: Source, exc: Exception, done: int, block_start: int | No
 
 
 def iter_batches(path: str, fmt: str | None = None, string_columns: tuple[str, ...] = (),
-                 dictionary_columns: tuple[str, ...] = ()
+                 dictionary_columns: tuple[str, ...] = (), float_columns: tuple[str, ...] = ()
                  ) -> tuple[Source, pa.Schema, Iterator[pa.RecordBatch]]:
     """Stream record batches from a score file or stdin, for `apply` on data larger than memory.
 
@@ -557,6 +577,8 @@ def iter_batches(path: str, fmt: str | None = None, string_columns: tuple[str, .
     dataset (`open_dataset`). `dictionary_columns` (among `string_columns`) may come as
     dictionary arrays: a single Parquet file's text columns are read as their stored
     dictionary, which `columns.field_codes` turns into codes without hashing every value.
+    `float_columns` of CSV/TSV are read as numbers whatever the first block holds (a block
+    of empty cells would otherwise type the column null for the whole stream).
     """
     if is_parts(path):
         return _dataset_batches(path, string_columns)
@@ -573,7 +595,7 @@ def iter_batches(path: str, fmt: str | None = None, string_columns: tuple[str, .
             reader: Any = _parquet_batches(pf)
             schema = pf.schema_arrow
         else:
-            return _text_batches(source, string_columns)
+            return _text_batches(source, string_columns, float_columns)
     except (pa.ArrowException, OSError, EOFError) as exc:
         raise _arrow_error(source, exc) from None
     _check_header(source, schema)
@@ -591,15 +613,17 @@ def iter_batches(path: str, fmt: str | None = None, string_columns: tuple[str, .
     return source, schema, batches()
 
 
-def _text_batches(source: Source, string_columns: tuple[str, ...]
+def _text_batches(source: Source, string_columns: tuple[str, ...], float_columns: tuple[str, ...] = ()
                   ) -> tuple[Source, pa.Schema, Iterator[pa.RecordBatch]]:
     """Stream CSV/TSV/JSON lines. A row longer than the block size (a cell or a JSON line of
     megabytes) is read by opening the input again with larger blocks, the column types of the
     first read kept and the rows already streamed skipped; errors name the true row."""
     block = _STREAM_BLOCK[source.format]
+    order = _first_keys(source.head) if source.format == "jsonl" and float_columns else None
     while True:
         try:
-            reader = _open_text_reader(source.stream, source.format, string_columns, block)
+            reader = _open_text_reader(source.stream, source.format, string_columns, block,
+                                       float_columns=float_columns, order=order)
             break
         except (pa.ArrowException, OSError, EOFError) as exc:
             larger = _larger_block(block, exc) if source.reopen is not None else None
@@ -619,7 +643,7 @@ def _text_batches(source: Source, string_columns: tuple[str, ...]
                 try:
                     if reader is None:
                         reader = _open_text_reader(source.reopen(), source.format,  # type: ignore[misc]
-                                                   string_columns, block, fixed=raw_schema)
+                                                   string_columns, block, fixed=raw_schema, order=order)
                     for batch in reader:
                         read += batch.num_rows
                         if skip >= batch.num_rows:
@@ -640,6 +664,34 @@ def _text_batches(source: Source, string_columns: tuple[str, ...]
             _close_reader(reader)
 
     return source, schema, batches()
+
+
+def _first_keys(head: bytes) -> list[str] | None:
+    """The keys of the first JSON line, in order (None when it does not parse as an object)."""
+    import json
+
+    try:
+        first = json.loads(head.split(b"\n", 1)[0])
+    except ValueError:
+        return None
+    return list(first) if isinstance(first, dict) else None
+
+
+class _reordered:
+    """A JSON batch reader whose columns come in `order` (the first line's), others after."""
+
+    def __init__(self, reader: Any, order: list[str]):
+        self._reader = reader
+        names = reader.schema.names
+        self._names = [n for n in order if n in names] + [n for n in names if n not in order]
+        self.schema = pa.schema([reader.schema.field(n) for n in self._names])
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        for batch in self._reader:
+            yield batch.select(self._names)
+
+    def close(self) -> None:
+        _close_reader(self._reader)
 
 
 def _close_reader(reader: Any) -> None:
@@ -716,7 +768,7 @@ def parquet_rows(path: str) -> int | None:
     if path == "-" or is_uri(path):
         return None
     files = [p for p, _ in list_parts(path)] if is_parts(path) else [path]
-    if any(format_from_path(f) != "parquet" for f in files):
+    if any(format_from_path(f) != "parquet" or not os.path.isfile(f) for f in files):
         return None
     try:
         return sum(pq.ParquetFile(f).metadata.num_rows for f in files)

@@ -3,9 +3,14 @@
 Policy (every `-o`, `--save-baseline`, `--plot` goes through `check_output` before any work,
 then `atomic_output` / `atomic_output_dir` to write):
 
-- An output that resolves to a file the same command reads (same path after following
-  symlinks, or the same inode: hard links, `./x`, `d/../x`, stdin redirected from it) is
-  refused, naming both paths. A directory output may not lie inside an input directory.
+- An output that is, contains or lies inside a path the same command reads (inputs, the
+  part files a glob matches, maps, baselines, summaries), compared after following symlinks
+  and by inode (hard links, `./x`, `d/../x`, stdin redirected from it), is refused before
+  any work, naming both paths.
+- A directory of parts (`calib apply DIR -o OUT`) is written with a marker file
+  `.calibcli-output` listing what calib wrote into it. An existing non-empty directory is
+  replaced only with `--force`, and only when its marker is there and it holds nothing
+  else than the files the marker lists (unchanged in size): anything else is refused.
 - `-` is stdout. An existing target that is not a regular file (a character device such as
   `/dev/null`, a FIFO, `/dev/stdout`) is written straight through: never renamed over.
 - A regular file (or a new path) is written to a temporary file in the target's directory,
@@ -21,6 +26,7 @@ then `atomic_output` / `atomic_output_dir` to write):
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -113,16 +119,31 @@ def _same(a: os.stat_result | None, b: os.stat_result | None) -> bool:
     return a is not None and b is not None and (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
-def _inside(child: str, parent: str) -> bool:
-    child_real, parent_real = os.path.realpath(child), os.path.realpath(parent)
-    return child_real == parent_real or child_real.startswith(parent_real.rstrip(os.sep) + os.sep)
+def _inside(child_real: str, parent_real: str) -> bool:
+    """True when the resolved path `child_real` lies strictly under `parent_real`."""
+    return child_real.startswith(parent_real.rstrip(os.sep) + os.sep)
 
 
-def check_output(path: str, reads: Sequence[str] = (), *, directory: bool = False) -> None:
+def _read_paths(read: str) -> list[str]:
+    """The local paths a read argument names: itself, or every part file a glob matches
+    (a URI other than file:// names no local path)."""
+    from calibcli.io import paths  # here, not at import: start-up loads no pyarrow
+
+    if paths.is_uri(read):
+        if not read.startswith("file://"):
+            return []
+        read = read[len("file://"):]
+    if set("*?[") & set(read):
+        return [part for part, _ in paths.list_parts(read)]
+    return [read]
+
+
+def check_output(path: str, reads: Sequence[str | None] = (), *, directory: bool = False,
+                 force: bool = False) -> None:
     """Refuse, before any work, an output the policy forbids (see the module docstring).
 
     `reads` are the paths the command reads (`-` is stdin); `directory` is for outputs that
-    are directories of parts.
+    are directories of parts, which `force` may replace when calib wrote them.
     """
     from calibcli.io.paths import display_name  # here, not at import: start-up loads no pyarrow
 
@@ -131,22 +152,125 @@ def check_output(path: str, reads: Sequence[str] = (), *, directory: bool = Fals
     if not path:
         raise UsageError("the output path is empty")
     target = _stat(path)
+    real = os.path.realpath(path)
     for read in reads:
         if read is None:
             continue
-        source = os.fstat(0) if read == "-" and _stdin_is_file() else _stat(read) if read != "-" else None
-        if _same(target, source) or (read != "-" and os.path.realpath(path) == os.path.realpath(read)):
-            raise UsageError(f"{path}: is the same file as the input {display_name(read)}; refusing to "
-                             "overwrite a file this command reads", hint="write the output to another path")
-        if read != "-" and source is not None and stat.S_ISDIR(source.st_mode) and _inside(path, read):
-            raise UsageError(f"{path}: lies inside the input directory {read}; refusing to write "
-                             "where this command reads", hint="write the output outside the input directory")
+        if read == "-":
+            if _stdin_is_file() and _same(target, os.fstat(0)):
+                raise UsageError(f"{path}: is the same file as the input <stdin>; refusing to overwrite "
+                                 "a file this command reads", hint="write the output to another path")
+            continue
+        for each in _read_paths(read):
+            source, source_real = _stat(each), os.path.realpath(each)
+            if _same(target, source) or real == source_real:
+                raise UsageError(f"{path}: is the same file as the input {display_name(read)}; refusing to "
+                                 "overwrite a file this command reads", hint="write the output to another path")
+            if source is not None and stat.S_ISDIR(source.st_mode) and _inside(real, source_real):
+                raise UsageError(f"{path}: lies inside the input directory {read}; refusing to write "
+                                 "where this command reads", hint="write the output outside the input directory")
+            if _inside(source_real, real):
+                raise UsageError(f"{path}: contains {display_name(each)}, which this command reads; "
+                                 "refusing to write over it", hint="write the output to another path")
     if target is not None and stat.S_ISDIR(target.st_mode) and not directory:
         raise OutputError(f"{path}: is a directory, expected a file name for the output")
-    if target is None:
-        parent = os.path.dirname(os.path.realpath(path)) or "."
+    if directory:
+        check_output_dir(path, force)
+    elif target is None:
+        parent = os.path.dirname(real) or "."
         if not os.path.isdir(parent):
             raise OutputError(f"{path}: output directory {os.path.dirname(path) or '.'!r} does not exist")
+
+
+# ---------------------------------------------------------------------------- output directories
+
+MARKER = ".calibcli-output"
+_MARKER_FORMAT = "calibcli.output"
+_MARKER_LIMIT = 64 << 20
+
+
+def check_output_dir(path: str, force: bool) -> None:
+    """An output directory of parts may be new or empty; `force` replaces one calib wrote.
+
+    Calib wrote a directory when its marker (`MARKER`) lists every file in it, each with its
+    size; a directory without the marker, or holding anything more or changed, is refused.
+    """
+    target = Path(path)
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        raise OutputError(f"{path}: exists and is not a directory; parts are written into a directory")
+    if not target.exists():
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise OutputError(f"{path}: output directory {os.path.dirname(path) or '.'!r} does not exist")
+        return
+    try:
+        empty = not any(target.iterdir())
+    except OSError as exc:
+        raise _os_error(path, exc) from None
+    if empty:
+        return
+    if not force:
+        raise UsageError(f"{path}: output directory already exists and is not empty",
+                         hint="choose another -o, or add --force to replace a directory calib wrote")
+    problem = _foreign(path)
+    if problem is not None:
+        raise UsageError(f"{path}: {problem}; --force replaces only a directory calib wrote "
+                         f"(with its {MARKER} marker and nothing else)", hint="choose another -o")
+
+
+def _foreign(path: str) -> str | None:
+    """Why the directory `path` is not (only) calib's output, or None when it is."""
+    marker = os.path.join(path, MARKER)
+    try:
+        st = os.lstat(marker)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _MARKER_LIMIT:
+            raise ValueError
+        with open(marker, "rb") as fh:
+            doc = json.loads(fh.read())
+        files = doc["files"]
+        if doc.get("format") != _MARKER_FORMAT or not isinstance(files, dict):
+            raise ValueError
+    except FileNotFoundError:
+        return f"has no {MARKER} marker, so calib did not write it"
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"its {MARKER} marker is not one calib wrote"
+    folders = {os.path.dirname(name) for name in files if isinstance(name, str)}
+    folders = {parent for name in folders for parent in _parents(name)}
+    for folder, dirs, names in os.walk(path):
+        for name in dirs + names:
+            full = os.path.join(folder, name)
+            rel = os.path.relpath(full, path)
+            st = os.lstat(full)
+            if stat.S_ISDIR(st.st_mode) and rel in folders:
+                continue
+            if rel == MARKER or (stat.S_ISREG(st.st_mode) and files.get(rel) == st.st_size):
+                continue
+            what = "changed" if rel in files else "not written by calib"
+            return f"holds {rel} ({what})"
+    return None
+
+
+def _parents(rel: str) -> list[str]:
+    """'a/b/c' -> ['a/b/c', 'a/b', 'a'] ('' -> [])."""
+    out = []
+    while rel:
+        out.append(rel)
+        rel = os.path.dirname(rel)
+    return out
+
+
+def _write_marker(directory: str, command: str, extra: Mapping[str, object]) -> None:
+    """The marker listing every file calib wrote into `directory` (relative path -> size)."""
+    files = {}
+    for folder, _, names in os.walk(directory):
+        for name in names:
+            full = os.path.join(folder, name)
+            files[os.path.relpath(full, directory)] = os.lstat(full).st_size
+    doc = {"format": _MARKER_FORMAT, "version": 1, "command": command, **extra, "files": files}
+    with open(os.path.join(directory, MARKER), "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def _stdin_is_file() -> bool:
@@ -215,29 +339,36 @@ def atomic_output(path: str) -> Iterator[IO[bytes]]:
         raise
 
 
+class OutputDir:
+    """The temporary directory being filled (`path`) and what its marker will record (`extra`)."""
+
+    def __init__(self, path: str):
+        self.path = Path(path)
+        self.extra: dict[str, object] = {}
+
+
 @contextlib.contextmanager
-def atomic_output_dir(path: str, force: bool = False) -> Iterator[Path]:
+def atomic_output_dir(path: str, force: bool = False, command: str = "apply") -> Iterator[OutputDir]:
     """A temporary directory that becomes the directory `path` only if the block succeeds.
 
-    `path` must not exist or be an empty directory (with `force`, an existing directory is
-    replaced once the new one is complete); a failed run leaves nothing behind.
+    `path` must be new or an empty directory, or with `force` a directory calib wrote
+    (`check_output_dir`), replaced once the new one is complete; a failed run leaves
+    nothing behind. The finished directory holds the marker and gets the umask's mode.
     """
+    check_output_dir(path, force)
     target = Path(path)
-    if target.is_symlink() or (target.exists() and not target.is_dir()):
-        raise OutputError(f"{path}: exists and is not a directory; parts are written into a directory")
-    if target.is_dir() and any(target.iterdir()) and not force:
-        raise UsageError(f"{path}: output directory already exists and is not empty",
-                         hint="choose another -o, or add --force to replace it")
     parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise OutputError(f"{path}: output directory {os.path.dirname(path) or '.'!r} does not exist")
     try:
         tmp = _new_temp(parent, target.name, is_dir=True)
     except OSError as exc:
         raise _os_error(path, exc) from None
     old = None
     try:
-        yield Path(tmp)
+        out = OutputDir(tmp)
+        yield out
+        _write_marker(tmp, command, out.extra)
+        os.chmod(tmp, 0o777 & ~_umask())
+        check_output_dir(path, force)  # again, just before the swap
         if target.is_dir():
             old = _new_temp(parent, target.name + ".old", is_dir=True)
             os.rmdir(old)

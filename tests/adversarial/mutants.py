@@ -30,6 +30,7 @@ ARRAYS = {
     "isotonic": ("x", "y"), "boot-isotonic": ("x", "y"), "enir": ("x", "y"),
     "near-isotonic": ("x", "y"), "bayes-iso": ("x", "y"), "binning": ("edges", "values"),
     "boot-binning": ("edges", "values"), "ilps": ("a", "b"), "field-aware": ("a", "b"),
+    "venn-abers": ("c", "p0"),
 }
 SCALARS = {"logistic": ("a", "b"), "beta": ("a", "b", "c"), "beta-ab": ("a", "b", "c"),
            "beta-am": ("a", "b", "c")}

@@ -224,6 +224,44 @@ def test_fifo_input_streams(work, command):
         assert json.loads(run.out)["rows"] == 40
 
 
+FIFO_PARQUET = {
+    "apply": ["apply", "m.json", "{fifo}", "--output-format", "csv"],
+    "evaluate": ["evaluate", "{fifo}", "--json"],
+    "fit": ["fit", "{fifo}"],
+    "summarize": ["summarize", "{fifo}"],
+}
+
+
+@pytest.mark.parametrize("name", ["pipe.parquet", "pipe"])
+@pytest.mark.parametrize("command", FIFO_PARQUET)
+def test_fifo_parquet_input_is_read_once_not_hung_on(work, command, name):
+    """A named pipe of Parquet bytes cannot be reopened or seeked: it is read whole, once."""
+    root = _same_file_work(work)
+    os.mkfifo(root / name)
+    payload = (root / "in.parquet").read_bytes()
+
+    def feed():
+        with open(root / name, "wb") as fh:
+            fh.write(payload)
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    args = [a.replace("{fifo}", name) for a in FIFO_PARQUET[command]]
+    run = calib(args, root, reads=["m.json"], timeout=30)
+    if writer.is_alive():  # the run never opened the FIFO: let the writer finish
+        with open(root / name, "rb") as fh:
+            fh.read()
+    writer.join(10)
+    run.ok()
+    assert run.seconds < 20, run
+    if command == "apply":
+        assert pacsv.read_csv(io.BytesIO(run.out)).num_rows == 40
+    elif command == "evaluate":
+        assert json.loads(run.out)["rows"] == 40
+    else:
+        assert isinstance(json.loads(run.out), dict)
+
+
 @pytest.mark.parametrize("command", TO_TARGET)
 def test_existing_directory_as_output_is_one_line(work, command):
     root = _same_file_work(work)
