@@ -171,13 +171,19 @@ def _ilps(cal: Calibrator, s: str) -> str:
 
 def _venn_abers(cal: Calibrator, s: str) -> str:
     """The IVAP point prediction, constant between calibration scores with its own value at
-    each one: intervals [c_j, next float after c_j) hold exactly c_j."""
+    each one: intervals [c_j, next float after c_j) hold exactly c_j (a last c_j at the float64
+    maximum has no finite next float: its interval and +inf's share one leaf)."""
     c = cal.c_[0]
     between, at = cal._point_
-    thresholds = np.column_stack([c, np.nextafter(c, np.inf)]).ravel().tolist()
+    with np.errstate(over="ignore"):
+        thresholds = np.column_stack([c, np.nextafter(c, np.inf)]).ravel().tolist()
     leaves = [literal(between[0])]
     for j in range(c.size):
         leaves += [literal(at[j]), literal(between[j + 1])]
+    if not math.isfinite(thresholds[-1]):
+        thresholds.pop()
+        leaf = leaves.pop()
+        leaves[-1] = f"CASE WHEN {s} <= {literal(c[-1])} THEN {leaves[-1]} ELSE {leaf} END"
     return case_tree(s, thresholds, leaves, "<")
 
 

@@ -286,7 +286,7 @@ SQL_FITS = [("isotonic", {}), ("isotonic", {"platt_correction": True}), ("enir",
             ("near-isotonic", {}), ("bayes-iso", {"samples": 100}), ("binning", {"n_bins": 7}),
             ("binning", {"n_bins": 7, "strategy": "width"}), ("logistic", {}), ("beta", {}), ("beta-am", {}),
             ("beta-ab", {}), ("beta", {"score_kind": "logit"}), ("ilps", {"K": 5}),
-            ("ilps", {"K": 5, "score_kind": "logit"})]
+            ("ilps", {"K": 5, "score_kind": "logit"}), ("venn-abers", {}), ("venn-abers", {"loss": "brier"})]
 assert {m for m, _ in SQL_FITS} == set(export.SQL_METHODS)
 EXTREME_SETTINGS = settings(max_examples=6, deadline=None, derandomize=True,
                             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -315,6 +315,8 @@ def extreme_queries(cal, s: np.ndarray) -> np.ndarray:
     for attr in ("x_", "edges_"):
         if hasattr(cal, attr):
             parts.append(getattr(cal, attr))
+    if cal.name == "venn-abers":
+        parts.append(cal.c_[0])
     if hasattr(cal, "x_") and cal.x_.size > 1:
         x0, x1 = cal.x_[:-1], cal.x_[1:]
         half = x1 * 0.5 - x0 * 0.5
@@ -357,7 +359,7 @@ def assert_sql_is_predict(cal, q: np.ndarray) -> None:
     got_none = np.array([g is None or np.isnan(g) for g in got.tolist()])
     np.testing.assert_array_equal(got_none, none, err_msg=f"{cal.name}: NULL rows differ")
     g, w = got[~none].astype(np.float64), want[~none]
-    if hasattr(cal, "x_") or hasattr(cal, "edges_"):  # knot and bin maps: the same arithmetic, the same bits
+    if hasattr(cal, "x_") or hasattr(cal, "edges_") or cal.name == "venn-abers":  # the same arithmetic, bits
         assert np.array_equal(g, w), f"{cal.name}: at {q[~none][g != w][:3].tolist()!r} SQL {g[g != w][:3]!r}"
     bad = np.abs(g - w) > np.maximum((1e-12 + eta_rounding(cal, q[~none])) * np.abs(w), TINY_NORMAL)
     assert not bad.any(), (f"{cal.name} {cal.params}: at {q[~none][bad][:3].tolist()!r} SQL "
