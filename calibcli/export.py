@@ -12,7 +12,8 @@ refused.
 Exactness (see docs/algorithms.md, "SQL export"): every constant is written at repr
 precision with an exponent, so SQL engines parse it as the same float64 (a DOUBLE literal,
 not a DECIMAL); piecewise-linear maps use numpy's own formula (`slope * (s - x_j) + y_j`
-with the slope computed here), so they agree with `calib apply` to the last bit on
+with the slope computed here; `_lookup.interval_values` on the intervals where that
+formula overflows or loses digits), so they agree with `calib apply` to the last bit on
 engines that evaluate IEEE doubles; the sigmoid is written without overflow as
 `EXP(LEAST(e, 0)) / (1 + EXP(-ABS(e)))`, within a few ulps of numpy. Knot intervals are
 a balanced tree of `CASE` expressions (depth log2 of the knots), so a row costs a few
@@ -84,15 +85,33 @@ def _linear(slope: float, x: str, x0: float, y0: float) -> str:
     return f"{literal(slope)} * ({x} - {literal(x0)}) + {literal(y0)}"
 
 
+def _extreme(x: str, x0: float, x1: float, y0: float, y1: float) -> str:
+    """`_lookup.interval_values` on one interval, in its order of operations: t = (x - x0) / (x1 - x0)
+    (halved terms when x1 - x0 overflows) kept in [0, 1], y0 + (y1 - y0) * t kept between y0 and y1."""
+    with np.errstate(over="ignore"):
+        gap = x1 - x0
+    if math.isfinite(gap):
+        t = f"({x} - {literal(x0)}) / {literal(gap)}"
+    else:
+        t = f"({x} * 0.5E0 - {literal(x0 * 0.5)}) / {literal(x1 * 0.5 - x0 * 0.5)}"
+    value = f"{literal(y0)} + {literal(y1 - y0)} * {_clip(t, 0.0, 1.0)}"
+    return _clip(value, min(y0, y1), max(y0, y1))
+
+
 def _knots(cal: Calibrator, s: str) -> str:
-    """np.interp(s, x, y): constant y[0] below x[0] and y[-1] from x[-1] on."""
+    """`interp(s, x, y)` (calibcli._lookup): constant y[0] below x[0] and y[-1] from x[-1] on,
+    numpy's slope formula between knots except on `extreme_intervals`."""
+    from calibcli import _lookup
+
     x, y = cal.x_, cal.y_
     if x.size == 1:
         return literal(y[0])
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
         slope = (y[1:] - y[:-1]) / (x[1:] - x[:-1])
+    extreme = set(_lookup.extreme_intervals(x, y).tolist())
     leaves = [literal(y[0])]
-    leaves += [_linear(float(slope[j]), s, float(x[j]), float(y[j])) for j in range(x.size - 1)]
+    leaves += [_extreme(s, float(x[j]), float(x[j + 1]), float(y[j]), float(y[j + 1])) if j in extreme
+               else _linear(float(slope[j]), s, float(x[j]), float(y[j])) for j in range(x.size - 1)]
     leaves.append(literal(y[-1]))
     return case_tree(s, x.tolist(), leaves, "<")
 
@@ -130,17 +149,18 @@ def _beta(cal: Calibrator, s: str) -> str:
 
 
 def _ilps(cal: Calibrator, s: str) -> str:
-    """sigmoid(eta(logit s)), eta linear between the splits a and extended beyond the ends.
+    """sigmoid(eta(logit s)), eta linear between the splits a and extended beyond the ends
+    (logits clipped to +-1e300 as `predict` does, so a flat end segment gives no 0 * inf).
 
     Intervals are chosen on the score itself (the splits mapped back to probabilities), so
     the logit is computed once per row; eta is continuous, so a score within an ulp of a
     split gives the same value from either segment up to rounding.
     """
-    from calibcli.calibrators.ilps import PROB_CLIP
+    from calibcli.calibrators.ilps import LOGIT_CLIP, PROB_CLIP
 
     a, b = cal.a_, cal.b_
     if cal.params["score_kind"] == "logit":
-        logit, cuts = s, a[1:-1]
+        logit, cuts = _clip(s, -LOGIT_CLIP, LOGIT_CLIP), a[1:-1]
     else:
         p = _clip(s, PROB_CLIP, 1.0 - PROB_CLIP)
         logit = f"(LN({p}) - LN(1 - {p}))"
@@ -152,13 +172,19 @@ def _ilps(cal: Calibrator, s: str) -> str:
 
 def _venn_abers(cal: Calibrator, s: str) -> str:
     """The IVAP point prediction, constant between calibration scores with its own value at
-    each one: intervals [c_j, next float after c_j) hold exactly c_j."""
+    each one: intervals [c_j, next float after c_j) hold exactly c_j (a last c_j at the float64
+    maximum has no finite next float: its interval and +inf's share one leaf)."""
     c = cal.c_[0]
     between, at = cal._point_
-    thresholds = np.column_stack([c, np.nextafter(c, np.inf)]).ravel().tolist()
+    with np.errstate(over="ignore"):
+        thresholds = np.column_stack([c, np.nextafter(c, np.inf)]).ravel().tolist()
     leaves = [literal(between[0])]
     for j in range(c.size):
         leaves += [literal(at[j]), literal(between[j + 1])]
+    if not math.isfinite(thresholds[-1]):
+        thresholds.pop()
+        leaf = leaves.pop()
+        leaves[-1] = f"CASE WHEN {s} <= {literal(c[-1])} THEN {leaves[-1]} ELSE {leaf} END"
     return case_tree(s, thresholds, leaves, "<")
 
 

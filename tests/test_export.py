@@ -132,6 +132,7 @@ def test_export_needs_a_format_and_a_valid_map(tmp_path):
 
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
+import extremes  # noqa: E402
 from calibcli import maps  # noqa: E402
 from sql_cases import EXTREME_SCORES, HOSTILE_COLUMNS, HOSTILE_EXPRESSIONS  # noqa: E402
 
@@ -276,6 +277,151 @@ def test_extreme_scores_give_predict_or_null(tmp_path, case):
         else:
             assert g is not None and 0 <= g <= 1, (value, g)
             np.testing.assert_allclose(g, w, rtol=1e-12, atol=0, err_msg=f"score {value!r}")
+
+
+# --- maps fitted at the ends of float64: subnormal gaps, spans of +-1e308 ----------------------------
+
+# every SQL method and the parameters that reach its other branches (score_kind=logit), kept fast
+SQL_FITS = [("isotonic", {}), ("isotonic", {"platt_correction": True}), ("enir", {"models": 10}),
+            ("near-isotonic", {}), ("bayes-iso", {"samples": 100}), ("binning", {"n_bins": 7}),
+            ("binning", {"n_bins": 7, "strategy": "width"}), ("logistic", {}), ("beta", {}), ("beta-am", {}),
+            ("beta-ab", {}), ("beta", {"score_kind": "logit"}), ("ilps", {"K": 5}),
+            ("ilps", {"K": 5, "score_kind": "logit"}), ("venn-abers", {}), ("venn-abers", {"loss": "brier"})]
+assert {m for m, _ in SQL_FITS} == set(export.SQL_METHODS)
+EXTREME_SETTINGS = settings(max_examples=6, deadline=None, derandomize=True,
+                            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                   HealthCheck.filter_too_much])
+
+
+def fit_extreme(method: str, params: dict, s: np.ndarray, y: np.ndarray):
+    """The fitted map, or None where the fit refuses the data with a FitError."""
+    import warnings
+
+    from calibcli.errors import CalibWarning, FitError
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CalibWarning)
+            return registry.get(method)(**params).fit(s, y)
+    except FitError:
+        return None
+
+
+def extreme_queries(cal, s: np.ndarray) -> np.ndarray:
+    """Training scores and their neighbours, the map's break points with points inside every knot
+    interval (ends, neighbours, midpoint, fractions), subnormals and the ends of float64."""
+    parts = [s, extremes.SUBNORMALS, [-extremes.HUGE, extremes.HUGE, -1e308, 1e308, 0.5, 1.0, float("inf"),
+                                      float("-inf")]]
+    for attr in ("x_", "edges_"):
+        if hasattr(cal, attr):
+            parts.append(getattr(cal, attr))
+    if cal.name == "venn-abers":
+        parts.append(cal.c_[0])
+    if hasattr(cal, "x_") and cal.x_.size > 1:
+        x0, x1 = cal.x_[:-1], cal.x_[1:]
+        half = x1 * 0.5 - x0 * 0.5
+        parts += [x0 + half, x1 - half]
+        with np.errstate(over="ignore"):
+            parts += [x0 + half * f for f in (2 ** -40, 0.125, 0.3, 0.9, 1.999)]
+    with np.errstate(over="ignore", invalid="ignore"):
+        q = np.concatenate([np.asarray(p, dtype=np.float64) for p in parts])
+        q = np.concatenate([q, np.nextafter(q, -np.inf), np.nextafter(q, np.inf)])
+    q = q[~np.isnan(q)]
+    if cal.needs_probabilities:
+        q = q[(q >= 0) & (q <= 1)]
+    return np.unique(q)
+
+
+TINY_NORMAL = float(np.finfo(np.float64).tiny)  # below it a probability has no relative precision
+
+
+def eta_rounding(cal, q: np.ndarray) -> np.ndarray | float:
+    """For beta maps on logits, a bound on the rounding in eta = a f1 + b f2 + c, whose softplus
+    features SQL writes as LN(1 + EXP(-|t|)) (no log1p): a few ulps of 1 in each feature and of
+    each term. A relative error in p is at most (1 - p) times the error in eta. 0 for other maps."""
+    if not (cal.name.startswith("beta") and cal.params.get("score_kind") == "logit"):
+        return 0.0
+    from calibcli.calibrators.beta import clip_scores, log_features
+
+    f1, f2 = log_features(clip_scores(q, "logit", cal.eps_)[0], "logit")
+    eps = np.finfo(np.float64).eps
+    return 8 * eps * (abs(cal.a_) * (1 + np.abs(f1)) + abs(cal.b_) * (1 + np.abs(f2)) + abs(cal.c_))
+
+
+def assert_sql_is_predict(cal, q: np.ndarray) -> None:
+    """DuckDB's value of the exported SQL equals `predict` to 1e-12 relative (or both below the
+    normal range: a sigmoid 0 from exp overflow beside a subnormal), bit for bit for knot and
+    bin maps, NULL where it has none."""
+    got = run_duckdb(export.sql_expression(cal), q)
+    with np.errstate(all="ignore"):
+        want = cal.predict(q)
+    none = np.isnan(want)
+    got_none = np.array([g is None or np.isnan(g) for g in got.tolist()])
+    np.testing.assert_array_equal(got_none, none, err_msg=f"{cal.name}: NULL rows differ")
+    g, w = got[~none].astype(np.float64), want[~none]
+    if hasattr(cal, "x_") or hasattr(cal, "edges_") or cal.name == "venn-abers":  # the same arithmetic, bits
+        assert np.array_equal(g, w), f"{cal.name}: at {q[~none][g != w][:3].tolist()!r} SQL {g[g != w][:3]!r}"
+    bad = np.abs(g - w) > np.maximum((1e-12 + eta_rounding(cal, q[~none])) * np.abs(w), TINY_NORMAL)
+    assert not bad.any(), (f"{cal.name} {cal.params}: at {q[~none][bad][:3].tolist()!r} SQL "
+                           f"{g[bad][:3].tolist()!r} vs predict {w[bad][:3].tolist()!r}")
+
+
+@pytest.mark.parametrize("kind", sorted(extremes.KINDS))
+@pytest.mark.parametrize("method, params", SQL_FITS, ids=[f"{m}{'-' if p else ''}{'-'.join(map(str, p.values()))}"
+                                                          for m, p in SQL_FITS])
+def test_maps_fitted_on_extreme_scores_export_predict(method, params, kind):
+    """Fits on subnormal gaps, +-1e308 spans and both: the SQL gives `predict`'s values on the
+    training scores, inside every knot interval (extreme ones included) and at the float64 ends."""
+    probabilities = registry.get(method)(**params).needs_probabilities
+    if probabilities and kind != "subnormal":
+        pytest.skip("the map takes probabilities: scores beyond [0, 1] are refused at fit")
+
+    @EXTREME_SETTINGS
+    @given(data=st.one_of(extremes.score_sets(kind), extremes.separated_sets(kind)))
+    def inner(data):
+        s, y = data
+        cal = fit_extreme(method, params, s, y)
+        if cal is not None:
+            assert_sql_is_predict(cal, extreme_queries(cal, s))
+
+    inner()
+
+
+EXTREME_KNOTS = [  # (x, y): overflowing gaps, subnormal gaps whose slope overflows or is subnormal
+    ([-extremes.HUGE, 0.0, 7.4e-322, 1e308], [0.0, 0.2, 0.9, 1.0]),
+    ([-1e308, 1e308], [0.25, 0.75]),
+    ([0.0, 5e-324, 1e-322, 1.0, 1e308], [1e-300, 0.5, 0.5, 0.6, 1.0]),
+    ([-1.0, 0.0, 1e120, 2e120], [0.0, 1e-200, 2e-200, 1.0]),
+    ([-1e308, -1e-300, 0.0, 1e308], [0.0, 1e-320, 0.7, 1.0]),
+]
+
+
+@pytest.mark.parametrize("x, y", EXTREME_KNOTS)
+def test_extreme_knot_intervals_export_interval_values(x, y):
+    """Knot maps with extreme intervals: the SQL equals `predict` (which is not the slope formula
+    there) on points inside them, and the ordinary intervals stay bit-exact with np.interp."""
+    from calibcli import _lookup
+
+    x, y = np.array(x), np.array(y)
+    cal = registry.get("isotonic").from_state({}, {"x": x, "y": y})
+    assert _lookup.extreme_intervals(x, y).size
+    q = extreme_queries(cal, x)
+    assert_sql_is_predict(cal, q)
+    assert not np.array_equal(cal.predict(q), np.interp(q, x, y))  # predict is not the slope formula there
+    j = np.searchsorted(x, q, side="right") - 1
+    ordinary = ~np.isin(j, _lookup.extreme_intervals(x, y))
+    assert np.array_equal(run_duckdb(export.sql_expression(cal), q)[ordinary], np.interp(q, x, y)[ordinary])
+
+
+def test_logistic_fitted_on_scores_near_the_float64_limit_exports_its_predict():
+    """The fit scales scores by a power of two and folds it back into a: the SQL uses that a."""
+    s = np.array([-1.5e308, -1e308, -5e307, 0.0, 5e307, 1e308, 1.5e308, 1.7e308] * 2)
+    y = np.array([0, 0, 1, 0, 1, 0, 1, 1] * 2, dtype=np.float64)
+    cal = registry.get("logistic")().fit(s, y)
+    assert 0 < cal.a_ < 1e-300
+    q = np.concatenate([s, extremes.HUGE * np.linspace(-1.0, 1.0, 101)])
+    assert_sql_is_predict(cal, q)
+    assert np.ptp(cal.predict(q)) > 0.1  # the map is not flat: a survived the scaling
 
 
 # --- --max-knots: bounded error, monotone, SQL of the simplified map ------------------------------

@@ -162,13 +162,16 @@ def step_table(c: np.ndarray) -> tuple:
 
 
 def grid_cells(c: np.ndarray, s: np.ndarray, scale: float) -> tuple[np.ndarray, np.ndarray | None]:
-    """(grid cell of each query, NaN mask or None); NaN queries are put in cell 0."""
+    """(grid cell of each query, NaN mask or None); NaN queries are put in cell 0, and every
+    query when there is no grid (scale 0: thresholds spanning beyond the float64 range)."""
     x = np.clip(s, c[0], c[-1])
     nan = np.isnan(x)
     if not nan.any():
         nan = None
     else:
         x[nan] = c[0]
+    if scale == 0.0:
+        return np.zeros(x.shape, dtype=np.intp), nan
     x -= c[0]
     x *= scale
     return x.astype(np.intp), nan
