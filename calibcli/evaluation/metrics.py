@@ -55,6 +55,10 @@ METRICS: dict[str, tuple[str, str]] = {
 TARGETS = {"cal_slope": 1.0, "cal_intercept": 0.0, "spiegelhalter_z": 0.0}
 
 
+def lower_is_better(metric: str) -> bool:
+    return METRICS[metric][1] == "lower"
+
+
 def check_window(window) -> None:
     """Refuse a CalBin window outside `--calbin-window`'s range, in the CLI's words (UsageError)."""
     from calibcli import bounds
