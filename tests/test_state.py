@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from calibcli import pooling
 from calibcli.errors import UsageError
-from calibcli.evaluation import diagnostics, metrics
+from calibcli.evaluation import diagnostics, kernels, metrics
 from calibcli.evaluation.state import EvalState, StateBuilder, merge_states
 
 
@@ -238,12 +239,12 @@ def test_calbin_window_chunks_do_not_change_the_result(monkeypatch, chunk):
     sizes = (1, 30, 5000)
     plain = {s: metrics.calbin(y, p, s) for s in sizes}
     whole = {s: metrics.calbin(np.repeat(y, k), np.repeat(p, k), s) for s in sizes}
-    half = {s: metrics.calbin_counts(*metrics.distribution(y, p, w / 2), s) for s in sizes}  # fractional path
-    monkeypatch.setattr(metrics, "_CALBIN_CHUNK", chunk)
+    half = {s: kernels.calbin_counts(*metrics.distribution(y, p, w / 2), s) for s in sizes}  # fractional path
+    monkeypatch.setattr(pooling, "CHUNK", chunk)
     for s in sizes:
         assert metrics.calbin(y, p, s) == pytest.approx(plain[s], abs=1e-13)
-        assert metrics.calbin_counts(*metrics.distribution(y, p, w), s) == pytest.approx(whole[s], abs=1e-13)
-        assert metrics.calbin_counts(*metrics.distribution(y, p, w / 2), s) == pytest.approx(half[s], abs=1e-13)
+        assert kernels.calbin_counts(*metrics.distribution(y, p, w), s) == pytest.approx(whole[s], abs=1e-13)
+        assert kernels.calbin_counts(*metrics.distribution(y, p, w / 2), s) == pytest.approx(half[s], abs=1e-13)
 
 
 def _same(a, b):
@@ -293,6 +294,6 @@ def test_compact_integer_counts_read_as_their_float_values(seed, m, top, dtype, 
              lambda s: EvalState.from_arrow(s.to_arrow()).metrics(7),
              lambda s: merge_states([s, s]).metrics(7))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(metrics, "_CALBIN_CHUNK", chunk)
+        mp.setattr(pooling, "CHUNK", chunk)
         for view in views:
             _same(view(compact), view(plain))

@@ -42,8 +42,8 @@ import numpy as np
 import pyarrow as pa
 
 from calibcli.errors import UsageError
-from calibcli.evaluation import metrics as _metrics
-from calibcli.pooling import compact_counts_of_keys, packed_keys
+from calibcli.evaluation import kernels, metrics as _metrics
+from calibcli.pooling import as_weights, compact_counts_of_keys, packed_keys
 
 STATE_VERSION = 1
 STEP_QUANTILE = ("--ece-strategy quantile places its bin edges at percentiles of the exact p; "
@@ -73,7 +73,7 @@ class EvalState:
     step: float | None = None
     weighted: bool = False
     ece_w: np.ndarray | None = None  # per ECE bin, the weight of its rows (None: states of older versions)
-    spiegel: np.ndarray | None = None  # the row sums of `metrics.spiegelhalter_sums` (None: not kept)
+    spiegel: np.ndarray | None = None  # the row sums of `kernels.spiegelhalter_sums` (None: not kept)
 
     # ------------------------------------------------------------------------ building
 
@@ -104,8 +104,8 @@ class EvalState:
         if field_cells and codes is None:
             raise UsageError("field_cells needs fields")
         if bin_sums:
-            bw, sp, sy = _metrics.bin_sums(y, p, w, ece_bins)
-            spiegel = _metrics.spiegelhalter_sums(y, p, w)
+            bw, sp, sy = kernels.bin_sums(y, p, w, ece_bins)
+            spiegel = kernels.spiegelhalter_sums(y, p, w)
         else:
             bw, sp, sy, spiegel = np.zeros(ece_bins), np.zeros(ece_bins), np.zeros(ece_bins), None
         terms = _metrics.log_loss_terms(y, p)
@@ -117,7 +117,7 @@ class EvalState:
             float(terms.sum() if w is None else terms @ w), float(sq.sum() if w is None else sq @ w),
             sp, sy, names, step=step, weighted=w is not None, ece_w=bw, spiegel=spiegel)
         if codes is not None:
-            state.field_w, state.field_y, state.field_p = _metrics.field_sums(y, p, codes, w, len(names))
+            state.field_w, state.field_y, state.field_p = kernels.field_sums(y, p, codes, w, len(names))
         if not distribution:
             return state
         w1 = y if w is None else w * y
@@ -144,7 +144,7 @@ class EvalState:
         if self.cell_field is None:
             return self.p, self.n0, self.n1
         starts = _starts(self.p)
-        n0, n1 = _metrics.as_weights(self.n0), _metrics.as_weights(self.n1)
+        n0, n1 = as_weights(self.n0), as_weights(self.n1)
         return (self.p[starts], np.add.reduceat(n0, starts) if starts.size else n0,
                 np.add.reduceat(n1, starts) if starts.size else n1)
 
@@ -167,9 +167,9 @@ class EvalState:
             out = {
                 "log_loss": self.log_loss_sum / self.weight,
                 "brier": self.brier_sum / self.weight,
-                "auc": _metrics.auc_from_ties(n1, n0),
+                "auc": kernels.auc_from_ties(n1, n0),
                 "ece": float(np.sum(np.abs(self.ece_p - self.ece_y)) / self.weight),
-                "calbin": _metrics.calbin_counts(v, n0, n1, calbin_window),
+                "calbin": kernels.calbin_counts(v, n0, n1, calbin_window),
             }
             if self.step is None:
                 out.update(_metrics.distribution_metrics(v, n0, n1, ece_bins, ece_strategy))
@@ -208,7 +208,7 @@ class EvalState:
         """
         if self.step is None:
             return None
-        v, n0, n1 = (_metrics.as_weights(a) for a in self.pooled())
+        v, n0, n1 = (as_weights(a) for a in self.pooled())
         w0, w1 = float(n0.sum()), float(n1.sum())
         auc = float(n0 @ n1) / (2 * w0 * w1) * (1 + 1e-9) if w0 > 0 and w1 > 0 else float("nan")
         c_max = float((n0 + n1).max()) if v.size else 0.0
@@ -232,8 +232,8 @@ class EvalState:
         f64 = pa.list_(pa.float64())
         cols = {
             "header": pa.array([json.dumps(header)]),
-            "p": pa.array([self.p], f64), "n0": pa.array([_metrics.as_weights(self.n0)], f64),
-            "n1": pa.array([_metrics.as_weights(self.n1)], f64),
+            "p": pa.array([self.p], f64), "n0": pa.array([as_weights(self.n0)], f64),
+            "n1": pa.array([as_weights(self.n1)], f64),
             "cell_field": pa.array([self.cell_field if self.cell_field is not None else []], pa.list_(pa.int64())),
             "ece_p": pa.array([self.ece_p], f64), "ece_y": pa.array([self.ece_y], f64),
             "field_names": pa.array([self.field_names or []], pa.list_(pa.string())),
@@ -394,7 +394,7 @@ class StateBuilder:
       once and run-length encoded into the same storage (`pooling.compact_counts_of_keys`):
       the state's n0 and n1 are then unsigned integer counts of the smallest dtype that
       holds them (1 byte an entry unless a p repeats 256 times), which every metric reads
-      through `metrics.as_weights`. Batches holding NaN or negative p (which only the
+      through `pooling.as_weights`. Batches holding NaN or negative p (which only the
       engines can pass) take the per-batch path below.
     - With `step`: the sums likewise, and the bucketed distribution is added up on a dense
       grid of bucket indices (three float arrays of 1/step + 1 entries for p in [0, 1]).
@@ -489,7 +489,7 @@ class StateBuilder:
                 p, n0, n1 = compact_counts_of_keys(keys)  # p is the sorted keys' storage
                 del keys
                 self._sums.p, self._sums.n0, self._sums.n1 = p, n0, n1
-                self._sums.ece_w, self._sums.ece_p, self._sums.ece_y = _metrics.bin_sums_of_distribution(
+                self._sums.ece_w, self._sums.ece_p, self._sums.ece_y = kernels.bin_sums_of_distribution(
                     p, n0, n1, self.ece_bins)
             parts.append(self._sums)
             self._sums = None
