@@ -87,7 +87,7 @@ def evaluate(
     (lengths, labels, probabilities, a `calbin_window` outside `calib evaluate
     --calbin-window`'s range) raises `calibcli.errors.UsageError` with the CLI's message.
     """
-    from calibcli.evaluation import metrics
+    from calibcli.evaluation import metrics, state
     from calibcli.errors import UsageError
 
     metrics.check_window(calbin_window)
@@ -102,4 +102,4 @@ def evaluate(
     groups = None if fields is None else _field_codes(fields)
     if groups is not None and groups.size != y.size:
         raise UsageError(f"fields has {groups.size} values for {y.size} labels")
-    return metrics.compute_all(y, p, groups, int(calbin_window))
+    return state.compute_all(y, p, groups, int(calbin_window))

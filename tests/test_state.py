@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from calibcli import pooling
 from calibcli.errors import UsageError
 from calibcli.evaluation import diagnostics, kernels, metrics
-from calibcli.evaluation.state import EvalState, StateBuilder, merge_states
+from calibcli.evaluation.state import EvalState, StateBuilder, compute_all, merge_states
 
 
 def _data(seed, n, ties, weighted, fields=7):
@@ -43,7 +43,7 @@ def test_merged_batches_equal_the_in_memory_metrics(seed, n, ties, weighted, cut
     if w is not None and w.sum() == 0:
         w[0] = 1.0
     names = [f"f{i}" for i in range(7)]
-    expected = metrics.compute_all(y, p, g, window, sample_weight=w)
+    expected = compute_all(y, p, g, window, sample_weight=w)
     edges = sorted({0, n, *(c % (n + 1) for c in cuts)})
     parts = [EvalState.from_arrays(y[a:b], p[a:b], fields=np.array(names)[g[a:b]],
                                    weights=None if w is None else w[a:b]) for a, b in zip(edges, edges[1:])]
@@ -61,7 +61,7 @@ def test_weighted_metrics_equal_the_expanded_rows():
     y, p, g, _ = _data(3, 400, True, False)
     w = np.random.default_rng(4).integers(0, 5, y.size).astype(np.float64)
     idx = np.repeat(np.arange(y.size), w.astype(np.int64))
-    expanded = metrics.compute_all(y[idx], p[idx], g[idx], 30)
+    expanded = compute_all(y[idx], p[idx], g[idx], 30)
     _close(EvalState.from_arrays(y, p, fields=g, weights=w).metrics(30), expanded)
 
 
@@ -127,7 +127,7 @@ def test_builder_equals_one_state(weighted, step):
     np.testing.assert_array_equal(got.p, whole.p)
     _close(got.metrics(40), whole.metrics(40))
     if step is None:
-        _close(got.metrics(40), metrics.compute_all(y, p, g, 40, sample_weight=w))
+        _close(got.metrics(40), compute_all(y, p, g, 40, sample_weight=w))
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -91,7 +91,7 @@ def log_loss_terms(y: np.ndarray, p: np.ndarray, eps: float = LOG_LOSS_EPS) -> n
 
     The likelihood is selected as y q + (1 - y)(1 - q), which for labels 0 and 1 is q or
     1 - q exactly (the other product is +0): the same bits as `np.where(y == 1, q, 1 - q)`,
-    without its branch per row (random labels made that 4x the cost of the log)."""
+    without its data-dependent branch per row (docs/algorithms.md, "Evaluate at 1e7 rows")."""
     q = np.clip(p, eps, 1 - eps)
     other = np.subtract(1.0, q)
     other *= np.subtract(1.0, y)
@@ -260,8 +260,7 @@ def calibration_slope_intercept(xs, n0, n1, eps: float = LOG_LOSS_EPS, iteration
 
 def distribution_metrics(v: np.ndarray, n0: np.ndarray, n1: np.ndarray, ece_bins: int = ECE_BINS,
                          ece_strategy: str = "uniform") -> dict[str, float]:
-    """MCE, calibration slope/intercept and the Spiegelhalter test from the p distribution; ECE
-    too when its bins are not the default 10 equal-width ones (which the callers sum exactly)."""
+    """MCE, calibration slope/intercept and the Spiegelhalter test from the p distribution."""
     nan = float("nan")
     if v.size == 0:
         return {"mce": nan, "cal_slope": nan, "cal_intercept": nan, "spiegelhalter_z": nan, "spiegelhalter_p": nan}
@@ -269,52 +268,4 @@ def distribution_metrics(v: np.ndarray, n0: np.ndarray, n1: np.ndarray, ece_bins
     z, pval = spiegelhalter(v, n0, n1)
     out = {"mce": mce_from_distribution(v, n0, n1, ece_bins, ece_strategy), "cal_slope": slope,
            "cal_intercept": intercept, "spiegelhalter_z": z, "spiegelhalter_p": pval}
-    if ece_bins != ECE_BINS or ece_strategy != "uniform":
-        out["ece"] = ece_from_distribution(v, n0, n1, ece_bins, ece_strategy)
-    return out
-
-
-def compute_all(
-    y: np.ndarray,
-    p: np.ndarray,
-    groups: np.ndarray | None = None,
-    calbin_window: int = CALBIN_WINDOW,
-    sample_weight=None,
-    order: np.ndarray | None = None,
-    ece_bins: int = ECE_BINS,
-    ece_strategy: str = "uniform",
-) -> dict[str, float]:
-    """Every metric for one probability column, in METRICS order; field metrics need groups.
-
-    The in-memory reference that `EvalState` equals; `order` is an argsort of p if known.
-    Degenerate input (no weight, one class) gives NaN for what is undefined, silently.
-    """
-    check_window(calbin_window)
-    with np.errstate(all="ignore"):
-        return _compute_all(y, p, groups, calbin_window, sample_weight, order, ece_bins, ece_strategy)
-
-
-def _compute_all(y, p, groups, calbin_window, sample_weight, order, ece_bins, ece_strategy) -> dict[str, float]:
-    w = _weight(sample_weight, p.size)
-    if w is None:
-        ps, group, pos, count = sorted_ties(y, p, order)  # the one sort, shared by AUC and CalBin
-        cal = calbin_sorted(ps, (pos / count)[group], calbin_window)
-        starts = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]])) if ps.size else group
-        v, n0, n1 = ps[starts], count - pos, pos
-    else:
-        v, n0, n1 = distribution(y, p, w, order)
-        pos, count = n1, n0 + n1
-        cal = calbin_counts(v, n0, n1, calbin_window)
-    out = {
-        "log_loss": log_loss(y, p, sample_weight=w),
-        "brier": brier(y, p, sample_weight=w),
-        "auc": auc_from_ties(pos, count - pos),
-        "ece": prob_ece(y, p, sample_weight=w),
-        "calbin": cal,
-        **distribution_metrics(v, n0, n1, ece_bins, ece_strategy),
-    }
-    if groups is not None:
-        sums = field_sums(y, p, groups, w)
-        out["field_ece"] = field_ece_from_sums(*sums)
-        out["field_rce"] = field_rce_from_sums(*sums)
     return out

@@ -22,8 +22,7 @@ What a state holds (see docs/algorithms.md, "Evaluation state"):
   and of positives n1 at each, from which AUC and CalBin follow (both pool tied p).
 
 Merging adds sums and merges distributions (sorted merge, equal p pooled); the result
-equals the in-memory `metrics.compute_all` of all rows to rounding of the sums, in any
-split and order. `step` buckets p in the distribution only (p -> rint(p / step) * step),
+equals `compute_all` of all rows in memory to rounding of the sums, in any split and order. `step` buckets p in the distribution only (p -> rint(p / step) * step),
 bounding it to 1/step + 1 entries: log-loss, Brier, ECE and MCE (equal-width bins),
 Spiegelhalter and the field metrics stay exact, AUC and CalBin move by at most the bounds
 of `step_bounds` (docs/algorithms.md), the calibration slope and intercept are n/a.
@@ -168,10 +167,10 @@ class EvalState:
                 "log_loss": self.log_loss_sum / self.weight,
                 "brier": self.brier_sum / self.weight,
                 "auc": kernels.auc_from_ties(n1, n0),
-                "ece": float(np.sum(np.abs(self.ece_p - self.ece_y)) / self.weight),
                 "calbin": kernels.calbin_counts(v, n0, n1, calbin_window),
             }
             if self.step is None:
+                out["ece"] = self._ece(v, n0, n1, ece_bins, ece_strategy)
                 out.update(_metrics.distribution_metrics(v, n0, n1, ece_bins, ece_strategy))
             else:
                 out.update(self._exact_under_step(ece_bins, ece_strategy))
@@ -180,6 +179,13 @@ class EvalState:
                 out["field_ece"] = _metrics.field_ece_from_sums(*sums)
                 out["field_rce"] = _metrics.field_rce_from_sums(*sums)
         return {k: out[k] for k in _metrics.METRICS if k in out}
+
+    def _ece(self, v: np.ndarray, n0: np.ndarray, n1: np.ndarray, bins: int, strategy: str) -> float:
+        """ECE of exact p: from the row sums for the default 10 equal-width bins (what every
+        state keeps), from the distribution for other bins."""
+        if bins == _metrics.ECE_BINS and strategy == "uniform" and self.ece_p.size == bins:
+            return float(np.sum(np.abs(self.ece_p - self.ece_y)) / self.weight)
+        return _metrics.ece_from_distribution(v, n0, n1, bins, strategy)
 
     def _exact_under_step(self, ece_bins: int, ece_strategy: str) -> dict[str, float]:
         """ECE, MCE and Spiegelhalter from the row sums a bucketed state keeps; slope and intercept n/a."""
@@ -269,6 +275,23 @@ class EvalState:
                     None if data.get(k, [None] * (i + 1))[i] is None else np.asarray(data[k][i], dtype=np.float64)
                     for k in ("ece_w", "spiegel"))))
         return merge_states(states)
+
+
+def compute_all(y: np.ndarray, p: np.ndarray, groups: Any = None, calbin_window: int = _metrics.CALBIN_WINDOW,
+                sample_weight: Any = None, order: np.ndarray | None = None, ece_bins: int = _metrics.ECE_BINS,
+                ece_strategy: str = "uniform") -> dict[str, float]:
+    """Every metric of rows in memory, in `metrics.METRICS` order: the `EvalState` of the rows,
+    read by `EvalState.metrics`. `groups`: integer field codes (or a `(codes, names)` pair),
+    for the field metrics; `order`: an argsort of p if known. Degenerate input (no weight,
+    one class) gives NaN for what is undefined, silently."""
+    _metrics.check_window(calbin_window)
+    if groups is not None and not isinstance(groups, tuple):
+        groups = np.asarray(groups, dtype=np.int64)
+        groups = (groups, [str(k) for k in range(int(groups.max()) + 1 if groups.size else 0)])
+    with np.errstate(all="ignore"):
+        state = EvalState.from_arrays(y, p, groups, sample_weight, distribution=False)
+        state.p, state.n0, state.n1 = _metrics.distribution(np.asarray(y, dtype=np.float64).ravel(), np.asarray(p, dtype=np.float64).ravel(), sample_weight, order)
+        return state.metrics(calbin_window, ece_bins, ece_strategy)
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -498,4 +521,4 @@ class StateBuilder:
         return merge_states(parts)
 
 
-__all__ = ["EvalState", "StateBuilder", "merge_states"]
+__all__ = ["EvalState", "StateBuilder", "compute_all", "merge_states"]
