@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from calibcli import pooling
 from calibcli.errors import UsageError
 from calibcli.evaluation import diagnostics, kernels, metrics
-from calibcli.evaluation.state import EvalState, StateBuilder, compute_all, merge_states
+from calibcli.evaluation.builder import StateBuilder
+from calibcli.evaluation.state import EvalState, compute_all, merge_states
 
 
 def _data(seed, n, ties, weighted, fields=7):

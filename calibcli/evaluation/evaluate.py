@@ -16,7 +16,8 @@ from calibcli.evaluation import diagnostics, gates, metrics
 from calibcli.evaluation.baseline import load_baseline
 from calibcli.evaluation.results import EvalRow, Evaluation
 from calibcli.evaluation.bootstrap import BootstrapPlan, state_intervals
-from calibcli.evaluation.state import STEP_QUANTILE, EvalState, StateBuilder
+from calibcli.evaluation.builder import StateBuilder
+from calibcli.evaluation.state import STEP_QUANTILE, EvalState
 
 
 @dataclass
