@@ -207,7 +207,7 @@ def test_poisson_cell_counts_sum_to_the_row_count_on_average(data):
 
 def test_bootstrap_refuses_weights_and_buckets(data):
     y, p, _ = data
-    for st in (EvalState.from_arrays(y, p, weights=np.ones(p.size)), EvalState.from_arrays(y, p, step=0.01)):
+    for st in (EvalState.from_arrays(y, p, sample_weight=np.ones(p.size)), EvalState.from_arrays(y, p, step=0.01)):
         with pytest.raises(UsageError):
             next(bootstrap.poisson_counts(st, bootstrap.BootstrapPlan(2, 0)))
 

@@ -47,7 +47,7 @@ def test_merged_batches_equal_the_in_memory_metrics(seed, n, ties, weighted, cut
     expected = compute_all(y, p, g, window, sample_weight=w)
     edges = sorted({0, n, *(c % (n + 1) for c in cuts)})
     parts = [EvalState.from_arrays(y[a:b], p[a:b], fields=np.array(names)[g[a:b]],
-                                   weights=None if w is None else w[a:b]) for a, b in zip(edges, edges[1:])]
+                                   sample_weight=None if w is None else w[a:b]) for a, b in zip(edges, edges[1:])]
     rnd.shuffle(parts)
     merged = parts[0].merge(*parts[1:])
     _close(merged.metrics(window), expected)
@@ -63,7 +63,7 @@ def test_weighted_metrics_equal_the_expanded_rows():
     w = np.random.default_rng(4).integers(0, 5, y.size).astype(np.float64)
     idx = np.repeat(np.arange(y.size), w.astype(np.int64))
     expanded = compute_all(y[idx], p[idx], g[idx], 30)
-    _close(EvalState.from_arrays(y, p, fields=g, weights=w).metrics(30), expanded)
+    _close(EvalState.from_arrays(y, p, fields=g, sample_weight=w).metrics(30), expanded)
 
 
 def test_distribution_pools_ties_and_is_sorted():
@@ -120,11 +120,11 @@ def test_builder_equals_one_state(weighted, step):
     y, p, g, w = _data(7, 3000, True, weighted)
     builder = StateBuilder(step)
     for a in range(0, 3000, 250):
-        builder.add(y[a:a + 250], p[a:a + 250], fields=g[a:a + 250], weights=None if w is None else w[a:a + 250])
+        builder.add(y[a:a + 250], p[a:a + 250], fields=g[a:a + 250], sample_weight=None if w is None else w[a:a + 250])
     got = builder.result()
     if step is None and not weighted:
         assert got.n0.dtype == got.n1.dtype == np.uint8  # the compact exact path
-    whole = EvalState.from_arrays(y, p, fields=g, weights=w, step=step)
+    whole = EvalState.from_arrays(y, p, fields=g, sample_weight=w, step=step)
     np.testing.assert_array_equal(got.p, whole.p)
     _close(got.metrics(40), whole.metrics(40))
     if step is None:
@@ -181,14 +181,14 @@ def test_every_metric_under_step_is_exact_or_within_its_bound(seed, n, step, win
     y = (rng.random(n) < p).astype(np.float64)
     g = rng.integers(0, 5, n)
     w = rng.integers(0, 4, n).astype(np.float64) if weighted else None
-    exact = EvalState.from_arrays(y, p, fields=g, weights=w).metrics(window, ece_bins=bins)
+    exact = EvalState.from_arrays(y, p, fields=g, sample_weight=w).metrics(window, ece_bins=bins)
     if streamed:
         builder = StateBuilder(step, ece_bins=bins)
         for a in range(0, n, 700):
             builder.add(y[a:a + 700], p[a:a + 700], g[a:a + 700], None if w is None else w[a:a + 700])
         state = builder.result()
     else:
-        state = EvalState.from_arrays(y, p, fields=g, weights=w, step=step, ece_bins=bins)
+        state = EvalState.from_arrays(y, p, fields=g, sample_weight=w, step=step, ece_bins=bins)
     _check_every_bound(exact, state.metrics(window, ece_bins=bins), state.step_bounds(window))
 
 

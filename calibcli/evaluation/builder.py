@@ -63,13 +63,13 @@ class StateBuilder:
         self._key_at = 0  # keys written into _key_buffer
         self._grid: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None  # (lowest index, rows, n0, n1)
 
-    def add(self, y: Any, p: Any, fields: Any = None, weights: Any = None) -> None:
+    def add(self, y: Any, p: Any, fields: Any = None, sample_weight: Any = None) -> None:
         y = np.asarray(y, dtype=np.float64).ravel()
         p = np.asarray(p, dtype=np.float64).ravel()
-        packable = self.step is not None or (weights is None and (p.size == 0 or p.min() >= 0))  # NaN: no
+        packable = self.step is not None or (sample_weight is None and (p.size == 0 or p.min() >= 0))  # NaN: no
         if not self.field_cells and packable:
-            if self.step is None or self._to_grid(y, p, weights):
-                part = EvalState.from_arrays(y, p, fields, weights, self.step, distribution=False,
+            if self.step is None or self._to_grid(y, p, sample_weight):
+                part = EvalState.from_arrays(y, p, fields, sample_weight, self.step, distribution=False,
                                              bin_sums=self.step is not None, ece_bins=self.ece_bins)
                 self._sums = part if self._sums is None else merge_states([self._sums, part])
                 if self.step is None:
@@ -80,14 +80,14 @@ class StateBuilder:
                     else:
                         self._keys.append(packed_keys(p, y == 1))
                 return
-        part = EvalState.from_arrays(y, p, fields, weights, self.step, self.field_cells, ece_bins=self.ece_bins)
+        part = EvalState.from_arrays(y, p, fields, sample_weight, self.step, self.field_cells, ece_bins=self.ece_bins)
         self._pending.append(part)
         self._pending_size += part.p.size
         if self._pending_size > 2 * self._merged_size + (1 << 22):
             self._pending = [merge_states(self._pending)]
             self._pending_size = self._merged_size = self._pending[0].p.size
 
-    def _to_grid(self, y: np.ndarray, p: np.ndarray, weights: Any) -> bool:
+    def _to_grid(self, y: np.ndarray, p: np.ndarray, sample_weight: Any) -> bool:
         """Add a batch's bucketed distribution to the grid; False when the grid would be too wide."""
         if p.size == 0:
             return True
@@ -106,7 +106,7 @@ class StateBuilder:
                     new[at:at + old.size] = old
             self._grid = (base, *grown)
         idx = (k - base).astype(np.int64)
-        w = None if weights is None else np.asarray(weights, dtype=np.float64).ravel()
+        w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64).ravel()
         w1 = y if w is None else w * y
         _, rows, n0, n1 = self._grid
         rows += np.bincount(idx, minlength=size)

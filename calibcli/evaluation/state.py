@@ -4,7 +4,7 @@ Build a state per record batch, file part or engine partition, merge the states,
 the metrics off the merged state::
 
     from calibcli.evaluation.state import EvalState
-    state = EvalState.from_arrays(y, p, fields=field_values, weights=w, step=None)
+    state = EvalState.from_arrays(y, p, fields=field_values, sample_weight=w, step=None)
     state = state.merge(EvalState.from_arrays(y2, p2, fields=field_values2))
     state.metrics(calbin_window=100)   # {"log_loss": ..., "auc": ..., "field_rce": ...}
     table = state.to_arrow()           # one row: ship it, concatenate, then
@@ -77,13 +77,13 @@ class EvalState:
     # ------------------------------------------------------------------------ building
 
     @classmethod
-    def from_arrays(cls, y: Any, p: Any, fields: Any = None, weights: Any = None,
+    def from_arrays(cls, y: Any, p: Any, fields: Any = None, sample_weight: Any = None,
                     step: float | None = None, field_cells: bool = False,
                     distribution: bool = True, bin_sums: bool = True,
                     ece_bins: int = _metrics.ECE_BINS) -> "EvalState":
         """The state of rows with labels y (0/1), probabilities p in [0, 1], optional field
         values (an array of values, or a `(codes, names)` pair of integer codes into names),
-        optional non-negative weights and an optional bucket width `step` for p.
+        optional non-negative row weights `sample_weight` and an optional bucket width `step` for p.
 
         `distribution=False` leaves the distribution empty (sums only), for callers that
         build it themselves (`builder.StateBuilder`); `bin_sums=False` the sums of the `ece_bins`
@@ -96,7 +96,7 @@ class EvalState:
             raise UsageError(f"labels and probabilities differ in length ({y.size} vs {p.size})")
         if step is not None and not (np.isfinite(step) and step > 0):
             raise UsageError(f"--step must be a positive number, got {step!r}")
-        w = None if weights is None else np.asarray(weights, dtype=np.float64).ravel()
+        w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64).ravel()
         if w is not None and w.shape != p.shape:
             raise UsageError(f"weights and probabilities differ in length ({w.size} vs {p.size})")
         codes, names = _codes(fields, p.size)
