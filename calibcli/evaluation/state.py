@@ -41,6 +41,7 @@ import numpy as np
 import pyarrow as pa
 
 from calibcli.errors import UsageError
+from calibcli.io.columns import encode_fields
 from calibcli.evaluation import kernels, metrics as _metrics
 from calibcli.pooling import as_weights
 
@@ -305,9 +306,7 @@ def _codes(fields: Any, n: int) -> tuple[np.ndarray | None, list[str] | None]:
         codes = np.asarray(codes, dtype=np.int64).ravel()
         names = [str(x) for x in names]
     else:
-        values = np.asarray(fields).ravel().astype(str)
-        uniq, codes = np.unique(values, return_inverse=True)
-        names = uniq.tolist()
+        codes, names = encode_fields(fields)
     if codes.size != n:
         raise UsageError(f"fields and probabilities differ in length ({codes.size} vs {n})")
     return codes, names
