@@ -9,7 +9,7 @@ column with 1 000 values. For each size:
     a fresh process: wall time, rows/s and peak RSS (`os.wait4`), exact and with
     `--step 1e-6`;
   - the peer, at sizes up to --in-memory-max: the same file read whole with pyarrow and
-    `metrics.compute_all` on the arrays (what `evaluate` did before the state), in a fresh
+    `state.compute_all` on the arrays (what `evaluate` did before the state), in a fresh
     process, with the largest |difference| of any metric from the streamed exact run.
 
 At 1e8 rows it checks the targets: the exact run under 2 GB peak RSS, the `--step 1e-6` run
@@ -42,12 +42,12 @@ PEER = """
 import json, sys
 import pyarrow.parquet as pq
 from calibcli import io
-from calibcli.evaluation import metrics
+from calibcli.evaluation.state import compute_all
 t = pq.read_table(sys.argv[1])
 y = io.labels_from(t, "label", "x"); p = io.scores_from(t, "score", "x")
 g = io.field_codes(t, "field", "x")[0]
 del t
-print(json.dumps(metrics.compute_all(y, p, g, 100)))
+print(json.dumps(compute_all(y, p, g, 100)))
 """
 
 

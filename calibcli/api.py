@@ -68,12 +68,6 @@ def load_map(path: str) -> Calibrator:
     return maps.load_map(path)[0]
 
 
-def _field_codes(fields: Sequence[Any] | np.ndarray) -> np.ndarray:
-    """Any field values (strings, numbers, None) as integer codes, equal values sharing one."""
-    values = np.asarray(["" if v is None else str(v) for v in fields], dtype=object)
-    return np.unique(values, return_inverse=True)[1].astype(np.int64)
-
-
 def evaluate(
     labels: Sequence[float] | np.ndarray,
     probs: Sequence[float] | np.ndarray,
@@ -90,8 +84,9 @@ def evaluate(
     `calbin_window` outside `calib evaluate --calbin-window`'s range) raises
     `calibcli.errors.UsageError` with the CLI's message.
     """
-    from calibcli.evaluation import metrics
+    from calibcli.evaluation import metrics, state
     from calibcli.errors import UsageError
+    from calibcli.io.columns import encode_fields
 
     metrics.check_window(calbin_window)
     y = np.asarray(labels, dtype=np.float64)
@@ -102,10 +97,10 @@ def evaluate(
         raise UsageError("labels must be 0 or 1")
     if not np.all((p >= 0) & (p <= 1)):
         raise UsageError("probs must be probabilities in [0, 1]")
-    groups = None if fields is None else _field_codes(fields)
+    groups = None if fields is None else encode_fields(fields)[0]
     if groups is not None and groups.size != y.size:
         raise UsageError(f"fields has {groups.size} values for {y.size} labels")
-    out = metrics.compute_all(y, p, groups, int(calbin_window))
+    out = state.compute_all(y, p, groups, int(calbin_window))
     import math
 
     from calibcli.evaluation import intervals

@@ -21,6 +21,15 @@ from __future__ import annotations
 
 import numpy as np
 
+CHUNK = 1 << 16  # entries per chunk of every chunked pass (metrics, Newton): temporaries stay in cache
+
+
+def as_weights(counts: np.ndarray) -> np.ndarray:
+    """Counts or weights as float64 (no copy when they are already). A distribution's n0 and
+    n1 may be compact unsigned counts (`compact_counts_of_keys`): every reader casts them,
+    whole or a chunk at a time, before any arithmetic, so none wraps around."""
+    return np.asarray(counts, dtype=np.float64)
+
 
 def unique_with_sums(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pool tied scores: (sorted distinct scores, summed weights, summed weighted targets)."""

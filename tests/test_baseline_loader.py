@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from calibcli.evaluation import baseline, gates
+from calibcli.evaluation import baseline, gates, results
 from calibcli.errors import InputError
 
 BASELINE = {
@@ -127,7 +127,7 @@ def test_a_nan_baseline_metric_fails_its_regression_gate():
     spec = gates.GateSpec(max_regression=[gates.Limit("log_loss", 0.01)], baseline="b.json")
     for base in (math.nan, None):
         report = gates.decide(spec, [("p", {"log_loss": 0.6}, None)],
-                              baseline.Baseline("b.json", None, 100, {"p": {"log_loss": base}}))
+                              results.Baseline("b.json", None, 100, {"p": {"log_loss": base}}))
         assert not report.passed
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calibcli.evaluation import metrics
+from calibcli.evaluation import kernels, metrics
 
 
 def _data(n=2000, seed=0, power=1.3):
@@ -45,7 +45,7 @@ def test_bins_match_sklearn_calibration_curve(strategy, bins):
 def test_weighted_percentiles_equal_numpy_on_repeated_rows(values, counts, q):
     xs = np.unique(np.asarray(values, dtype=float) / 20)
     w = np.asarray(counts[: xs.size], dtype=float)
-    got = metrics._weighted_percentiles(xs, w, np.array([q]))[0]
+    got = kernels.weighted_percentiles(xs, w, np.array([q]))[0]
     assert got == pytest.approx(np.percentile(np.repeat(xs, w.astype(int)), q), abs=1e-12)
 
 

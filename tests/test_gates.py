@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from calibcli.evaluation import baseline, bootstrap, diagnostics, gates, metrics
+from calibcli.evaluation import baseline, bootstrap, diagnostics, gates, metrics, results
 from calibcli.errors import InputError, UsageError
-from calibcli.evaluation.state import EvalState
+from calibcli.evaluation.state import EvalState, compute_all
 
 
 def test_metric_names_accept_hyphens_underscores_and_case():
@@ -75,7 +75,7 @@ def test_thresholds_pass_and_fail_with_the_excess():
 
 
 def test_regression_is_direction_aware_and_relative():
-    base = baseline.Baseline("b.json", "f", 100, {"m": {"log_loss": 0.50, "auc": 0.80}})
+    base = results.Baseline("b.json", "f", 100, {"m": {"log_loss": 0.50, "auc": 0.80}})
     spec = _spec(max_regression=[gates.Limit("log_loss", 0.05, relative=True), gates.Limit("auc", 0.01)],
                  baseline="b.json")
     ok = gates.decide(spec, [("m", {"log_loss": 0.52, "auc": 0.795}, None)], base, "f")
@@ -89,7 +89,7 @@ def test_regression_is_direction_aware_and_relative():
 
 
 def test_an_improvement_never_fails_a_regression_gate():
-    base = baseline.Baseline("b.json", None, 100, {"m": {"brier": 0.2}})
+    base = results.Baseline("b.json", None, 100, {"m": {"brier": 0.2}})
     spec = _spec(max_regression=[gates.Limit("brier", 0.0)], baseline="b.json")
     assert gates.decide(spec, [("m", {"brier": 0.1}, None)], base).passed
     assert not gates.decide(spec, [("m", {"brier": 0.2000001}, None)], base).passed
@@ -155,15 +155,15 @@ def test_load_baseline_missing_file(tmp_path):
 
 def test_check_baseline_refuses_other_columns_and_settings():
     spec = _spec(max_regression=[gates.Limit("field_rce", 0.01)], baseline="b.json")
-    base = baseline.Baseline("b.json", "field", 100, {"p1": {"field_rce": 0.1}})
-    baseline.check_baseline(base, ["p1"], "field", 100, spec)
+    base = results.Baseline("b.json", "field", 100, {"p1": {"field_rce": 0.1}})
+    gates.check_baseline(base, ["p1"], "field", 100, spec)
     with pytest.raises(UsageError, match="baseline is for 'p1', this run evaluates 'p2'"):
-        baseline.check_baseline(base, ["p2"], "field", 100, spec)
+        gates.check_baseline(base, ["p2"], "field", 100, spec)
     with pytest.raises(UsageError, match="--field-col 'field', this run uses --field-col 'other'"):
-        baseline.check_baseline(base, ["p1"], "other", 100, spec)
+        gates.check_baseline(base, ["p1"], "other", 100, spec)
     spec.max_regression = [gates.Limit("auc", 0.01)]
     with pytest.raises(UsageError, match="baseline has no auc for 'p1'"):
-        baseline.check_baseline(base, ["p1"], "field", 100, spec)
+        gates.check_baseline(base, ["p1"], "field", 100, spec)
 
 
 @pytest.fixture
@@ -193,7 +193,7 @@ def test_bootstrap_replicates_equal_the_metrics_of_materialised_resamples(data, 
         rows_p = np.repeat(np.concatenate([st.p, st.p]), k)
         rows_y = np.repeat(np.concatenate([np.zeros(m), np.ones(m)]), k)
         rows_g = np.repeat(np.concatenate([st.cell_field, st.cell_field]), k)
-        expected = metrics.compute_all(rows_y, rows_p, rows_g, 40)
+        expected = compute_all(rows_y, rows_p, rows_g, 40)
         for key, value in expected.items():
             assert reps[key][b] == pytest.approx(value, rel=1e-9, abs=1e-12), key
 
@@ -207,7 +207,7 @@ def test_poisson_cell_counts_sum_to_the_row_count_on_average(data):
 
 def test_bootstrap_refuses_weights_and_buckets(data):
     y, p, _ = data
-    for st in (EvalState.from_arrays(y, p, weights=np.ones(p.size)), EvalState.from_arrays(y, p, step=0.01)):
+    for st in (EvalState.from_arrays(y, p, sample_weight=np.ones(p.size)), EvalState.from_arrays(y, p, step=0.01)):
         with pytest.raises(UsageError):
             next(bootstrap.poisson_counts(st, bootstrap.BootstrapPlan(2, 0)))
 
@@ -217,7 +217,7 @@ def test_bootstrap_intervals_are_seeded_and_cover_the_estimate(data):
     a = bootstrap.bootstrap_intervals(y, p, g, 100, bootstrap.BootstrapPlan(150, seed=1))
     assert a == bootstrap.bootstrap_intervals(y, p, g, 100, bootstrap.BootstrapPlan(150, seed=1))
     assert a != bootstrap.bootstrap_intervals(y, p, g, 100, bootstrap.BootstrapPlan(150, seed=2))
-    point = metrics.compute_all(y, p, g, 100)
+    point = compute_all(y, p, g, 100)
     for key, (lo, hi) in a.items():
         assert lo < hi and lo <= point[key] <= hi, key
 
@@ -274,8 +274,8 @@ def _settings():
 
 def _saved_baseline(tmp_path, settings, metrics_):
     """A baseline file as `evaluate --save-baseline` writes it, with `settings`."""
-    report = baseline.Evaluation("t.csv", 10, 5, settings["field_col"], settings["calbin_window"],
-                                 [baseline.EvalRow("p", "column", dict(metrics_))],
+    report = results.Evaluation("t.csv", 10, 5, settings["field_col"], settings["calbin_window"],
+                                 [results.EvalRow("p", "column", dict(metrics_))],
                                  weight_col=settings["weight_col"], step=settings["step"],
                                  ece_bins=settings["ece_bins"], ece_strategy=settings["ece_strategy"],
                                  label_col=settings["label_col"], score_col=settings["score_col"])
@@ -285,8 +285,8 @@ def _saved_baseline(tmp_path, settings, metrics_):
 
 
 def test_gated_settings_cover_every_option_that_changes_a_metric():
-    assert set(baseline.GATED_SETTINGS) == set(_SETTING_VALUES)
-    for key, gated in baseline.GATED_SETTINGS.items():
+    assert set(results.GATED_SETTINGS) == set(_SETTING_VALUES)
+    for key, gated in results.GATED_SETTINGS.items():
         assert gated.metrics and gated.metrics <= set(metrics.METRICS), key
 
 
@@ -307,20 +307,20 @@ def test_settings_refused_or_compared_property(tmp_path):
                 return ours[k] is not None and (saved[k] or "score") != ours[k]
             return saved[k] != ours[k]
 
-        mismatched = [k for k, g in baseline.GATED_SETTINGS.items() if differ(k) and g.metrics & gated]
+        mismatched = [k for k, g in results.GATED_SETTINGS.items() if differ(k) and g.metrics & gated]
         call = dict(ours)
         args = (base, ["p"], call.pop("field_col"), call.pop("calbin_window"), spec)
         if not mismatched:
-            baseline.check_baseline(*args, **call)
+            gates.check_baseline(*args, **call)
             values = {"p": {m: 0.5 for m in metrics.METRICS}}
             assert gates.decide(spec, [("p", values["p"], None)], base, ours["field_col"] or "f").passed
             return
         with pytest.raises(UsageError) as exc:
-            baseline.check_baseline(*args, **call)
+            gates.check_baseline(*args, **call)
         message = exc.value.message
         assert "\n" not in message and exc.value.hint is None
-        option = next(baseline.GATED_SETTINGS[k].option for k in baseline.GATED_SETTINGS if k in mismatched)
-        key = next(k for k in baseline.GATED_SETTINGS if k in mismatched)
+        option = next(results.GATED_SETTINGS[k].option for k in results.GATED_SETTINGS if k in mismatched)
+        key = next(k for k in results.GATED_SETTINGS if k in mismatched)
         assert option in message
         for value in ((saved[key] or "score") if key == "score_col" else saved[key], ours[key]):
             assert (f"no {option}" if value is None else repr(value) if isinstance(value, str) else str(value)) \
@@ -338,13 +338,13 @@ def test_old_baselines_without_settings_mean_the_defaults_of_their_time(tmp_path
         assert base.setting(key) == default
     spec = _spec(max_regression=[gates.Limit("ece", 0.01), gates.Limit("calbin", 0.01), gates.Limit("auc", 0.01)],
                  baseline="b.json")
-    baseline.check_baseline(base, ["p"], None, 100, spec)
+    gates.check_baseline(base, ["p"], None, 100, spec)
     for key, value, option in (("ece_bins", 20, "--ece-bins"), ("weight_col", "w", "--weight-col"),
                                ("step", 0.01, "--step"), ("ece_strategy", "quantile", "--ece-strategy")):
         with pytest.raises(UsageError, match=f"baseline was computed with no {option}|with {option} "):
-            baseline.check_baseline(base, ["p"], None, 100, spec, **{key: value})
+            gates.check_baseline(base, ["p"], None, 100, spec, **{key: value})
     with pytest.raises(UsageError, match="--calbin-window 100, this run uses --calbin-window 50"):
-        baseline.check_baseline(base, ["p"], None, 50, spec)
+        gates.check_baseline(base, ["p"], None, 50, spec)
 
 
 @pytest.mark.parametrize("key, value", [("ece_bins", 0), ("ece_bins", "10"), ("ece_strategy", "equal"),

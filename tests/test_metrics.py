@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
 from calibcli.evaluation import metrics
+from calibcli.evaluation.state import compute_all
 
 Y = np.array([0, 1, 1, 0, 1], dtype=float)
 P = np.array([0.1, 0.8, 0.6, 0.4, 0.4])
@@ -113,14 +114,14 @@ def test_field_rce_counts_fields_without_positives():
 def test_invariants(rows, window, rnd):
     p = np.array([r[0] for r in rows])
     y = np.array([float(r[1]) for r in rows])
-    out = metrics.compute_all(y, p, np.zeros(len(rows), dtype=np.int64), window)
+    out = compute_all(y, p, np.zeros(len(rows), dtype=np.int64), window)
     assert 0 <= out["brier"] <= 1
     assert 0 <= out["ece"] <= 1
     assert 0 <= out["calbin"] <= 1
     assert out["log_loss"] >= 0
     perm = list(range(len(rows)))
     rnd.shuffle(perm)
-    again = metrics.compute_all(y[perm], p[perm], np.zeros(len(rows), dtype=np.int64), window)
+    again = compute_all(y[perm], p[perm], np.zeros(len(rows), dtype=np.int64), window)
     for key, value in out.items():
         assert again[key] == pytest.approx(value, abs=1e-12, nan_ok=True)
     # Field-ECE with a single field is |mean(y - p)|.

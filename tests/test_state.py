@@ -9,9 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from calibcli import pooling
 from calibcli.errors import UsageError
-from calibcli.evaluation import diagnostics, metrics
-from calibcli.evaluation.state import EvalState, StateBuilder, merge_states
+from calibcli.evaluation import diagnostics, kernels, metrics
+from calibcli.evaluation.builder import StateBuilder
+from calibcli.evaluation.state import EvalState, compute_all, merge_states
 
 
 def _data(seed, n, ties, weighted, fields=7):
@@ -42,10 +44,10 @@ def test_merged_batches_equal_the_in_memory_metrics(seed, n, ties, weighted, cut
     if w is not None and w.sum() == 0:
         w[0] = 1.0
     names = [f"f{i}" for i in range(7)]
-    expected = metrics.compute_all(y, p, g, window, sample_weight=w)
+    expected = compute_all(y, p, g, window, sample_weight=w)
     edges = sorted({0, n, *(c % (n + 1) for c in cuts)})
     parts = [EvalState.from_arrays(y[a:b], p[a:b], fields=np.array(names)[g[a:b]],
-                                   weights=None if w is None else w[a:b]) for a, b in zip(edges, edges[1:])]
+                                   sample_weight=None if w is None else w[a:b]) for a, b in zip(edges, edges[1:])]
     rnd.shuffle(parts)
     merged = parts[0].merge(*parts[1:])
     _close(merged.metrics(window), expected)
@@ -60,8 +62,8 @@ def test_weighted_metrics_equal_the_expanded_rows():
     y, p, g, _ = _data(3, 400, True, False)
     w = np.random.default_rng(4).integers(0, 5, y.size).astype(np.float64)
     idx = np.repeat(np.arange(y.size), w.astype(np.int64))
-    expanded = metrics.compute_all(y[idx], p[idx], g[idx], 30)
-    _close(EvalState.from_arrays(y, p, fields=g, weights=w).metrics(30), expanded)
+    expanded = compute_all(y[idx], p[idx], g[idx], 30)
+    _close(EvalState.from_arrays(y, p, fields=g, sample_weight=w).metrics(30), expanded)
 
 
 def test_distribution_pools_ties_and_is_sorted():
@@ -118,15 +120,15 @@ def test_builder_equals_one_state(weighted, step):
     y, p, g, w = _data(7, 3000, True, weighted)
     builder = StateBuilder(step)
     for a in range(0, 3000, 250):
-        builder.add(y[a:a + 250], p[a:a + 250], fields=g[a:a + 250], weights=None if w is None else w[a:a + 250])
+        builder.add(y[a:a + 250], p[a:a + 250], fields=g[a:a + 250], sample_weight=None if w is None else w[a:a + 250])
     got = builder.result()
     if step is None and not weighted:
         assert got.n0.dtype == got.n1.dtype == np.uint8  # the compact exact path
-    whole = EvalState.from_arrays(y, p, fields=g, weights=w, step=step)
+    whole = EvalState.from_arrays(y, p, fields=g, sample_weight=w, step=step)
     np.testing.assert_array_equal(got.p, whole.p)
     _close(got.metrics(40), whole.metrics(40))
     if step is None:
-        _close(got.metrics(40), metrics.compute_all(y, p, g, 40, sample_weight=w))
+        _close(got.metrics(40), compute_all(y, p, g, 40, sample_weight=w))
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -179,14 +181,14 @@ def test_every_metric_under_step_is_exact_or_within_its_bound(seed, n, step, win
     y = (rng.random(n) < p).astype(np.float64)
     g = rng.integers(0, 5, n)
     w = rng.integers(0, 4, n).astype(np.float64) if weighted else None
-    exact = EvalState.from_arrays(y, p, fields=g, weights=w).metrics(window, ece_bins=bins)
+    exact = EvalState.from_arrays(y, p, fields=g, sample_weight=w).metrics(window, ece_bins=bins)
     if streamed:
         builder = StateBuilder(step, ece_bins=bins)
         for a in range(0, n, 700):
             builder.add(y[a:a + 700], p[a:a + 700], g[a:a + 700], None if w is None else w[a:a + 700])
         state = builder.result()
     else:
-        state = EvalState.from_arrays(y, p, fields=g, weights=w, step=step, ece_bins=bins)
+        state = EvalState.from_arrays(y, p, fields=g, sample_weight=w, step=step, ece_bins=bins)
     _check_every_bound(exact, state.metrics(window, ece_bins=bins), state.step_bounds(window))
 
 
@@ -238,12 +240,12 @@ def test_calbin_window_chunks_do_not_change_the_result(monkeypatch, chunk):
     sizes = (1, 30, 5000)
     plain = {s: metrics.calbin(y, p, s) for s in sizes}
     whole = {s: metrics.calbin(np.repeat(y, k), np.repeat(p, k), s) for s in sizes}
-    half = {s: metrics.calbin_counts(*metrics.distribution(y, p, w / 2), s) for s in sizes}  # fractional path
-    monkeypatch.setattr(metrics, "_CALBIN_CHUNK", chunk)
+    half = {s: kernels.calbin_counts(*metrics.distribution(y, p, w / 2), s) for s in sizes}  # fractional path
+    monkeypatch.setattr(pooling, "CHUNK", chunk)
     for s in sizes:
         assert metrics.calbin(y, p, s) == pytest.approx(plain[s], abs=1e-13)
-        assert metrics.calbin_counts(*metrics.distribution(y, p, w), s) == pytest.approx(whole[s], abs=1e-13)
-        assert metrics.calbin_counts(*metrics.distribution(y, p, w / 2), s) == pytest.approx(half[s], abs=1e-13)
+        assert kernels.calbin_counts(*metrics.distribution(y, p, w), s) == pytest.approx(whole[s], abs=1e-13)
+        assert kernels.calbin_counts(*metrics.distribution(y, p, w / 2), s) == pytest.approx(half[s], abs=1e-13)
 
 
 def _same(a, b):
@@ -293,6 +295,6 @@ def test_compact_integer_counts_read_as_their_float_values(seed, m, top, dtype, 
              lambda s: EvalState.from_arrow(s.to_arrow()).metrics(7),
              lambda s: merge_states([s, s]).metrics(7))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(metrics, "_CALBIN_CHUNK", chunk)
+        mp.setattr(pooling, "CHUNK", chunk)
         for view in views:
             _same(view(compact), view(plain))

@@ -197,7 +197,7 @@ def evaluation(source: str, columns: list[tuple[str, str, str]], states: list, b
 
     `columns` are (name, kind, column) as evaluated; `bad` the summed `partition_states` counts.
     """
-    from calibcli.evaluation.baseline import EvalRow, Evaluation
+    from calibcli.evaluation.results import EvalRow, Evaluation
 
     check_bad_rows(source, {
         label_col: ("a label that is not 0 or 1", int(bad[0])),

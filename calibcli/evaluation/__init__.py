@@ -1,10 +1,15 @@
 """Everything `calib evaluate` does, in one package.
 
-- `metrics`: the metric functions (log-loss, Brier, AUC, ECE, CalBin, Field-ECE/RCE).
+- `metrics`: the metric definitions (log-loss, Brier, AUC, ECE/MCE, CalBin, slope and
+  intercept, Spiegelhalter, Field-ECE/RCE) on rows and on a distribution of p;
+  `kernels`: their chunked passes (the Newton fit of the slope is `calibcli.newton`).
+- `state`: the mergeable evaluation state and `compute_all` (every metric of rows);
+  `builder`: streams batches into a state.
 - `evaluate`: the driver, `evaluate_file` (read the input, metrics per column and map).
 - `bootstrap`: seeded percentile confidence intervals.
-- `gates`: `--fail-above`/`--fail-below`/`--max-regression` decisions.
-- `baseline`: the evaluation JSON report, its writer and its reader (`--baseline`).
+- `results`: the result types (the report and its JSON schema, gate checks, a baseline).
+- `gates`: `--fail-above`/`--fail-below`/`--max-regression` decisions and baseline checks.
+- `baseline`: the evaluation JSON report on disk, its writer and its reader (`--baseline`).
 - `diagnostics`: per-field bias and reliability bins; `report`: terminal tables;
   `plot`: reliability diagram images.
 

@@ -5,7 +5,7 @@ rows: every row gets an independent Poisson(1) count, so the rows of one cell (o
 p, or one (p, field value) pair, and one class) together get a Poisson(cell count) count.
 Drawing one Poisson number per cell and class is therefore exactly the row-level Poisson
 bootstrap, and each replicate is evaluated by the metric functions themselves
-(`metrics.compute_all` with the drawn counts as `sample_weight`; CalBin counts a cell of
+(`state.compute_all` with the drawn counts as `sample_weight`; CalBin counts a cell of
 count k as k rows). The field metrics need the state kept per (p, field value) cell
 (`field_cells=True`); the other metrics only per distinct p. Intervals are percentile
 intervals of the replicates, seeded (`BootstrapPlan.seed`).
@@ -28,7 +28,7 @@ import numpy as np
 
 from calibcli.errors import UsageError
 from calibcli.evaluation import metrics
-from calibcli.evaluation.state import EvalState
+from calibcli.evaluation.state import EvalState, compute_all
 
 CONFIDENCE = 0.95
 
@@ -74,7 +74,7 @@ def state_replicates(state: EvalState, calbin_window: int, plan: BootstrapPlan, 
     out = {k: np.full(plan.replicates, math.nan) for k in keys}
     for b, w in enumerate(poisson_counts(state, plan)):
         if w.sum() > 0:
-            for k, v in metrics.compute_all(y, p, groups, calbin_window, sample_weight=w, order=order,
+            for k, v in compute_all(y, p, groups, calbin_window, sample_weight=w, order=order,
                                             **ece).items():
                 out[k][b] = v
     return out
@@ -113,5 +113,5 @@ def bootstrap_intervals(y: np.ndarray, p: np.ndarray, groups: np.ndarray | None,
 def state_intervals(state: EvalState, calbin_window: int, plan: BootstrapPlan, **ece: Any
                     ) -> dict[str, tuple[float, float]]:
     """Seeded percentile confidence intervals of every metric, drawn from an evaluation state
-    (`ece`: the ECE/MCE bin options of `metrics.compute_all`)."""
+    (`ece`: the ECE/MCE bin options of `state.compute_all`)."""
     return percentile_intervals(state_replicates(state, calbin_window, plan, **ece), plan.level)

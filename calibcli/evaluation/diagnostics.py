@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.evaluation import metrics
+from calibcli.evaluation import kernels, metrics
+from calibcli.pooling import as_weights
 
 RELIABILITY_BINS = 10
 
@@ -26,13 +27,13 @@ RELIABILITY_BINS = 10
 def field_breakdown(y: np.ndarray, p: np.ndarray, codes: np.ndarray, names: list[str],
                     top: int) -> dict[str, Any]:
     """The `top` fields with the largest |bias| and the `top` with the largest |relative bias|."""
-    return field_breakdown_sums(*metrics.field_sums(y.astype(np.float64), p, codes, None, len(names)),
+    return field_breakdown_sums(*kernels.field_sums(y.astype(np.float64), p, codes, None, len(names)),
                                 names, top)
 
 
 def field_breakdown_sums(count: np.ndarray, pos: np.ndarray, psum: np.ndarray, names: list[str],
                          top: int) -> dict[str, Any]:
-    """`field_breakdown` from per-field sums (`metrics.field_sums`, or an evaluation state)."""
+    """`field_breakdown` from per-field sums (`kernels.field_sums`, or an evaluation state)."""
     k = len(names)
     bias = pos - psum
     relative = bias / (pos + metrics.FIELD_RCE_EPS * count)
@@ -66,7 +67,7 @@ def reliability_from_distribution(v: np.ndarray, n0: np.ndarray, n1: np.ndarray,
     """Equal-mass bins of the rows behind a distribution (ascending distinct p `v` with n0
     negatives and n1 positives each): tied p share their pooled positive rate, and a bin
     edge may fall inside a tie, as it can in `reliability_bins`."""
-    runs = metrics.SortedRuns(v, n0, n1)
+    runs = kernels.SortedRuns(v, n0, n1)
     n = runs.total
     if n <= 0:
         return []
@@ -102,7 +103,7 @@ def histogram_of_distribution(v: np.ndarray, n0: np.ndarray, n1: np.ndarray,
     """`histogram` of the rows behind a distribution (distinct p with n0 and n1 each);
     weights sum per bin (whole numbers stay ints)."""
     index = np.minimum((v * bins).astype(np.int64), bins - 1)
-    return [_whole(c) for c in np.bincount(index, weights=metrics.as_weights(n0) + metrics.as_weights(n1),
+    return [_whole(c) for c in np.bincount(index, weights=as_weights(n0) + as_weights(n1),
                                           minlength=bins)]
 
 

@@ -13,9 +13,11 @@ import pyarrow as pa
 from calibcli import io
 from calibcli.errors import InputError, UsageError
 from calibcli.evaluation import diagnostics, gates, intervals, metrics
-from calibcli.evaluation.baseline import EvalRow, Evaluation, check_baseline, load_baseline
+from calibcli.evaluation.baseline import load_baseline
+from calibcli.evaluation.results import EvalRow, Evaluation
 from calibcli.evaluation.bootstrap import BootstrapPlan, state_intervals
-from calibcli.evaluation.state import STEP_QUANTILE, EvalState, StateBuilder
+from calibcli.evaluation.builder import StateBuilder
+from calibcli.evaluation.state import STEP_QUANTILE, EvalState
 
 
 @dataclass
@@ -92,7 +94,7 @@ def _evaluate_file(path, prob_cols, map_paths, label_col, score_col, field_col, 
     baseline = None
     if opts.gates.baseline is not None:
         baseline = load_baseline(opts.gates.baseline)
-        check_baseline(baseline, [*prob_cols, *(io.display_name(m) for m, _ in loaded)],
+        gates.check_baseline(baseline, [*prob_cols, *(io.display_name(m) for m, _ in loaded)],
                        field_col, calbin_window, opts.gates, ece_bins=opts.ece_bins,
                        ece_strategy=opts.ece_strategy, weight_col=opts.weight_col, step=opts.step,
                        label_col=label_col, score_col=score_col if loaded else None)

@@ -1,8 +1,9 @@
 """Gates for `calib evaluate` in CI: thresholds and baseline comparison.
 
 Pure library code: functions parse options and decide gates; they return data or raise
-`UsageError` (exit 2). The baseline file is read in `evaluation.baseline`, intervals come
-from `evaluation.bootstrap`. The CLI prints the results and exits 1 when a gate failed.
+`UsageError` (exit 2). The baseline file is read in `evaluation.baseline` and matched to
+this run by `check_baseline`; intervals come from `evaluation.bootstrap`; the result types
+live in `evaluation.results`. The CLI prints the results and exits 1 when a gate failed.
 
 Gates
 -----
@@ -25,13 +26,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from calibcli.errors import UsageError
 from calibcli.evaluation import metrics
-
-if TYPE_CHECKING:
-    from calibcli.evaluation.baseline import Baseline
+from calibcli.evaluation.results import SETTING_DEFAULTS, GATED_SETTINGS, Baseline, Check, GateReport
 
 GATE_ON = ("point", "upper")
 
@@ -49,8 +48,7 @@ def metric_key(name: str, flag: str) -> str:
     return key
 
 
-def lower_is_better(metric: str) -> bool:
-    return metrics.METRICS[metric][1] == "lower"
+lower_is_better = metrics.lower_is_better
 
 
 def refuse_targets(limits: Sequence["Limit"]) -> None:
@@ -146,67 +144,6 @@ def require_field_col(spec: GateSpec, field_col: str | None) -> None:
         raise UsageError(f"a gate on {names} needs --field-col")
 
 
-@dataclass
-class Check:
-    """One gate applied to one metric of one column or map."""
-
-    result: str
-    metric: str
-    kind: str  # "above", "below" or "regression"
-    value: float  # the point estimate
-    compared: float  # what was compared: the point, or an interval end with --gate-on upper
-    limit: float  # the value `compared` must not cross
-    passed: bool
-    excess: float  # how far past the limit (0 when passed; NaN when a value is n/a)
-    threshold: float | None = None
-    baseline: float | None = None
-    allowed: float | None = None  # the allowed regression, in the metric's units
-    relative: float | None = None  # the allowed regression as a fraction of the baseline
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: _clean(v) for k, v in self.__dict__.items()}
-
-    def describe(self) -> str:
-        """One line for stderr: which metric, for what, its value, the limit and by how much."""
-        where = f"{metrics.METRICS[self.metric][0]} of {self.result!r}"
-        shown = _num(self.value)
-        if self.compared == self.compared and self.compared != self.value:
-            shown += f" (confidence interval end {_num(self.compared)})"
-        if self.kind == "regression":
-            if self.value != self.value or self.baseline is None:
-                return f"{where} is {shown} and the baseline {_num(self.baseline)}: cannot compare them"
-            worse = "above" if lower_is_better(self.metric) else "below"
-            allowed = _num(self.allowed)
-            if self.relative is not None:
-                allowed += f" ({self.relative * 100:g}% of the baseline)"
-            return (f"{where} is {shown}, {worse} the baseline {_num(self.baseline)} by "
-                    f"{_num(abs(self.compared - self.baseline))}: more than the allowed {allowed}, "
-                    f"over by {_num(self.excess)}")
-        if self.value != self.value:
-            return f"{where} is n/a: cannot check it against the threshold {_num(self.threshold)}"
-        return f"{where} is {shown}, {self.kind} the threshold {_num(self.threshold)} by {_num(self.excess)}"
-
-
-@dataclass
-class GateReport:
-    gate_on: str
-    baseline: str | None
-    checks: list[Check]
-
-    @property
-    def failed(self) -> list[Check]:
-        return [c for c in self.checks if not c.passed]
-
-    @property
-    def passed(self) -> bool:
-        return not self.failed
-
-    def to_json(self) -> dict[str, Any]:
-        return {"passed": self.passed, "gate_on": self.gate_on, "baseline": self.baseline,
-                "checked": len(self.checks), "failed": [c.to_json() for c in self.failed],
-                "checks": [c.to_json() for c in self.checks]}
-
-
 def _interval_end(intervals: Mapping[str, tuple[float, float]] | None, metric: str,
                   value: float, favourable_low: bool, gate_on: str) -> float:
     if gate_on == "point" or intervals is None or metric not in intervals:
@@ -256,9 +193,44 @@ def _check(name: str, metric: str, kind: str, value: float, compared: float, lim
     return Check(name, metric, kind, value, compared, limit, not failed, excess if failed else 0.0, **extra)
 
 
-def _num(v: float | None) -> str:
-    return "n/a" if v is None or v != v else f"{v:.4g}"
+def _described(option: str, value: Any) -> str:
+    if value is None:
+        return f"no {option}"
+    return f"{option} {value!r}" if isinstance(value, str) else f"{option} {value}"
 
 
-def _clean(v: Any) -> Any:
-    return None if isinstance(v, float) and v != v else v
+def check_baseline(baseline: Baseline, names: Sequence[str], field_col: str | None,
+                   calbin_window: int, spec: GateSpec, **settings: Any) -> None:
+    """Refuse a baseline that was computed on other columns, maps or settings (exit 2).
+
+    `settings` are this run's other GATED_SETTINGS (ece_bins, ece_strategy, weight_col,
+    step, label_col, score_col; a setting not given is its default; `score_col` None: no
+    map is evaluated, so the score column changes nothing). A setting must match the baseline's when a
+    --max-regression gate is on a metric it changes; the refusal names the setting and
+    both values. The baseline's point values are what is compared (with --gate-on upper,
+    this run's interval against them), so its --bootstrap settings do not enter.
+    """
+    if set(baseline.metrics) != set(names):
+        raise UsageError(
+            f"{baseline.path}: baseline is for {', '.join(map(repr, baseline.metrics)) or 'nothing'}, "
+            f"this run evaluates {', '.join(map(repr, names))}",
+            hint="evaluate the same --prob-col/--map as the baseline, or save a new one with --save-baseline")
+    regressed = {lim.metric for lim in spec.max_regression}
+    unknown = set(settings) - set(GATED_SETTINGS)
+    if unknown:
+        raise TypeError(f"check_baseline: unknown settings {sorted(unknown)}")
+    ours = {**SETTING_DEFAULTS, **{k: v for k, v in settings.items() if v is not None},
+            "field_col": field_col, "calbin_window": calbin_window}
+    for key, gated in GATED_SETTINGS.items():
+        if key == "score_col" and settings.get("score_col") is None:
+            continue
+        changed = sorted(regressed & gated.metrics)
+        theirs, mine = baseline.setting(key), ours[key]
+        if changed and theirs != mine:
+            shown = ", ".join(metrics.METRICS[m][0] for m in changed)
+            raise UsageError(f"{baseline.path}: baseline was computed with {_described(gated.option, theirs)}, "
+                             f"this run uses {_described(gated.option, mine)}: its {shown} cannot be compared")
+    for name in names:
+        for metric in sorted(regressed):
+            if metric not in baseline.metrics[name]:
+                raise UsageError(f"{baseline.path}: baseline has no {metric} for {name!r}")

@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from calibcli.errors import UsageError
-from calibcli.evaluation import metrics
+from calibcli.evaluation import kernels, metrics
 
 KEYS = metrics.INTERVAL_KEYS
 
@@ -55,11 +55,11 @@ class IntervalCollector:
 
 
 def row_bins(p: np.ndarray, w: np.ndarray, bins: int, strategy: str) -> np.ndarray:
-    """The ECE bin of each row's p (as `metrics.bin_sums_of_distribution` assigns them)."""
+    """The ECE bin of each row's p (as `kernels.bin_sums_of_distribution` assigns them)."""
     if strategy == "quantile":
         xs, inv = np.unique(p, return_inverse=True)
         weight = np.bincount(inv, weights=w, minlength=xs.size)
-        inner = metrics._weighted_percentiles(xs, weight, np.linspace(0, 100, bins + 1))[1:-1]
+        inner = kernels.weighted_percentiles(xs, weight, np.linspace(0, 100, bins + 1))[1:-1]
         return np.searchsorted(inner, p)
     return np.minimum((p * bins).astype(np.int64), bins - 1)
 

@@ -4,7 +4,7 @@ Build a state per record batch, file part or engine partition, merge the states,
 the metrics off the merged state::
 
     from calibcli.evaluation.state import EvalState
-    state = EvalState.from_arrays(y, p, fields=field_values, weights=w, step=None)
+    state = EvalState.from_arrays(y, p, fields=field_values, sample_weight=w, step=None)
     state = state.merge(EvalState.from_arrays(y2, p2, fields=field_values2))
     state.metrics(calbin_window=100)   # {"log_loss": ..., "auc": ..., "field_rce": ...}
     table = state.to_arrow()           # one row: ship it, concatenate, then
@@ -22,8 +22,7 @@ What a state holds (see docs/algorithms.md, "Evaluation state"):
   and of positives n1 at each, from which AUC and CalBin follow (both pool tied p).
 
 Merging adds sums and merges distributions (sorted merge, equal p pooled); the result
-equals the in-memory `metrics.compute_all` of all rows to rounding of the sums, in any
-split and order. `step` buckets p in the distribution only (p -> rint(p / step) * step),
+equals `compute_all` of all rows in memory to rounding of the sums, in any split and order. `step` buckets p in the distribution only (p -> rint(p / step) * step),
 bounding it to 1/step + 1 entries: log-loss, Brier, ECE and MCE (equal-width bins),
 Spiegelhalter and the field metrics stay exact, AUC and CalBin move by at most the bounds
 of `step_bounds` (docs/algorithms.md), the calibration slope and intercept are n/a.
@@ -42,8 +41,9 @@ import numpy as np
 import pyarrow as pa
 
 from calibcli.errors import UsageError
-from calibcli.evaluation import metrics as _metrics
-from calibcli.pooling import compact_counts_of_keys, packed_keys
+from calibcli.io.columns import encode_fields
+from calibcli.evaluation import kernels, metrics as _metrics
+from calibcli.pooling import as_weights
 
 STATE_VERSION = 1
 STEP_QUANTILE = ("--ece-strategy quantile places its bin edges at percentiles of the exact p; "
@@ -56,7 +56,7 @@ class EvalState:
     """Partial sums and the probability distribution of some rows of one probability column."""
 
     p: np.ndarray  # ascending distinct (or bucketed) p; with cell_field, one entry per (p, field)
-    n0: np.ndarray  # weight of negatives at each entry (or compact unsigned counts: see StateBuilder)
+    n0: np.ndarray  # weight of negatives at each entry (or compact unsigned counts: see builder.StateBuilder)
     n1: np.ndarray  # weight of positives at each entry
     rows: int
     positives: int
@@ -73,21 +73,21 @@ class EvalState:
     step: float | None = None
     weighted: bool = False
     ece_w: np.ndarray | None = None  # per ECE bin, the weight of its rows (None: states of older versions)
-    spiegel: np.ndarray | None = None  # the row sums of `metrics.spiegelhalter_sums` (None: not kept)
+    spiegel: np.ndarray | None = None  # the row sums of `kernels.spiegelhalter_sums` (None: not kept)
 
     # ------------------------------------------------------------------------ building
 
     @classmethod
-    def from_arrays(cls, y: Any, p: Any, fields: Any = None, weights: Any = None,
+    def from_arrays(cls, y: Any, p: Any, fields: Any = None, sample_weight: Any = None,
                     step: float | None = None, field_cells: bool = False,
                     distribution: bool = True, bin_sums: bool = True,
                     ece_bins: int = _metrics.ECE_BINS) -> "EvalState":
         """The state of rows with labels y (0/1), probabilities p in [0, 1], optional field
         values (an array of values, or a `(codes, names)` pair of integer codes into names),
-        optional non-negative weights and an optional bucket width `step` for p.
+        optional non-negative row weights `sample_weight` and an optional bucket width `step` for p.
 
         `distribution=False` leaves the distribution empty (sums only), for callers that
-        build it themselves (`StateBuilder`); `bin_sums=False` the sums of the `ece_bins`
+        build it themselves (`builder.StateBuilder`); `bin_sums=False` the sums of the `ece_bins`
         equal-width bins and of Spiegelhalter's test too, for callers that take them from an
         exact distribution. Those sums are what keeps ECE, MCE and Spiegelhalter exact under
         `step`."""
@@ -97,15 +97,15 @@ class EvalState:
             raise UsageError(f"labels and probabilities differ in length ({y.size} vs {p.size})")
         if step is not None and not (np.isfinite(step) and step > 0):
             raise UsageError(f"--step must be a positive number, got {step!r}")
-        w = None if weights is None else np.asarray(weights, dtype=np.float64).ravel()
+        w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64).ravel()
         if w is not None and w.shape != p.shape:
             raise UsageError(f"weights and probabilities differ in length ({w.size} vs {p.size})")
         codes, names = _codes(fields, p.size)
         if field_cells and codes is None:
             raise UsageError("field_cells needs fields")
         if bin_sums:
-            bw, sp, sy = _metrics.bin_sums(y, p, w, ece_bins)
-            spiegel = _metrics.spiegelhalter_sums(y, p, w)
+            bw, sp, sy = kernels.bin_sums(y, p, w, ece_bins)
+            spiegel = kernels.spiegelhalter_sums(y, p, w)
         else:
             bw, sp, sy, spiegel = np.zeros(ece_bins), np.zeros(ece_bins), np.zeros(ece_bins), None
         terms = _metrics.log_loss_terms(y, p)
@@ -117,7 +117,7 @@ class EvalState:
             float(terms.sum() if w is None else terms @ w), float(sq.sum() if w is None else sq @ w),
             sp, sy, names, step=step, weighted=w is not None, ece_w=bw, spiegel=spiegel)
         if codes is not None:
-            state.field_w, state.field_y, state.field_p = _metrics.field_sums(y, p, codes, w, len(names))
+            state.field_w, state.field_y, state.field_p = kernels.field_sums(y, p, codes, w, len(names))
         if not distribution:
             return state
         w1 = y if w is None else w * y
@@ -144,7 +144,7 @@ class EvalState:
         if self.cell_field is None:
             return self.p, self.n0, self.n1
         starts = _starts(self.p)
-        n0, n1 = _metrics.as_weights(self.n0), _metrics.as_weights(self.n1)
+        n0, n1 = as_weights(self.n0), as_weights(self.n1)
         return (self.p[starts], np.add.reduceat(n0, starts) if starts.size else n0,
                 np.add.reduceat(n1, starts) if starts.size else n1)
 
@@ -168,11 +168,11 @@ class EvalState:
             out = {
                 "log_loss": self.log_loss_sum / self.weight,
                 "brier": self.brier_sum / self.weight,
-                "auc": _metrics.auc_from_ties(n1, n0),
-                "ece": float(np.sum(np.abs(self.ece_p - self.ece_y)) / self.weight),
-                "calbin": _metrics.calbin_counts(v, n0, n1, calbin_window),
+                "auc": kernels.auc_from_ties(n1, n0),
+                "calbin": kernels.calbin_counts(v, n0, n1, calbin_window),
             }
             if self.step is None:
+                out["ece"] = self._ece(v, n0, n1, ece_bins, ece_strategy)
                 out.update(_metrics.distribution_metrics(v, n0, n1, ece_bins, ece_strategy))
             else:
                 out.update(self._exact_under_step(ece_bins, ece_strategy))
@@ -181,6 +181,13 @@ class EvalState:
                 out["field_ece"] = _metrics.field_ece_from_sums(*sums)
                 out["field_rce"] = _metrics.field_rce_from_sums(*sums)
         return {k: out[k] for k in _metrics.METRICS if k in out}
+
+    def _ece(self, v: np.ndarray, n0: np.ndarray, n1: np.ndarray, bins: int, strategy: str) -> float:
+        """ECE of exact p: from the row sums for the default 10 equal-width bins (what every
+        state keeps), from the distribution for other bins."""
+        if bins == _metrics.ECE_BINS and strategy == "uniform" and self.ece_p.size == bins:
+            return float(np.sum(np.abs(self.ece_p - self.ece_y)) / self.weight)
+        return _metrics.ece_from_distribution(v, n0, n1, bins, strategy)
 
     def _exact_under_step(self, ece_bins: int, ece_strategy: str) -> dict[str, float]:
         """ECE, MCE and Spiegelhalter from the row sums a bucketed state keeps; slope and intercept n/a."""
@@ -209,13 +216,13 @@ class EvalState:
         """
         if self.step is None:
             return None
-        v, n0, n1 = (_metrics.as_weights(a) for a in self.pooled())
+        v, n0, n1 = (as_weights(a) for a in self.pooled())
         w0, w1 = float(n0.sum()), float(n1.sum())
         auc = float(n0 @ n1) / (2 * w0 * w1) * (1 + 1e-9) if w0 > 0 and w1 > 0 else float("nan")
         c_max = float((n0 + n1).max()) if v.size else 0.0
         s = min(float(calbin_window), max(self.weight, 1.0))
         # the bounds are inflated by a relative 1e-9 (AUC) and a few ulps (p / step rounding)
-        bounds: dict[str, float | None] = {k: 0.0 for k in _metrics.METRICS}
+        bounds: dict[str, float | None] = {k: 0.0 for k in _metrics.METRICS if k not in _metrics.INTERVAL_KEYS}
         bounds.update(auc=auc, calbin=self.step / 2 * (1 + 1e-12) + 1e-15 + min(1.0, c_max / s),
                       cal_slope=None, cal_intercept=None)
         if self.field_names is None:
@@ -233,8 +240,8 @@ class EvalState:
         f64 = pa.list_(pa.float64())
         cols = {
             "header": pa.array([json.dumps(header)]),
-            "p": pa.array([self.p], f64), "n0": pa.array([_metrics.as_weights(self.n0)], f64),
-            "n1": pa.array([_metrics.as_weights(self.n1)], f64),
+            "p": pa.array([self.p], f64), "n0": pa.array([as_weights(self.n0)], f64),
+            "n1": pa.array([as_weights(self.n1)], f64),
             "cell_field": pa.array([self.cell_field if self.cell_field is not None else []], pa.list_(pa.int64())),
             "ece_p": pa.array([self.ece_p], f64), "ece_y": pa.array([self.ece_y], f64),
             "field_names": pa.array([self.field_names or []], pa.list_(pa.string())),
@@ -272,6 +279,23 @@ class EvalState:
         return merge_states(states)
 
 
+def compute_all(y: np.ndarray, p: np.ndarray, groups: Any = None, calbin_window: int = _metrics.CALBIN_WINDOW,
+                sample_weight: Any = None, order: np.ndarray | None = None, ece_bins: int = _metrics.ECE_BINS,
+                ece_strategy: str = "uniform") -> dict[str, float]:
+    """Every metric of rows in memory, in `metrics.METRICS` order: the `EvalState` of the rows,
+    read by `EvalState.metrics`. `groups`: integer field codes (or a `(codes, names)` pair),
+    for the field metrics; `order`: an argsort of p if known. Degenerate input (no weight,
+    one class) gives NaN for what is undefined, silently."""
+    _metrics.check_window(calbin_window)
+    if groups is not None and not isinstance(groups, tuple):
+        groups = np.asarray(groups, dtype=np.int64)
+        groups = (groups, [str(k) for k in range(int(groups.max()) + 1 if groups.size else 0)])
+    with np.errstate(all="ignore"):
+        state = EvalState.from_arrays(y, p, groups, sample_weight, distribution=False)
+        state.p, state.n0, state.n1 = _metrics.distribution(np.asarray(y, dtype=np.float64).ravel(), np.asarray(p, dtype=np.float64).ravel(), sample_weight, order)
+        return state.metrics(calbin_window, ece_bins, ece_strategy)
+
+
 # ---------------------------------------------------------------------------- helpers
 
 
@@ -283,9 +307,7 @@ def _codes(fields: Any, n: int) -> tuple[np.ndarray | None, list[str] | None]:
         codes = np.asarray(codes, dtype=np.int64).ravel()
         names = [str(x) for x in names]
     else:
-        values = np.asarray(fields).ravel().astype(str)
-        uniq, codes = np.unique(values, return_inverse=True)
-        names = uniq.tolist()
+        codes, names = encode_fields(fields)
     if codes.size != n:
         raise UsageError(f"fields and probabilities differ in length ({codes.size} vs {n})")
     return codes, names
@@ -374,129 +396,4 @@ def merge_states(states: Sequence[EvalState] | Iterable[EvalState]) -> EvalState
         None if any(s.spiegel is None for s in parts) else sum(s.spiegel for s in parts))
 
 
-def _drain(chunks: list[np.ndarray]) -> np.ndarray:
-    """Concatenate `chunks`, releasing each as it is copied (peak: the result plus one chunk)."""
-    out = np.empty(sum(c.size for c in chunks), dtype=chunks[0].dtype if chunks else np.float64)
-    at = 0
-    chunks.reverse()
-    while chunks:
-        c = chunks.pop()
-        out[at:at + c.size] = c
-        at += c.size
-        del c
-    return out
-
-
-class StateBuilder:
-    """Streams batches into one state.
-
-    - Unweighted exact p (the default): the sums are merged batch by batch and each row is
-      kept as one packed sort key, (bits of p << 1) | label (8 bytes a row), sorted in place
-      once and run-length encoded into the same storage (`pooling.compact_counts_of_keys`):
-      the state's n0 and n1 are then unsigned integer counts of the smallest dtype that
-      holds them (1 byte an entry unless a p repeats 256 times), which every metric reads
-      through `metrics.as_weights`. Batches holding NaN or negative p (which only the
-      engines can pass) take the per-batch path below.
-    - With `step`: the sums likewise, and the bucketed distribution is added up on a dense
-      grid of bucket indices (three float arrays of 1/step + 1 entries for p in [0, 1]).
-    - Otherwise (field cells, or a grid wider than 2^24 buckets): a state per batch,
-      merged whenever the pending ones grow, so memory follows the distribution's size.
-    """
-
-    _GRID_MAX = 1 << 24
-
-    def __init__(self, step: float | None = None, field_cells: bool = False, rows: int | None = None,
-                 ece_bins: int = _metrics.ECE_BINS):
-        """`rows`: how many rows will come, when known (Parquet metadata): the exact path then
-        writes its keys into one array of that size instead of concatenating them at the end.
-        `ece_bins`: the equal-width bins whose sums the state keeps (exact ECE/MCE under `step`)."""
-        self.step = step
-        self.ece_bins = ece_bins
-        self.field_cells = field_cells
-        self._pending: list[EvalState] = []
-        self._pending_size = 0
-        self._merged_size = 0
-        self._sums: EvalState | None = None
-        self._keys: list[np.ndarray] = []  # packed (p, label) sort keys of the exact unweighted path
-        self._key_buffer = np.empty(rows, dtype=np.uint64) if rows and step is None and not field_cells else None
-        self._key_at = 0  # keys written into _key_buffer
-        self._grid: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None  # (lowest index, rows, n0, n1)
-
-    def add(self, y: Any, p: Any, fields: Any = None, weights: Any = None) -> None:
-        y = np.asarray(y, dtype=np.float64).ravel()
-        p = np.asarray(p, dtype=np.float64).ravel()
-        packable = self.step is not None or (weights is None and (p.size == 0 or p.min() >= 0))  # NaN: no
-        if not self.field_cells and packable:
-            if self.step is None or self._to_grid(y, p, weights):
-                part = EvalState.from_arrays(y, p, fields, weights, self.step, distribution=False,
-                                             bin_sums=self.step is not None, ece_bins=self.ece_bins)
-                self._sums = part if self._sums is None else merge_states([self._sums, part])
-                if self.step is None:
-                    buffer, at = self._key_buffer, self._key_at
-                    if buffer is not None and at + p.size <= buffer.size:
-                        packed_keys(p, y == 1, out=buffer[at:at + p.size])
-                        self._key_at += p.size
-                    else:
-                        self._keys.append(packed_keys(p, y == 1))
-                return
-        part = EvalState.from_arrays(y, p, fields, weights, self.step, self.field_cells, ece_bins=self.ece_bins)
-        self._pending.append(part)
-        self._pending_size += part.p.size
-        if self._pending_size > 2 * self._merged_size + (1 << 22):
-            self._pending = [merge_states(self._pending)]
-            self._pending_size = self._merged_size = self._pending[0].p.size
-
-    def _to_grid(self, y: np.ndarray, p: np.ndarray, weights: Any) -> bool:
-        """Add a batch's bucketed distribution to the grid; False when the grid would be too wide."""
-        if p.size == 0:
-            return True
-        k = np.rint(p / self.step)
-        lo, hi = float(k.min()), float(k.max())
-        if self._grid is not None:
-            lo, hi = min(lo, self._grid[0]), max(hi, self._grid[0] + self._grid[1].size - 1)
-        if self._pending or hi - lo >= self._GRID_MAX:
-            return False
-        size, base = int(hi - lo) + 1, int(lo)
-        if self._grid is None or self._grid[0] != base or self._grid[1].size != size:
-            grown = [np.zeros(size) for _ in range(3)]
-            if self._grid is not None:
-                at = self._grid[0] - base
-                for new, old in zip(grown, self._grid[1:]):
-                    new[at:at + old.size] = old
-            self._grid = (base, *grown)
-        idx = (k - base).astype(np.int64)
-        w = None if weights is None else np.asarray(weights, dtype=np.float64).ravel()
-        w1 = y if w is None else w * y
-        _, rows, n0, n1 = self._grid
-        rows += np.bincount(idx, minlength=size)
-        n1 += np.bincount(idx, weights=w1, minlength=size)
-        n0 += np.bincount(idx, weights=(1.0 - y) if w is None else w - w1, minlength=size)
-        return True
-
-    def result(self) -> EvalState:
-        parts = list(self._pending)
-        if self._sums is not None:
-            if self._grid is not None:
-                base, rows, n0, n1 = self._grid
-                used = np.flatnonzero(rows > 0)
-                self._sums.p, self._sums.n0, self._sums.n1 = (used + base) * self.step, n0[used], n1[used]
-                self._grid = None
-            elif self.step is None:
-                if self._key_buffer is not None:
-                    self._keys.insert(0, self._key_buffer[:self._key_at])
-                    self._key_buffer = None
-                keys = self._keys.pop() if len(self._keys) == 1 else _drain(self._keys)
-                pa.default_memory_pool().release_unused()  # the read buffers, before the distribution
-                p, n0, n1 = compact_counts_of_keys(keys)  # p is the sorted keys' storage
-                del keys
-                self._sums.p, self._sums.n0, self._sums.n1 = p, n0, n1
-                self._sums.ece_w, self._sums.ece_p, self._sums.ece_y = _metrics.bin_sums_of_distribution(
-                    p, n0, n1, self.ece_bins)
-            parts.append(self._sums)
-            self._sums = None
-        if not parts:
-            return EvalState.from_arrays(np.empty(0), np.empty(0), step=self.step, ece_bins=self.ece_bins)
-        return merge_states(parts)
-
-
-__all__ = ["EvalState", "StateBuilder", "merge_states"]
+__all__ = ["EvalState", "compute_all", "merge_states"]

@@ -187,6 +187,18 @@ def field_codes(table: pa.Table | pa.RecordBatch, name: str, source: str) -> tup
     return codes, encoded.dictionary.to_pylist()
 
 
+def encode_fields(values: Any) -> tuple[np.ndarray, list[str]]:
+    """Field values of any type (strings, numbers, None) as integer codes into their distinct
+    names, sorted; each value is named by `str`, None by ''. For values in memory (the Python
+    API, engine partitions, `EvalState.from_arrays`); a file's column goes through `field_codes`,
+    which reads Arrow's dictionary as stored."""
+    arr = np.asarray(values)
+    if arr.dtype == object:
+        arr = np.where(np.frompyfunc(lambda v: v is None, 1, 1)(arr).astype(bool), "", arr)
+    names, codes = np.unique(arr.ravel().astype(str), return_inverse=True)
+    return codes.astype(np.int64).ravel(), names.tolist()
+
+
 def field_values(table: pa.Table | pa.RecordBatch, name: str, source: str) -> np.ndarray:
     """A categorical column as an object array of strings (nulls become '')."""
     codes, categories = field_codes(table, name, source)

@@ -1,0 +1,235 @@
+"""The result types of `calib evaluate`: the report (`Evaluation`, one `EvalRow` per column or
+map, its JSON schema in `Evaluation.to_json`), the gate outcome (`Check`, `GateReport`) and
+the baseline an earlier report gives (`Baseline`, with the `GATED_SETTINGS` it was computed
+with). `gates` decides and `baseline` reads and writes; both depend on this module only.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from calibcli.evaluation import metrics as metrics_table
+
+if TYPE_CHECKING:
+    from calibcli.evaluation.bootstrap import BootstrapPlan
+
+EVALUATION_FORMAT = "calibcli.evaluation"
+SCHEMA_VERSION = 2
+
+
+@dataclass
+class EvalRow:
+    name: str
+    kind: str  # "column" or "map"
+    metrics: dict[str, float]
+    intervals: dict[str, tuple[float, float]] | None = None  # with --bootstrap
+    by_field: dict[str, Any] | None = None  # with --by-field
+    reliability: list[dict[str, Any]] | None = None  # with --plot
+    step_bounds: dict[str, float | None] | None = None  # with --step: how far each metric may be off
+    histogram: list[int] | None = None  # with --plot: rows per p in [k/20, (k+1)/20)
+
+
+@dataclass
+class Evaluation:
+    input: str
+    rows: int
+    positives: int
+    field_col: str | None
+    calbin_window: int
+    results: list[EvalRow]
+    bootstrap: BootstrapPlan | None = None
+    gate: GateReport | None = None
+    weight_col: str | None = None
+    step: float | None = None
+    ece_bins: int = 10
+    ece_strategy: str = "uniform"
+    label_col: str = "label"
+    score_col: str | None = None  # the score column the maps were applied to (None: no map)
+
+    def to_json(self) -> dict[str, Any]:
+        """The machine-readable report (`calib evaluate --json`, `--save-baseline`); NaN becomes null.
+
+        Schema (version 2; version 1 had only the keys marked *):
+
+        - `format`: "calibcli.evaluation"; `schema_version`: 2; `calibcli_version`
+        - `input`*, `rows`*, `positives`*, `field_col`*, `calbin_window`*
+        - `results`*: one object per --prob-col and --map, in order: `name`*, `kind`*
+          ("column" or "map"), `metrics`* (snake_case keys of `metrics.METRICS`, null when
+          n/a), `intervals` ({metric: [low, high]} with --bootstrap, else null), `by_field`
+          (with --by-field: `fields`, `top`, `by_bias` and `by_relative_bias` lists of
+          {field, rows, positives, mean_p, positive_rate, bias, relative_bias}, else null),
+          `histogram` (with --plot: rows with p in each of 20 equal-width bins, else null),
+          `reliability` (with --plot: equal-mass bins {rows, mean_p, positive_rate, p_min,
+          p_max}, else null), `step_bounds` (with --step: per metric, the largest possible
+          distance from its exact value: 0 where it is exact, null where it is n/a; else null)
+        - `weight_col`, `step`: the --weight-col and --step options (null when not given)
+        - `ece_bins`, `ece_strategy`: the bins of ECE and MCE (--ece-bins, --ece-strategy)
+        - `label_col`; `score_col` (the column the maps were applied to; null without --map)
+        - `bootstrap`: {replicates, seed, level, method: "percentile", resampling: "poisson"} or null
+        - `gate`: {passed, gate_on, baseline (path or null), checked, failed, checks}; each
+          check is {result, metric, kind ("above", "below", "regression"), value, compared,
+          limit, passed, excess, threshold, baseline, allowed, relative}. With no gate
+          options `passed` is true and `checks` is empty.
+
+        Keys are only ever added within a schema version; a removal or change of meaning
+        bumps it. `--baseline` reads versions 1 and 2.
+        """
+        from calibcli import __version__
+
+        def clean(v: float) -> float | None:
+            return None if v != v else v
+
+        def result(r: EvalRow) -> dict[str, Any]:
+            return {
+                "name": r.name, "kind": r.kind,
+                "metrics": {k: clean(v) for k, v in r.metrics.items()},
+                "intervals": None if r.intervals is None else
+                {k: [clean(lo), clean(hi)] for k, (lo, hi) in r.intervals.items()},
+                "by_field": r.by_field,
+                "reliability": r.reliability,
+                "step_bounds": None if r.step_bounds is None else
+                {k: None if v is None else clean(v) for k, v in r.step_bounds.items()},
+                "histogram": r.histogram,
+            }
+
+        gate = self.gate or GateReport("point", None, [])
+        return {
+            "format": EVALUATION_FORMAT,
+            "schema_version": SCHEMA_VERSION,
+            "calibcli_version": __version__,
+            "input": self.input,
+            "rows": self.rows,
+            "positives": self.positives,
+            "field_col": self.field_col,
+            "calbin_window": self.calbin_window,
+            "weight_col": self.weight_col,
+            "step": self.step,
+            "ece_bins": self.ece_bins,
+            "ece_strategy": self.ece_strategy,
+            "label_col": self.label_col,
+            "score_col": self.score_col,
+            "results": [result(r) for r in self.results],
+            "bootstrap": self.bootstrap.to_json() if self.bootstrap else None,
+            "gate": gate.to_json(),
+        }
+
+    def to_json_bytes(self) -> bytes:
+        return (json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n").encode()
+
+
+@dataclass
+class Check:
+    """One gate applied to one metric of one column or map."""
+
+    result: str
+    metric: str
+    kind: str  # "above", "below" or "regression"
+    value: float  # the point estimate
+    compared: float  # what was compared: the point, or an interval end with --gate-on upper
+    limit: float  # the value `compared` must not cross
+    passed: bool
+    excess: float  # how far past the limit (0 when passed; NaN when a value is n/a)
+    threshold: float | None = None
+    baseline: float | None = None
+    allowed: float | None = None  # the allowed regression, in the metric's units
+    relative: float | None = None  # the allowed regression as a fraction of the baseline
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: _clean(v) for k, v in self.__dict__.items()}
+
+    def describe(self) -> str:
+        """One line for stderr: which metric, for what, its value, the limit and by how much."""
+        where = f"{metrics_table.METRICS[self.metric][0]} of {self.result!r}"
+        shown = _num(self.value)
+        if self.compared == self.compared and self.compared != self.value:
+            shown += f" (confidence interval end {_num(self.compared)})"
+        if self.kind == "regression":
+            if self.value != self.value or self.baseline is None:
+                return f"{where} is {shown} and the baseline {_num(self.baseline)}: cannot compare them"
+            worse = "above" if metrics_table.lower_is_better(self.metric) else "below"
+            allowed = _num(self.allowed)
+            if self.relative is not None:
+                allowed += f" ({self.relative * 100:g}% of the baseline)"
+            return (f"{where} is {shown}, {worse} the baseline {_num(self.baseline)} by "
+                    f"{_num(abs(self.compared - self.baseline))}: more than the allowed {allowed}, "
+                    f"over by {_num(self.excess)}")
+        if self.value != self.value:
+            return f"{where} is n/a: cannot check it against the threshold {_num(self.threshold)}"
+        return f"{where} is {shown}, {self.kind} the threshold {_num(self.threshold)} by {_num(self.excess)}"
+
+
+@dataclass
+class GateReport:
+    gate_on: str
+    baseline: str | None
+    checks: list[Check]
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if not c.passed]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failed
+
+    def to_json(self) -> dict[str, Any]:
+        return {"passed": self.passed, "gate_on": self.gate_on, "baseline": self.baseline,
+                "checked": len(self.checks), "failed": [c.to_json() for c in self.failed],
+                "checks": [c.to_json() for c in self.checks]}
+
+
+@dataclass
+class Baseline:
+    """What an earlier `calib evaluate --json` (or `--save-baseline`) wrote."""
+
+    path: str
+    field_col: str | None
+    calbin_window: int | None
+    metrics: dict[str, dict[str, float | None]]  # result name -> metric -> value
+    settings: dict[str, Any] | None = None  # the GATED_SETTINGS it was computed with (None: defaults)
+
+    def setting(self, key: str) -> Any:
+        """The baseline's value of a gated setting; a report that did not record it used the
+        default of its time (`GATED_SETTINGS`)."""
+        if key == "field_col":
+            return self.field_col
+        if key == "calbin_window":
+            return SETTING_DEFAULTS[key] if self.calbin_window is None else self.calbin_window
+        value = (self.settings or {}).get(key)
+        return SETTING_DEFAULTS[key] if value is None else value
+
+
+@dataclass(frozen=True)
+class GatedSetting:
+    """An option that changes some metrics' values: a baseline must have used the same."""
+
+    option: str
+    metrics: frozenset[str]  # the metrics whose value it changes
+    default: Any  # its value in reports that did not record it
+
+
+_ALL = frozenset(metrics_table.METRICS)
+# --step keeps log-loss, Brier, ECE/MCE (equal-width bins), Spiegelhalter and the field
+# metrics exact (state.py); only these move with it.
+STEP_METRICS = frozenset({"auc", "calbin", "cal_slope", "cal_intercept"})
+GATED_SETTINGS: dict[str, GatedSetting] = {
+    "field_col": GatedSetting("--field-col", frozenset({"field_ece", "field_rce"}), None),
+    "calbin_window": GatedSetting("--calbin-window", frozenset({"calbin"}), metrics_table.CALBIN_WINDOW),
+    "ece_bins": GatedSetting("--ece-bins", frozenset({"ece", "mce"}), metrics_table.ECE_BINS),
+    "ece_strategy": GatedSetting("--ece-strategy", frozenset({"ece", "mce"}), "uniform"),
+    "weight_col": GatedSetting("--weight-col", _ALL, None),
+    "step": GatedSetting("--step", STEP_METRICS, None),
+    "label_col": GatedSetting("--label-col", _ALL, "label"),
+    "score_col": GatedSetting("--score-col", _ALL, "score"),  # only where maps are evaluated
+}
+SETTING_DEFAULTS = {k: g.default for k, g in GATED_SETTINGS.items()}
+
+
+def _num(v: float | None) -> str:
+    return "n/a" if v is None or v != v else f"{v:.4g}"
+
+
+def _clean(v: Any) -> Any:
+    return None if isinstance(v, float) and v != v else v
