@@ -13,7 +13,7 @@ on all rows uses the chosen lam scaled by the searched rows' share of the total 
 (the same penalty against the summed log-loss).
 
 Scores are clipped to [1e-12, 1 - 1e-12] (logits to the same range on the logit scale)
-before the spline. With fewer than 4 distinct scores the fit is logistic on the clipped
+before the spline; probability scores outside [0, 1] are refused. With fewer than 4 distinct scores the fit is logistic on the clipped
 logit (a spline with 2 knots; a single distinct score gives its positive rate).
 The map is not monotone: the spline can turn down where the data do.
 
