@@ -269,7 +269,8 @@ def _check_state(params, values, fail) -> None:
     for what, arrays, strict in (("c", cs, True), ("p0", p0s, False), ("p1", p1s, False)):
         offset = 0
         for k, arr in enumerate(arrays):
-            d = np.diff(arr)
+            with np.errstate(over="ignore"):  # thresholds at -1e308 and 1e308: an inf step keeps its sign
+                d = np.diff(arr)
             bad = np.flatnonzero(d <= 0 if strict else d < 0)
             if bad.size:
                 j = int(bad[0]) + 1
