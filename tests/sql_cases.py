@@ -41,7 +41,7 @@ CASES = [
     ("spline", "spline", [], False),
     ("spline-logit", "spline", ["score_kind=logit"], True),
 ]
-PROBABILITY_ONLY = {"beta", "beta-am", "beta-ab", "ilps", "bbq"}  # maps that refuse scores outside [0, 1]
+PROBABILITY_ONLY = {"beta", "beta-am", "beta-ab", "ilps", "bbq", "spline"}  # maps that refuse scores outside [0, 1]
 N_QUERIES = 100_000
 # scores with no value or at the ends of float64: NULL (None), NaN, infinities, subnormals, +-1e308
 EXTREME_SCORES = [None, float("nan"), float("inf"), float("-inf"), 5e-324, -5e-324, 2.2250738585072014e-308,

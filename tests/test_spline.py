@@ -120,4 +120,27 @@ def test_sql_of_small_splines_equals_predict(distinct):
     con = duckdb.connect()
     con.register("t", pa.table({"score": q, "i": np.arange(q.size)}))
     got = con.sql(f"SELECT {export.sql_expression(cal)} AS p FROM t ORDER BY i").to_arrow_table()
-    np.testing.assert_allclose(got.column("p").to_numpy(), cal.predict(q), rtol=0, atol=1e-12)
+    p = got.column("p").to_numpy(zero_copy_only=False)
+    inside = (q >= 0) & (q <= 1)
+    assert np.all(np.isnan(p[~inside]))  # a map for probabilities gives NULL outside [0, 1], as apply refuses
+    np.testing.assert_allclose(p[inside], cal.predict(q[inside]), rtol=0, atol=1e-12)
+
+
+def test_logits_a_subnormal_apart_share_a_knot_or_are_refused():
+    """Knots 5e-324 apart inside a wide range are merged (the fit works, gaps stay normal on the
+    unit scale); logits that all lie within a subnormal span are a one-line FitError."""
+    from calibcli.errors import FitError
+
+    rng = np.random.default_rng(5)
+    s = np.concatenate([rng.normal(0, 3, 300), np.repeat([-1e-323, -5e-324, 0.0, 5e-324, 1e-323], 20)])
+    y = (rng.random(s.size) < 1 / (1 + np.exp(-s))).astype(float)
+    y[:2] = [0, 1]
+    cal = get("spline")(score_kind="logit").fit(s, y)
+    gaps = np.diff(cal.knots_) / (cal.knots_[-1] - cal.knots_[0])
+    assert np.all(gaps >= 2.0 ** -26)
+    p = cal.predict(np.concatenate([s, [-1e308, 1e308, 5e-324]]))
+    assert np.all(np.isfinite(p)) and np.all((p > 0) & (p < 1))
+    tiny = np.array([0.0, 5e-324, 1e-323, 0.0, 5e-324, 1e-323])
+    with pytest.raises(FitError) as err:
+        get("spline")(score_kind="logit").fit(tiny, np.array([0.0, 1.0, 1.0, 1.0, 0.0, 1.0]))
+    assert "\n" not in err.value.message

@@ -32,19 +32,25 @@ ESS = 2.0  # the paper's equivalent sample size N'
 ELBOW_ALPHA = 0.001  # netcal's elbow threshold
 
 
-def bin_range(n: float, netcal: bool) -> range:
-    """Numbers of bins averaged over: [N^(1/3)/10, 10 N^(1/3)] (netcal also caps at N/5).
+MAX_BINS = 10_000  # 10 N^(1/3) at N = 1e9: larger counts (frequency weights up to 1e308) stop here
+
+
+def bin_range(n: float, netcal: bool, finest: float = np.inf) -> range:
+    """Numbers of bins averaged over: [N^(1/3)/10, 10 N^(1/3)] (netcal also caps at N/5),
+    at most MAX_BINS; `finest` is a B from which on every binning is the same (the range
+    stops there: the larger B would repeat it).
 
     netcal takes np.power(N, 1/3) as it rounds (1e6 gives 99.99999999999997, so its range
     starts at 9); the paper's variant uses the exact root of a perfect cube."""
     root = float(np.power(n, 1.0 / 3.0))
     if not netcal and round(root) ** 3 == n:
         root = float(round(root))
-    lo = int(max(1, np.floor(root / 10.0)))
-    hi = int(np.ceil(root * 10.0))
+    lo = min(max(1.0, np.floor(root / 10.0)), MAX_BINS)
+    hi = min(np.ceil(root * 10.0), MAX_BINS)
     if netcal:
-        hi = int(min(np.ceil(n / 5.0), hi))
-    return range(lo, max(lo, hi) + 1)
+        hi = min(np.ceil(n / 5.0), hi)
+    hi = min(hi, max(lo, finest))
+    return range(int(lo), int(max(lo, hi)) + 1)
 
 
 class _Sums:
@@ -55,6 +61,12 @@ class _Sums:
         self.s = s[order]
         self.cw = np.concatenate([[0.0], np.cumsum(w[order])])
         self.cwy = np.concatenate([[0.0], np.cumsum((w * y)[order])])
+
+    def finest(self) -> float:
+        """A number of bins from which on every quantile binning puts an edge at every distinct
+        score: each row's share of the weight spans more than two levels j / B."""
+        share = float(np.min(np.diff(self.cw)[np.diff(self.cw) > 0]) / self.cw[-1])
+        return np.ceil(4.0 / share) if share > 0 else np.inf
 
     def quantiles(self, q: np.ndarray) -> np.ndarray:
         """`binning.weighted_quantiles` (inverted CDF) from the sums already sorted."""
@@ -76,7 +88,7 @@ def _paper_models(sums: _Sums, n: float):
 
     lo, hi = float(sums.s[0]), float(sums.s[-1])
     seen: set[bytes] = set()
-    for b in bin_range(n, netcal=False):
+    for b in bin_range(n, netcal=False, finest=sums.finest()):
         inner = np.unique(sums.quantiles(np.arange(1, b) / b)) if b > 1 else np.empty(0)
         inner = inner[(inner >= lo) & (inner < hi)]
         key = inner.tobytes()

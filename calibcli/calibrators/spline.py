@@ -13,7 +13,7 @@ on all rows uses the chosen lam scaled by the searched rows' share of the total 
 (the same penalty against the summed log-loss).
 
 Scores are clipped to [1e-12, 1 - 1e-12] (logits to the same range on the logit scale)
-before the spline. With fewer than 4 distinct scores the fit is logistic on the clipped
+before the spline; probability scores outside [0, 1] are refused. With fewer than 4 distinct scores the fit is logistic on the clipped
 logit (a spline with 2 knots; a single distinct score gives its positive rate).
 The map is not monotone: the spline can turn down where the data do.
 
@@ -36,11 +36,12 @@ import numpy as np
 from calibcli.calibrators.base import (
     PROB_CLIP, SAFE_PLATT_CORRECTION, SCORE_KIND, SEED, Calibrator, Field, Param, StateSpec, as_float_array)
 from calibcli.calibrators.registry import register
-from calibcli.errors import CalibWarning
+from calibcli.errors import CalibWarning, FitError
 
 LAMBDAS = np.logspace(-6, 0, 13)
 CV_ROWS = 50_000
 MIN_DISTINCT = 4
+MIN_GAP = 2.0 ** -26  # knots closer than this share of the knot range are merged
 _BOUNDS = np.array([PROB_CLIP, 1.0 - PROB_CLIP])
 LOGIT_LOW, LOGIT_HIGH = (float(v) for v in np.log(_BOUNDS) - np.log(1.0 - _BOUNDS))  # what to_logit gives
 
@@ -211,6 +212,12 @@ class SplineCalibrator(Calibrator):
     extremes = ("inside (0, 1) by default: Platt's targets keep the spline finite and it is constant "
                 "beyond the training scores' range; platt_correction=false can give 0 or 1 on separated classes")
 
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        # Per instance: `fit` (and `calib apply`) refuse scores outside [0, 1] only when they
+        # are read as probabilities.
+        self.needs_probabilities = self.params["score_kind"] == "probability"
+
     def _fit(self, s, y, w, features):
         keep = w > 0
         if not keep.all():
@@ -230,7 +237,7 @@ class SplineCalibrator(Calibrator):
             cum = np.cumsum(w[order])
             q = np.linspace(0.0, 1.0, self.params["n_knots"])
             idx = np.searchsorted(cum, q * cum[-1] * (1 - 1e-12), side="left")
-            knots = np.unique(np.concatenate([x[order][np.minimum(idx, x.size - 1)], xs[[0, -1]]]))
+            knots = spread_knots(np.unique(np.concatenate([x[order][np.minimum(idx, x.size - 1)], xs[[0, -1]]])))
         scale = float(knots[-1] - knots[0])
         xi = (knots - knots[0]) / scale
         u = (x - knots[0]) / scale
@@ -242,7 +249,12 @@ class SplineCalibrator(Calibrator):
             warnings.warn("spline fit did not converge (are the classes perfectly separated?); "
                           "try --param platt_correction=true", CalibWarning, stacklevel=2)
         self.lam_ = float(lam)
-        self._store(knots, _interval_cubics(beta, xi, scale))
+        cubic = _interval_cubics(beta, xi, scale)
+        if not np.all(np.isfinite(cubic)):
+            raise FitError(f"the spline's coefficients are beyond the float64 range: the logits span only "
+                           f"{scale:g} ([{knots[0]!r}, {knots[-1]!r}])",
+                           hint="rescale the scores, or use a rank-based method such as isotonic")
+        self._store(knots, cubic)
 
     def _choose_lambda(self, x, u, y, w, xi, omega) -> float:
         """The lam of LAMBDAS with the least k-fold held-out log-loss (ties: the larger)."""
@@ -309,6 +321,21 @@ class SplineCalibrator(Calibrator):
         return out
 
 
+def spread_knots(knots: np.ndarray) -> np.ndarray:
+    """The sorted distinct knots without those closer than MIN_GAP of the range to the previous
+    kept one (the outer two always kept): on the unit scale their gaps stay normal floats whose
+    reciprocals the basis and penalty can hold (logits 5e-324 apart would give 0 gaps)."""
+    if knots.size <= 2:
+        return knots
+    span = float(knots[-1] - knots[0])
+    kept = [0]
+    for j in range(1, knots.size - 1):
+        if (knots[j] - knots[kept[-1]]) / span >= MIN_GAP and (knots[-1] - knots[j]) / span >= MIN_GAP:
+            kept.append(j)
+    kept.append(knots.size - 1)
+    return knots[kept]
+
+
 def _interval_cubics(beta: np.ndarray, xi: np.ndarray, scale: float) -> np.ndarray:
     """(a, b, c, d) per knot: f = a + b t + c t^2 + d t^3 on [knot_i, knot_i+1), t = x - knot_i
     on the logit scale; the last knot's row is f's value and slope there (c = d = 0)."""
@@ -332,6 +359,8 @@ def _interval_cubics(beta: np.ndarray, xi: np.ndarray, scale: float) -> np.ndarr
         b = beta[1] + float(np.sum(3 * gi * delta ** 2))
         c = float(np.sum(3 * gi * delta))
         d = float(np.sum(gi))
-        coef[i] = (a, b / scale, c / scale ** 2, d / scale ** 3)
+        with np.errstate(over="ignore"):  # a span of subnormal logits: not finite, refused by the caller
+            h = np.float64(scale)
+            coef[i] = (a, b / h, np.float64(c) / h / h, np.float64(d) / h / h / h)
     coef[-1, 2:] = 0.0
     return coef

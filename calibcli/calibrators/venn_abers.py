@@ -127,7 +127,16 @@ def ivap_steps(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray,
     prv, nxt = _prefix_edges(xl, yl), _suffix_edges(xl, yl)
     p0 = _insertion_values(X, Y, prv, nxt, 0.0)
     p1 = _insertion_values(X, Y, prv, nxt, 1.0)
-    return compress_steps(xs, p0, p1)
+    return compress_steps(xs, *_in_order(p0, p1))
+
+
+def _in_order(p0: np.ndarray, p1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """p0 and p1 in [0, 1], non-decreasing, p0 <= p1, as they are exactly: cumulative sums of
+    weights spanning the float64 range round separately, which can put a value a unit in the
+    last place outside (1.0000000000000002, or a step down)."""
+    p0 = np.maximum.accumulate(np.clip(p0, 0.0, 1.0))
+    p1 = np.maximum.accumulate(np.clip(p1, 0.0, 1.0))
+    return np.minimum(p0, p1), p1
 
 
 def compress_steps(c: np.ndarray, p0: np.ndarray, p1: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -149,28 +158,30 @@ def step_table(c: np.ndarray) -> tuple:
     lower edge (taken 1% of a cell early, so rounding of a query's cell can only start it too
     far left), whether a threshold lies in it (1% margins) and whether more than `_PASSES` do."""
     k = c.size
-    span = float(c[-1] - c[0])
+    with np.errstate(over="ignore"):
+        span = float(c[-1] - c[0])
     cells = int(min(_MAX_CELLS, max(64, 4 * k)))
     scale = cells / span if span > 0 and np.isfinite(span) and np.isfinite(cells / span) else 0.0
     edges = np.arange(cells + 1, dtype=np.float64)
     if scale > 0:
-        start = np.searchsorted(c, c[0] + (edges - 0.01) / scale, side="right")
-        end = np.searchsorted(c, c[0] + (edges + 1.01) / scale, side="right")
+        with np.errstate(over="ignore"):  # edges past c[-1] at a span near the float64 limit
+            start = np.searchsorted(c, c[0] + (edges - 0.01) / scale, side="right")
+            end = np.searchsorted(c, c[0] + (edges + 1.01) / scale, side="right")
     else:
         start, end = np.zeros(cells + 1, dtype=np.intp), np.full(cells + 1, k, dtype=np.intp)
     return start, end > start, (end - start) > _PASSES, scale, np.append(c, np.nan)  # NaN: never <= s
 
 
 def grid_cells(c: np.ndarray, s: np.ndarray, scale: float) -> tuple[np.ndarray, np.ndarray | None]:
-    """(grid cell of each query, NaN mask or None); NaN queries are put in cell 0, and every
-    query when there is no grid (scale 0: thresholds spanning beyond the float64 range)."""
+    """(grid cell of each query, NaN mask or None); NaN queries are put in cell 0. Without a
+    grid (scale 0: one threshold, or a span beyond the float64 range) every query is in cell 0."""
     x = np.clip(s, c[0], c[-1])
     nan = np.isnan(x)
     if not nan.any():
         nan = None
     else:
         x[nan] = c[0]
-    if scale == 0.0:
+    if scale == 0:
         return np.zeros(x.shape, dtype=np.intp), nan
     x -= c[0]
     x *= scale
@@ -258,7 +269,8 @@ def _check_state(params, values, fail) -> None:
     for what, arrays, strict in (("c", cs, True), ("p0", p0s, False), ("p1", p1s, False)):
         offset = 0
         for k, arr in enumerate(arrays):
-            d = np.diff(arr)
+            with np.errstate(over="ignore"):  # thresholds at -1e308 and 1e308: an inf step keeps its sign
+                d = np.diff(arr)
             bad = np.flatnonzero(d <= 0 if strict else d < 0)
             if bad.size:
                 j = int(bad[0]) + 1
