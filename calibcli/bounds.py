@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from calibcli.errors import UsageError
-
-SEED_MAX = 2**63 - 1
+from calibcli.options import SEED_MAX
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ import numpy as np
 
 from calibcli import __version__, strictjson
 from calibcli.calibrators import Calibrator, registry
-from calibcli.calibrators.base import MAX_KNOTS
+from calibcli.calibrators.statespec import MAX_KNOTS
 from calibcli.errors import UPGRADE_HINT, CalibError, MapError, UsageError, shown
 
 FORMAT = "calibcli.map"

@@ -1,7 +1,8 @@
 """Calibrator families. Each module registers its classes; adding a method = one module + one line here."""
 
 from calibcli.calibrators import bayes_iso, beta, binning, boot, enir, field_aware, ilps, isotonic, logistic  # noqa: F401  (registration)
-from calibcli.calibrators.base import Calibrator, Param
+from calibcli.calibrators.base import Calibrator, FeatureCalibrator, ScoreCalibrator
 from calibcli.calibrators.registry import available, create, get, register
+from calibcli.options import Param
 
-__all__ = ["Calibrator", "Param", "available", "create", "get", "register"]
+__all__ = ["Calibrator", "FeatureCalibrator", "Param", "ScoreCalibrator", "available", "create", "get", "register"]

@@ -63,20 +63,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from calibcli.calibrators.base import (
-    MAX_KNOTS,
-    PLATT_CORRECTION,
-    SEED,
-    Calibrator,
-    Field,
-    Param,
-    StateSpec,
-    as_float_array,
-)
+from calibcli.calibrators.base import ScoreCalibrator
+from calibcli.calibrators.fitdata import as_float_array
 from calibcli.calibrators.isotonic import interpolate, pav
-from calibcli.pooling import unique_with_sums
 from calibcli.calibrators.registry import register
+from calibcli.calibrators.statespec import MAX_KNOTS, Field, StateSpec
 from calibcli.errors import CalibWarning
+from calibcli.options import PLATT_CORRECTION, SEED, Param
+from calibcli.pooling import unique_with_sums
 
 SHARE = 64  # maps filled per sampled pivot tree (see module docstring)
 CHUNK_CELLS = 1_000_000  # (map, rank) values per chunk: bounds memory, keeps arrays in cache
@@ -404,7 +398,7 @@ def widen_blocks(sw, bstart, bend, overlap):
 
 
 @register
-class BayesIsoCalibrator(Calibrator):
+class BayesIsoCalibrator(ScoreCalibrator):
     """Posterior mean of isotonic maps under the bounded random-pivot prior (Bayes-Iso)."""
 
     name = "bayes-iso"
@@ -475,7 +469,7 @@ class BayesIsoCalibrator(Calibrator):
         PLATT_CORRECTION,
     )
 
-    def _fit(self, s, y, w, features):
+    def _fit(self, s, y, w):
         xs, sw, swy = unique_with_sums(s, y, w)
         e = math.frexp(float(sw.sum()))[1]
         if e > _MAX_COUNT_EXP:  # counts beyond float32's range: still overwhelming at 2**100
@@ -521,7 +515,7 @@ class BayesIsoCalibrator(Calibrator):
                 stacklevel=3,
             )
 
-    def _predict(self, s, features):
+    def _predict(self, s):
         return interpolate(self.x_, self.y_, s)
 
     def _get_state(self) -> dict[str, Any]:

@@ -58,19 +58,14 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import (
-    PLATT_CORRECTION,
-    PROB_CLIP,
-    SCORE_KIND,
-    Calibrator,
-    Field,
-    StateSpec,
-    as_float_array,
-)
-from calibcli.pooling import mostly_distinct, unique_with_sums
+from calibcli.calibrators.base import ScoreCalibrator
+from calibcli.calibrators.fitdata import as_float_array
 from calibcli.calibrators.logistic import fit_logistic_columns, sigmoid
 from calibcli.calibrators.registry import register
+from calibcli.calibrators.statespec import Field, StateSpec
 from calibcli.errors import CalibWarning, FitError
+from calibcli.options import PLATT_CORRECTION, PROB_CLIP, SCORE_KIND
+from calibcli.pooling import mostly_distinct, unique_with_sums
 
 EPS = PROB_CLIP  # probability clip, float64 whatever the input dtype
 LN2 = math.log(2.0)
@@ -184,7 +179,7 @@ def midpoint(a: float, b: float, c: float) -> float:
     return 0.5 if c == 0 else (1.0 if c < 0 else 0.0)
 
 
-class _BetaFamily(Calibrator):
+class _BetaFamily(ScoreCalibrator):
     """Shared fitting, prediction and state of the three beta variants."""
 
     params = (PLATT_CORRECTION, SCORE_KIND)
@@ -210,7 +205,7 @@ class _BetaFamily(Calibrator):
             )
         return super().fit(s, labels, weights, features, weight_kind)
 
-    def _fit(self, s, y, w, features):
+    def _fit(self, s, y, w):
         kind = self.params["score_kind"]
         spread = bool(s.min() < s.max())
         s, self.clipped_ = clip_scores(s, kind, EPS)
@@ -263,7 +258,7 @@ class _BetaFamily(Calibrator):
         """(a, b, c, converged) from the features ln s, -ln(1-s) of the pooled scores."""
         raise NotImplementedError
 
-    def _predict(self, s, features):
+    def _predict(self, s):
         kind = self.params["score_kind"]
         f1, f2 = log_features(clip_scores(s, kind, self.eps_)[0], kind)
         eta = self.a_ * f1 + self.b_ * f2 + self.c_

@@ -21,9 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import SAFE_PLATT_CORRECTION, Calibrator, Field, Param, StateSpec, as_float_array
+from calibcli.calibrators.base import ScoreCalibrator
+from calibcli.calibrators.fitdata import as_float_array
 from calibcli.calibrators.registry import register
+from calibcli.calibrators.statespec import Field, StateSpec
 from calibcli.errors import FitError
+from calibcli.options import SAFE_PLATT_CORRECTION, Param
 
 
 def weighted_quantiles(s: np.ndarray, w: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -73,12 +76,12 @@ def bin_values(s: np.ndarray, y: np.ndarray, w: np.ndarray, edges: np.ndarray) -
     return values
 
 
-class StepMap(Calibrator):
+class StepMap(ScoreCalibrator):
     """Shared state of bin-based methods: inner edges and one value per bin."""
 
     edge_side = "left"  # a score equal to an edge belongs to the bin below ("left") or above
 
-    def _predict(self, s, features):
+    def _predict(self, s):
         return self.values_[np.searchsorted(self.edges_, s, side=self.edge_side)]
 
     def _get_state(self) -> dict[str, Any]:
@@ -116,6 +119,6 @@ class BinningCalibrator(StepMap):
     )
     monotone = False
 
-    def _fit(self, s, y, w, features):
+    def _fit(self, s, y, w):
         self.edges_ = bin_edges(s, w, self.params["n_bins"], self.params["strategy"])
         self.values_ = bin_values(s, y, w, self.edges_)

@@ -102,11 +102,12 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import SAFE_PLATT_CORRECTION, SEED, Calibrator, Param
+from calibcli.calibrators.base import ScoreCalibrator
 from calibcli.calibrators.binning import StepMap, bin_edges, bin_values
 from calibcli.calibrators.isotonic import KnotMap, compress_knots, interpolate, pav
 from calibcli.calibrators.registry import register
 from calibcli.errors import CalibWarning
+from calibcli.options import SAFE_PLATT_CORRECTION, SEED, Param
 
 _WALSH_BLOCK = 4_000_000  # Walsh averages held at once (rows x pairs), ~32 MB of float64
 
@@ -223,7 +224,7 @@ def merge_bins(
     return cut
 
 
-class _BootBase(Calibrator):
+class _BootBase(ScoreCalibrator):
     """Shared fit: canonical order, vectorised bootstrap rounds, Walsh summary, merging."""
 
     monotone = True
@@ -233,7 +234,7 @@ class _BootBase(Calibrator):
         """Calibrated values at every distinct score, fitted on one round's in-bag sums."""
         raise NotImplementedError
 
-    def _fit(self, s, y, w, features):
+    def _fit(self, s, y, w):
         keep = w > 0
         s, y, w = s[keep], y[keep], w[keep]
         order = np.lexsort((w, y, s))

@@ -66,11 +66,11 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import SAFE_PLATT_CORRECTION, Param
-from calibcli.pooling import unique_with_sums
 from calibcli.calibrators.isotonic import KnotMap, compress_knots
 from calibcli.calibrators.registry import register
 from calibcli.errors import FitError
+from calibcli.options import SAFE_PLATT_CORRECTION, Param
+from calibcli.pooling import unique_with_sums
 
 
 class NearIsotonicPath:
@@ -354,7 +354,7 @@ class ENIRCalibrator(KnotMap):
         SAFE_PLATT_CORRECTION,
     )
 
-    def _fit(self, s, y, w, features):
+    def _fit(self, s, y, w):
         if self.params["smoothing"] and (s.min() < 0 or s.max() > 1):
             raise FitError(
                 "smoothing=true treats scores as probabilities: they must lie in [0, 1]",
@@ -391,7 +391,7 @@ class NearIsotonicCalibrator(KnotMap):
         SAFE_PLATT_CORRECTION,
     )
 
-    def _fit(self, s, y, w, features):
+    def _fit(self, s, y, w):
         xs, sw, swy = _pooled(s, y, w)
         path = NearIsotonicPath(swy / sw, sw)
         self.x_, self.y_ = compress_knots(xs, path.solution(self.params["lam"]))

@@ -38,12 +38,11 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from calibcli.calibrators.base import PLATT_CORRECTION, SEED, Calibrator, Field, Param, StateSpec
+from calibcli.calibrators.base import FeatureCalibrator
 from calibcli.calibrators.ilps import (
     K_PARAM,
     LAM_PARAM,
     RIDGE_PARAM,
-    SCORE_KIND,
     check_splits,
     fit_ilps,
     ilps_eta,
@@ -54,7 +53,9 @@ from calibcli.calibrators.ilps import (
 )
 from calibcli.calibrators.logistic import sigmoid
 from calibcli.calibrators.registry import register
+from calibcli.calibrators.statespec import Field, StateSpec
 from calibcli.errors import FitError, InputError
+from calibcli.options import PLATT_CORRECTION, SCORE_KIND, SEED, Param
 
 _CHUNK = 65536  # rows per forward pass at predict / validation time (bounds memory)
 _MAX_SWEEPS = 30  # stage 1: block-coordinate sweeps over (shifts, beta, knots)
@@ -498,7 +499,7 @@ def train(
 
 
 @register
-class FieldAwareCalibrator(Calibrator):
+class FieldAwareCalibrator(FeatureCalibrator):
     """Field-aware calibration: ILPS(logit) + shrunk per-level shifts + linear numeric + MLP."""
 
     name = "field-aware"
@@ -524,7 +525,6 @@ class FieldAwareCalibrator(Calibrator):
         Param("unknown_rate", float, 0.01, "chance a training value uses the 'unknown' embedding", low=0.0, high=0.5),
     )
     monotone = True  # for fixed features: everything but eta is added in logit space, knots projected
-    uses_features = True
 
     def __init__(self, **params: Any):
         super().__init__(**params)

@@ -50,21 +50,15 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import (
-    PLATT_CORRECTION,
-    PROB_CLIP,
-    SCORE_KIND,
-    Calibrator,
-    Field,
-    Param,
-    StateSpec,
-    as_float_array,
-)
-from calibcli.pooling import unique_with_sums
+from calibcli.calibrators.base import ScoreCalibrator
+from calibcli.calibrators.fitdata import as_float_array
 from calibcli.calibrators.isotonic import pav
 from calibcli.calibrators.logistic import sigmoid
 from calibcli.calibrators.registry import register
+from calibcli.calibrators.statespec import Field, StateSpec
 from calibcli.errors import CalibWarning, FitError
+from calibcli.options import PLATT_CORRECTION, PROB_CLIP, SCORE_KIND, Param
+from calibcli.pooling import unique_with_sums
 
 LOGIT_CLIP = 1e300
 
@@ -278,7 +272,7 @@ def project_monotone(b: np.ndarray) -> tuple[np.ndarray, float]:
 
 
 @register
-class ILPSCalibrator(Calibrator):
+class ILPSCalibrator(ScoreCalibrator):
     """ILPS (Pan et al. 2020, eq. 10-11) solved as a convex problem, projected to be monotone."""
 
     name = "ilps"
@@ -292,7 +286,7 @@ class ILPSCalibrator(Calibrator):
         # are read as probabilities.
         self.needs_probabilities = self.params["score_kind"] == "probability"
 
-    def _fit(self, s, y, w, features):
+    def _fit(self, s, y, w):
         a = ilps_splits(self.params["K"])
         l = to_logit(s, self.params["score_kind"])
         if s.min() < s.max() and not l.min() < l.max():
@@ -312,7 +306,7 @@ class ILPSCalibrator(Calibrator):
         self._set_state({"a": a, "b": b})
         self.info_ = dict(info, max_violation=viol, projection_changed=viol > 0.0)
 
-    def _predict(self, s, features):
+    def _predict(self, s):
         return sigmoid(ilps_eta(to_logit(s, self.params["score_kind"]), self.a_, self.b_))
 
     def _get_state(self) -> dict[str, Any]:

@@ -21,10 +21,13 @@ from typing import Any
 import numpy as np
 
 from calibcli import _lookup
-from calibcli.calibrators.base import SAFE_PLATT_CORRECTION, Calibrator, Field, StateSpec, as_float_array
-from calibcli.pooling import unique_with_sums
+from calibcli.calibrators.base import ScoreCalibrator
+from calibcli.calibrators.fitdata import as_float_array
 from calibcli.calibrators.registry import register
+from calibcli.calibrators.statespec import Field, StateSpec
 from calibcli.errors import FitError
+from calibcli.options import SAFE_PLATT_CORRECTION
+from calibcli.pooling import unique_with_sums
 
 
 def pav(y: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -124,10 +127,10 @@ def interpolate(x_knots: np.ndarray, y_knots: np.ndarray, s: np.ndarray) -> np.n
     return _lookup.interp(s, x_knots, y_knots)
 
 
-class KnotMap(Calibrator):
+class KnotMap(ScoreCalibrator):
     """Shared state of knot-based methods: (x, y) knots, linear between, constant outside."""
 
-    def _predict(self, s, features):
+    def _predict(self, s):
         return interpolate(self.x_, self.y_, s)
 
     def _get_state(self) -> dict[str, Any]:
@@ -156,5 +159,5 @@ class IsotonicCalibrator(KnotMap):
     description = "isotonic regression (weighted PAV), linear between knots, constant outside"
     params = (SAFE_PLATT_CORRECTION,)
 
-    def _fit(self, s, y, w, features):
+    def _fit(self, s, y, w):
         self.x_, self.y_ = isotonic_knots(s, y, w)

@@ -19,9 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import SAFE_PLATT_CORRECTION, Calibrator, Field, StateSpec
+from calibcli.calibrators.base import ScoreCalibrator
 from calibcli.calibrators.registry import register
+from calibcli.calibrators.statespec import Field, StateSpec
 from calibcli.errors import CalibWarning, FitError
+from calibcli.options import SAFE_PLATT_CORRECTION
 
 _SCALE_EXP = 256
 
@@ -168,7 +170,7 @@ def _newton(cols, y, w, intercept, beta):
 
 
 @register
-class LogisticCalibrator(Calibrator):
+class LogisticCalibrator(ScoreCalibrator):
     """Platt scaling on the raw score."""
 
     name = "logistic"
@@ -179,7 +181,7 @@ class LogisticCalibrator(Calibrator):
     params = (SAFE_PLATT_CORRECTION,)
     monotone = False  # a is unconstrained: a < 0 (higher scores, fewer positives) decreases
 
-    def _fit(self, s, y, w, features):
+    def _fit(self, s, y, w):
         # Scores beyond 2**+-256 are fitted scaled by a power of two (exact), so that their
         # mean and variance neither overflow nor underflow; the scale folds back into a.
         e = math.frexp(float(np.max(np.abs(s))))[1]
@@ -215,7 +217,7 @@ class LogisticCalibrator(Calibrator):
                            hint="try --param platt_correction=true")
         return float(beta[0] / sd), float(beta[1] - beta[0] * mu / sd)
 
-    def _predict(self, s, features):
+    def _predict(self, s):
         return sigmoid(self.a_ * s + self.b_)
 
     def _get_state(self) -> dict[str, Any]:
