@@ -23,8 +23,8 @@ weight_kind)` and `predict(scores, features)`, passing `features` only where the
 `uses_features`; a score-only method refuses features rather than ignore them.
 
 Optional hooks: `summary()` (key fitted values for the fit report), `input_features()`
-(feature columns `apply` must read), and `warnings.warn(..., CalibWarning)` during `_fit`
-for diagnostics the CLI shows on stderr.
+(feature columns `apply` must read), and `fit_warning(...)` during `_fit` for diagnostics the
+CLI shows on stderr.
 """
 
 from __future__ import annotations
@@ -42,6 +42,12 @@ from calibcli.options import SAFE_PLATT_CORRECTION, WEIGHT_KINDS, Param
 # Resampling methods expand whole-number frequency weights into duplicated rows up to this
 # many rows; above it they resample rows in proportion to their weights (with a warning).
 EXPAND_LIMIT = 2_000_000
+
+
+def fit_warning(message: str, stacklevel: int) -> None:
+    """A CalibWarning (a diagnostic the CLI shows on stderr); `stacklevel` counts from the caller,
+    as in `warnings.warn`."""
+    warnings.warn(message, CalibWarning, stacklevel=stacklevel + 1)
 
 # Scores every loaded map is probed on: predictions must be finite, in [0, 1] and, for
 # monotone methods, non-decreasing (the invariants a fitted map satisfies).
@@ -185,12 +191,8 @@ class Calibrator:
             return s, y, w, features
         total = float(np.sum(w))
         if total > max(EXPAND_LIMIT, s.size):
-            warnings.warn(
-                f"{self.name}: the weights sum to {total:g} rows, more than {EXPAND_LIMIT} to expand; "
-                "rows are resampled in proportion to their weights instead",
-                CalibWarning,
-                stacklevel=3,
-            )
+            fit_warning(f"{self.name}: the weights sum to {total:g} rows, more than {EXPAND_LIMIT} to expand; "
+                        "rows are resampled in proportion to their weights instead", stacklevel=3)
             return s, y, w, features
         k = w.astype(np.int64)
         if features is not None:

@@ -58,23 +58,26 @@ Choices where the paper and the released code (`mlkruup/bayesiso`, distr=8) diff
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import ScoreCalibrator
+from calibcli.calibrators.base import ScoreCalibrator, fit_warning
 from calibcli.calibrators.bayes_iso_bounds import block_edges, pool_cells, sample_bounds, widen_blocks
 from calibcli.calibrators.bayes_iso_sampler import posterior_mean
 from calibcli.calibrators.fitdata import as_float_array
 from calibcli.calibrators.isotonic import interpolate, pav
 from calibcli.calibrators.registry import register
 from calibcli.calibrators.statespec import MAX_KNOTS, Field, StateSpec
-from calibcli.errors import CalibWarning
 from calibcli.options import PLATT_CORRECTION, SEED, Param
 from calibcli.pooling import unique_with_sums
 
 _MAX_COUNT_EXP = 100  # summed weights above 2**100 are scaled down to it (counts are float32)
+
+
+def _auto(name: str, help: str, low: float, high: float) -> Param:
+    """An optional float option; None ("auto") lets the fit choose it from the data."""
+    return Param(name, float, None, help, low=low, high=high, optional=True)
 
 
 @register
@@ -87,62 +90,18 @@ class BayesIsoCalibrator(ScoreCalibrator):
     params = (
         Param("samples", int, 10000, "maps drawn from the prior (per block); time grows as samples x grid", low=1,
               high=1_000_000),
-        Param(
-            "target_ess",
-            float,
-            100.0,
-            "blocks whose effective number of independent pivot trees is below this get more "
-            "samples (0: exactly `samples`)",
-            low=0.0,
-            high=1e6,
-        ),
-        Param(
-            "budget",
-            float,
-            16.0,
-            "the extra samples for target_ess cost at most this many times the first `samples`",
-            low=0.0,
-            high=1000.0,
-        ),
-        Param(
-            "bin_size",
-            float,
-            None,
-            "instances per bin for the sampling bounds; auto: N/20 (released code), N^(2/3) past 8000",
-            low=1.0,
-            high=1e12,
-            optional=True,
-        ),
-        Param(
-            "margin",
-            float,
-            None,
-            "half-width added to the bins' positive rates; auto: 1/sqrt(N) (released code; "
-            "the paper's text: 1/sqrt(bin_size))",
-            low=0.0,
-            high=1.0,
-            optional=True,
-        ),
-        Param(
-            "block_size",
-            float,
-            None,
-            "instances per independently sampled block of consecutive ranks; auto: 1000 (the "
-            "paper's suggestion), so up to 1500 instances are one block",
-            low=1.0,
-            high=1e12,
-            optional=True,
-        ),
-        Param(
-            "overlap",
-            float,
-            None,
-            "instances of context each block also samples on each side (only its own ranks are "
-            "kept); auto: min(bin_size, block_size / 2)",
-            low=0.0,
-            high=1e12,
-            optional=True,
-        ),
+        Param("target_ess", float, 100.0, "blocks whose effective number of independent pivot trees is below "
+              "this get more samples (0: exactly `samples`)", low=0.0, high=1e6),
+        Param("budget", float, 16.0, "the extra samples for target_ess cost at most this many times the first "
+              "`samples`", low=0.0, high=1000.0),
+        _auto("bin_size", "instances per bin for the sampling bounds; auto: N/20 (released code), N^(2/3) past "
+              "8000", 1.0, 1e12),
+        _auto("margin", "half-width added to the bins' positive rates; auto: 1/sqrt(N) (released code; the "
+              "paper's text: 1/sqrt(bin_size))", 0.0, 1.0),
+        _auto("block_size", "instances per independently sampled block of consecutive ranks; auto: 1000 (the "
+              "paper's suggestion), so up to 1500 instances are one block", 1.0, 1e12),
+        _auto("overlap", "instances of context each block also samples on each side (only its own ranks are "
+              "kept); auto: min(bin_size, block_size / 2)", 0.0, 1e12),
         Param("grid", int, 3000, "at most this many distinct ranks are sampled; more are pooled", low=2,
               high=100_000),
         SEED,
@@ -186,14 +145,11 @@ class BayesIsoCalibrator(ScoreCalibrator):
         self.bin_size_ = float(bin_size)
         if self.dominated_:
             where = "the sample" if self.blocks_ == 1 else f"{self.dominated_} of {self.blocks_} blocks"
-            warnings.warn(
-                f"bayes-iso: one sampled pivot tree outweighs all others in {where} (effective "
-                f"number of trees {self.ess_:.1f}), so the map is close to a single random draw; "
-                "use more samples (--param samples=... or a larger --param budget=...), smaller "
-                "blocks (--param block_size=..., e.g. 500) or tighter bounds (a smaller --param margin=...)",
-                CalibWarning,
-                stacklevel=3,
-            )
+            fit_warning(f"bayes-iso: one sampled pivot tree outweighs all others in {where} (effective "
+                        f"number of trees {self.ess_:.1f}), so the map is close to a single random draw; "
+                        "use more samples (--param samples=... or a larger --param budget=...), smaller "
+                        "blocks (--param block_size=..., e.g. 500) or tighter bounds (a smaller --param "
+                        "margin=...)", stacklevel=3)
 
     def _predict(self, s):
         return interpolate(self.x_, self.y_, s)

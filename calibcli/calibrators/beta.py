@@ -52,18 +52,17 @@ improvement on logistic calibration for binary classifiers", AISTATS, sections 3
 from __future__ import annotations
 
 import math
-import warnings
 from itertools import combinations
 from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import ScoreCalibrator
+from calibcli.calibrators.base import ScoreCalibrator, fit_warning
 from calibcli.calibrators.fitdata import as_float_array
 from calibcli.calibrators.logistic import fit_logistic_columns, sigmoid
 from calibcli.calibrators.registry import register
 from calibcli.calibrators.statespec import Field, StateSpec
-from calibcli.errors import CalibWarning, FitError
+from calibcli.errors import FitError
 from calibcli.options import PLATT_CORRECTION, PROB_CLIP, SCORE_KIND
 from calibcli.pooling import mostly_distinct, unique_with_sums
 
@@ -219,7 +218,7 @@ class _BetaFamily(ScoreCalibrator):
             what = "logits beyond +-%.4g" % (math.log1p(-EPS) - math.log(EPS)) if kind == "logit" else (
                 f"scores outside [{EPS:g}, 1-{EPS:g}]"
             )
-            warnings.warn(f"{self.clipped_} {what} were clipped before the beta fit", CalibWarning, stacklevel=4)
+            fit_warning(f"{self.clipped_} {what} were clipped before the beta fit", stacklevel=4)
         if mostly_distinct(s):  # pooling would cost a sort and save nothing: fit on the rows
             keep = w > 0
             xs, sw, ybar = (s, w, y) if keep.all() else (s[keep], w[keep], y[keep])
@@ -235,18 +234,10 @@ class _BetaFamily(ScoreCalibrator):
         else:
             a, b, c, converged = self._fit_coefficients(f1, f2, ybar, sw)
         if separated(xs, ybar):
-            warnings.warn(
-                f"the score separates the classes perfectly, so the {self.name} fit has no finite "
-                "optimum and the map is close to a step; try --param platt_correction=true",
-                CalibWarning,
-                stacklevel=4,
-            )
+            fit_warning(f"the score separates the classes perfectly, so the {self.name} fit has no finite "
+                        "optimum and the map is close to a step; try --param platt_correction=true", stacklevel=4)
         elif not converged:
-            warnings.warn(
-                f"{self.name} fit did not converge; try --param platt_correction=true",
-                CalibWarning,
-                stacklevel=4,
-            )
+            fit_warning(f"{self.name} fit did not converge; try --param platt_correction=true", stacklevel=4)
         self.a_, self.b_, self.c_ = float(a), float(b), float(c)
         self.m_ = self._midpoint()
         self.eps_ = EPS

@@ -97,16 +97,14 @@ from __future__ import annotations
 
 import math
 
-import warnings
 from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import ScoreCalibrator
+from calibcli.calibrators.base import ScoreCalibrator, fit_warning
 from calibcli.calibrators.binning import StepMap, bin_edges, bin_values
 from calibcli.calibrators.isotonic import KnotMap, compress_knots, interpolate, pav
 from calibcli.calibrators.registry import register
-from calibcli.errors import CalibWarning
 from calibcli.options import SAFE_PLATT_CORRECTION, SEED, Param
 
 _WALSH_BLOCK = 4_000_000  # Walsh averages held at once (rows x pairs), ~32 MB of float64
@@ -270,12 +268,8 @@ class _BootBase(ScoreCalibrator):
         t_count = self.params["t_count"]
         needed = t_count * w.sum() if t_count < 1 else t_count
         if needed > w.sum():
-            warnings.warn(
-                f"{self.name}: t_count={t_count:g} exceeds the number of rows ({w.sum():g}); "
-                "the map is a single bin",
-                CalibWarning,
-                stacklevel=2,
-            )
+            fit_warning(f"{self.name}: t_count={t_count:g} exceeds the number of rows ({w.sum():g}); "
+                        "the map is a single bin", stacklevel=2)
         cut0 = np.any(table[:, 1:] != table[:, :-1], axis=0)
         cut = merge_bins(cut0, group, w, h, lo, hi, self.params["t_in"], needed, self.monotone)
 

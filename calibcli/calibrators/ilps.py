@@ -45,18 +45,17 @@ Empirically Strong Method for Reliable Probabilistic Predictions", WWW '20, sect
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import ScoreCalibrator
+from calibcli.calibrators.base import ScoreCalibrator, fit_warning
 from calibcli.calibrators.fitdata import as_float_array
 from calibcli.calibrators.isotonic import pav
 from calibcli.calibrators.logistic import sigmoid
 from calibcli.calibrators.registry import register
 from calibcli.calibrators.statespec import Field, StateSpec
-from calibcli.errors import CalibWarning, FitError
+from calibcli.errors import FitError
 from calibcli.options import PLATT_CORRECTION, PROB_CLIP, SCORE_KIND, Param
 from calibcli.pooling import unique_with_sums
 
@@ -297,11 +296,8 @@ class ILPSCalibrator(ScoreCalibrator):
             )
         b, info = fit_ilps(logit, y, w, a, self.params["lam"], self.params["ridge"])
         if not info["converged"]:
-            warnings.warn(
-                "ilps: the Newton solver hit its iteration limit; the map may be slightly suboptimal",
-                CalibWarning,
-                stacklevel=2,
-            )
+            fit_warning("ilps: the Newton solver hit its iteration limit; the map may be slightly suboptimal",
+                        stacklevel=2)
         b, viol = project_monotone(b)
         self._set_state({"a": a, "b": b})
         self.info_ = dict(info, max_violation=viol, projection_changed=viol > 0.0)

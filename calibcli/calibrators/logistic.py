@@ -14,15 +14,14 @@ regularized likelihood methods".
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import ScoreCalibrator
+from calibcli.calibrators.base import ScoreCalibrator, fit_warning
 from calibcli.calibrators.registry import register
 from calibcli.calibrators.statespec import Field, StateSpec
-from calibcli.errors import CalibWarning, FitError
+from calibcli.errors import FitError
 from calibcli.options import SAFE_PLATT_CORRECTION
 
 _SCALE_EXP = 256
@@ -206,12 +205,8 @@ class LogisticCalibrator(ScoreCalibrator):
         z = (s - mu) / sd
         beta, converged = fit_logistic_columns([z], y, w, intercept=True)
         if not converged:
-            warnings.warn(
-                "logistic fit did not converge (are the classes perfectly separated?); "
-                "try --param platt_correction=true",
-                CalibWarning,
-                stacklevel=2,
-            )
+            fit_warning("logistic fit did not converge (are the classes perfectly separated?); "
+                        "try --param platt_correction=true", stacklevel=2)
         if not np.all(np.isfinite(beta)):
             raise FitError("the fit diverged (are the classes perfectly separated?)",
                            hint="try --param platt_correction=true")
