@@ -66,7 +66,8 @@ from calibcli.calibrators.base import ScoreCalibrator, fit_warning
 from calibcli.calibrators.bayes_iso_bounds import block_edges, pool_cells, sample_bounds, widen_blocks
 from calibcli.calibrators.bayes_iso_sampler import posterior_mean
 from calibcli.calibrators.fitdata import as_float_array
-from calibcli.calibrators.isotonic import interpolate, pav
+from calibcli.calibrators.isotonic import pav
+from calibcli.calibrators.piecewise import interpolate
 from calibcli.calibrators.registry import register
 from calibcli.calibrators.statespec import MAX_KNOTS, Field, StateSpec
 from calibcli.options import PLATT_CORRECTION, SEED, Param

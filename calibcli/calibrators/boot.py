@@ -102,8 +102,9 @@ from typing import Any
 import numpy as np
 
 from calibcli.calibrators.base import ScoreCalibrator, fit_warning
-from calibcli.calibrators.binning import StepMap, bin_edges, bin_values
-from calibcli.calibrators.isotonic import KnotMap, compress_knots, interpolate, pav
+from calibcli.calibrators.binning import bin_edges, bin_values
+from calibcli.calibrators.isotonic import compress_knots, pav
+from calibcli.calibrators.piecewise import KnotMap, StepMap, interpolate
 from calibcli.calibrators.registry import register
 from calibcli.options import SAFE_PLATT_CORRECTION, SEED, Param
 

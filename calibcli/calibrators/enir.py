@@ -66,7 +66,8 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.isotonic import KnotMap, compress_knots
+from calibcli.calibrators.isotonic import compress_knots
+from calibcli.calibrators.piecewise import KnotMap
 from calibcli.calibrators.registry import register
 from calibcli.errors import FitError
 from calibcli.options import SAFE_PLATT_CORRECTION, Param
@@ -340,12 +341,22 @@ def _pooled(s: np.ndarray, y: np.ndarray, w: np.ndarray):
     return xs[keep], sw[keep], swy[keep]
 
 
+class _NearIsotonicFamily(KnotMap):
+    """Knot maps fitted on tie-pooled scores that may decrease (near-isotonic, ENIR)."""
+
+    monotone = False
+
+    def summary(self) -> dict[str, Any]:
+        out = {"knots": int(self.x_.size)}
+        out.update(getattr(self, "info_", {}))
+        return out
+
+
 @register
-class ENIRCalibrator(KnotMap):
+class ENIRCalibrator(_NearIsotonicFamily):
     """ENIR: BIC-weighted average of near-isotonic fits along the whole lambda path."""
 
     name = "enir"
-    monotone = False
     description = "ENIR: BIC-weighted ensemble of near-isotonic regressions along the lambda path"
     params = (
         Param("models", int, 100, "at most this many lambdas from the path (R's maxBreaks)", low=2, high=1000),
@@ -366,18 +377,12 @@ class ENIRCalibrator(KnotMap):
         )
         self.x_, self.y_ = compress_knots(xs, values)
 
-    def summary(self) -> dict[str, Any]:
-        out = {"knots": int(self.x_.size)}
-        out.update(getattr(self, "info_", {}))
-        return out
-
 
 @register
-class NearIsotonicCalibrator(KnotMap):
+class NearIsotonicCalibrator(_NearIsotonicFamily):
     """Near-isotonic regression at one penalty lambda (on summed weights)."""
 
     name = "near-isotonic"
-    monotone = False
     description = "near-isotonic regression: least squares + lambda * sum of decreases, linear between knots"
     params = (
         Param(
@@ -395,6 +400,3 @@ class NearIsotonicCalibrator(KnotMap):
         xs, sw, swy = _pooled(s, y, w)
         path = NearIsotonicPath(swy / sw, sw)
         self.x_, self.y_ = compress_knots(xs, path.solution(self.params["lam"]))
-
-    def summary(self) -> dict[str, Any]:
-        return {"knots": int(self.x_.size)}

@@ -16,16 +16,11 @@ import functools
 import importlib.machinery
 import importlib.util
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from calibcli import _lookup
-from calibcli.calibrators.base import ScoreCalibrator
-from calibcli.calibrators.fitdata import as_float_array
+from calibcli.calibrators.piecewise import KnotMap
 from calibcli.calibrators.registry import register
-from calibcli.calibrators.statespec import Field, StateSpec
-from calibcli.errors import FitError
 from calibcli.options import SAFE_PLATT_CORRECTION
 from calibcli.pooling import unique_with_sums
 
@@ -115,40 +110,6 @@ def compress_knots(x: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray
     flat_inside = (v[1:-1] == v[:-2]) & (v[1:-1] == v[2:])
     keep = np.concatenate([[True], ~flat_inside, [True]])
     return x[keep], v[keep]
-
-
-def interpolate(x_knots: np.ndarray, y_knots: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """Linear interpolation between knots, constant outside [x_knots[0], x_knots[-1]].
-
-    Bit-for-bit `np.interp`, through a grid lookup that is faster on large inputs (`_lookup`).
-    """
-    if x_knots.size == 1:
-        return np.full(s.shape, y_knots[0])
-    return _lookup.interp(s, x_knots, y_knots)
-
-
-class KnotMap(ScoreCalibrator):
-    """Shared state of knot-based methods: (x, y) knots, linear between, constant outside."""
-
-    def _predict(self, s):
-        return interpolate(self.x_, self.y_, s)
-
-    def _get_state(self) -> dict[str, Any]:
-        return {"x": self.x_, "y": self.y_}
-
-    state_spec = StateSpec(
-        Field("x", order="increasing", min_size=1),
-        Field("y", unit=True, order="monotone", same_size="x"),
-    )
-
-    def _set_state(self, state: dict[str, Any]) -> None:
-        self.x_ = as_float_array(state["x"], "state x")
-        self.y_ = as_float_array(state["y"], "state y")
-        if self.x_.size == 0 or self.x_.size != self.y_.size:
-            raise FitError("state x and y must be non-empty and of the same length")
-
-    def summary(self) -> dict[str, Any]:
-        return {"knots": int(self.x_.size)}
 
 
 @register
