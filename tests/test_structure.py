@@ -10,12 +10,16 @@ every calibrator import every other).
 from __future__ import annotations
 
 import ast
+import io
+import tokenize
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent / "calibcli"
 MAX_CODE_LINES = 450
+REPEAT_LINES = 6  # no block of this many lines may appear twice in calibcli/calibrators
 # Modules outside the calibrators' restructuring still over the limit or in a cycle; each is
 # being reworked in its own change. Remove a name once its module is split or untangled.
 NOT_YET_SPLIT = {"calibcli.evaluation.metrics", "calibcli.io.reading"}
@@ -138,3 +142,49 @@ def test_module_size_not_yet_split(name):
     n = code_lines(MODULES[name])
     if n > MAX_CODE_LINES:
         pytest.xfail(f"{name} has {n} lines of code: not split yet")
+
+
+def _normalised_lines(path: Path) -> list[tuple[int, str]]:
+    """(line number, tokens) of the code lines, numbers and strings replaced by placeholders
+    (the same block with other constants is a repeat). Docstrings, imports and the `params`
+    declarations of a class (one option per line, alike by nature) are left out."""
+    source = path.read_text()
+    skip: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        doc = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        declared = (isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "params")
+        if doc or declared or isinstance(node, (ast.Import, ast.ImportFrom)):
+            skip.update(range(node.lineno, node.end_lineno + 1))
+    tokens: dict[int, list[str]] = defaultdict(list)
+    layout = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type in layout or tok.start[0] in skip:
+            continue
+        tokens[tok.start[0]].append({tokenize.NUMBER: "0", tokenize.STRING: "'s'"}.get(tok.type, tok.string))
+    return [(line, " ".join(words)) for line, words in sorted(tokens.items())]
+
+
+def repeated_blocks(paths: list[Path], size: int = REPEAT_LINES) -> list[list[tuple[str, int]]]:
+    """Places (file, first line) sharing a block of `size` consecutive code lines."""
+    seen: dict[tuple[str, ...], list[tuple[str, int]]] = defaultdict(list)
+    for path in paths:
+        lines = _normalised_lines(path)
+        for i in range(len(lines) - size + 1):
+            seen[tuple(text for _, text in lines[i:i + size])].append((path.name, lines[i][0]))
+    return [where for where in seen.values() if len(where) > 1]
+
+
+def test_repeated_blocks_finds_a_block_with_other_constants(tmp_path):
+    body = "    x = {n}\n    y = x * {n}\n    z = y + 1\n    w = z - x\n    v = w / 2\n    return v\n"
+    one, two = tmp_path / "a.py", tmp_path / "b.py"
+    one.write_text("def f():\n" + body.format(n=3))
+    two.write_text('def g():\n    """Doc."""\n' + body.format(n=4.5))
+    assert repeated_blocks([one, two]) == [[("a.py", 2), ("b.py", 3)]]
+    two.write_text("def g():\n" + body.format(n=3).replace("z - x", "z - y"))
+    assert repeated_blocks([one, two]) == []
+
+
+def test_no_repeated_block_in_calibrators():
+    found = repeated_blocks(sorted((ROOT / "calibrators").glob("*.py")))
+    assert not found, "blocks repeated (file, first line): " + "; ".join(map(str, found))
