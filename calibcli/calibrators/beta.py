@@ -253,8 +253,8 @@ class _BetaFamily(ScoreCalibrator):
         kind = self.params["score_kind"]
         f1, f2 = log_features(clip_scores(s, kind, self.eps_)[0], kind)
         eta = self.a_ * f1 + self.b_ * f2 + self.c_
-        # 1/(1+e^-eta): 3x faster than logistic.sigmoid's logaddexp form and within a few
-        # ulps of it; e^-eta overflows only where the map is below 1e-308 (giving 0).
+        # 1/(1+e^-eta), cheaper than logistic.sigmoid's logaddexp form and within a few ulps of
+        # it (docs/algorithms.md); e^-eta overflows only where the map is below 1e-308 (giving 0).
         with np.errstate(over="ignore"):
             return 1.0 / (1.0 + np.exp(-eta))
 

@@ -127,8 +127,8 @@ def levels_and_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
     """(sorted distinct levels, codes 1..V per row, rows per code with index 0 = 0).
 
     Same result as np.unique(values, return_inverse=True, return_counts=True) shifted by one,
-    but hash-based (pyarrow's dictionary encoding) and then sorting only the distinct levels:
-    sorting a million strings was most of the fit's set-up time.
+    but hash-based (pyarrow's dictionary encoding), then sorting only the distinct levels, not
+    every row's string (docs/algorithms.md, "Field-aware calibration").
     """
     import pyarrow as pa
     import pyarrow.compute as pc

@@ -64,9 +64,9 @@ def pav_inplace(y: np.ndarray, w: np.ndarray) -> np.ndarray:
 def _pava_kernel():
     """scipy's compiled PAVA function, or None.
 
-    `import scipy.optimize._pava_pybind` would first run `scipy.optimize`'s package import
-    (about 0.6 s: it loads most of scipy); the extension module itself loads in a
-    millisecond from its file, found without importing scipy. Any failure falls back to the
+    `import scipy.optimize._pava_pybind` would first run `scipy.optimize`'s package import,
+    which loads most of scipy (docs/algorithms.md, "`calib fit` end to end"); the extension
+    module itself loads alone from its file, found without importing scipy. Any failure falls back to the
     regular import, and then to None (`pav`)."""
     with contextlib.suppress(ImportError, OSError, StopIteration, TypeError, AttributeError):
         spec = importlib.util.find_spec("scipy")
