@@ -49,6 +49,7 @@ def fit_warning(message: str, stacklevel: int) -> None:
     as in `warnings.warn`."""
     warnings.warn(message, CalibWarning, stacklevel=stacklevel + 1)
 
+
 # Scores every loaded map is probed on: predictions must be finite, in [0, 1] and, for
 # monotone methods, non-decreasing (the invariants a fitted map satisfies).
 PROBE_SCORES = np.array([-1.7976931348623157e308, -1e300, -1e10, -1e3, -30.0, -5.0, -1.0, -1e-300, 0.0,
@@ -88,7 +89,7 @@ class Calibrator:
     def __init__(self, **params: Any):
         known = self._known_params(sorted(params))
         self.params: dict[str, Any] = {
-            name: p.check(params.get(name, p.default)) for name, p in known.items()
+            name: param.check(params.get(name, param.default)) for name, param in known.items()
         }
         self._fitted = False
 
@@ -114,7 +115,7 @@ class Calibrator:
     @classmethod
     def _known_params(cls, names: Any) -> dict[str, Param]:
         """The method's Params by name; a ParamError naming the first of `names` it lacks."""
-        known = {p.name: p for p in cls.params}
+        known = {param.name: param for param in cls.params}
         for key in names:
             if key not in known:
                 raise ParamError(
@@ -136,7 +137,8 @@ class Calibrator:
         `weight_kind="frequency"` (the default): a row of weight k counts as k rows (a whole
         number k is exactly k duplicated rows). `"importance"`: only the weights' ratios
         matter; they are rescaled to sum to the number of rows with positive weight, so
-        scaling every weight by c > 0 gives the same map.
+        scaling every weight by c > 0 gives the same map. `features`: column name -> one value
+        per row, for methods that read them (`uses_features`); score-only methods refuse them.
         """
         self._check_features(features)
         s = as_float_array(scores, "scores")
