@@ -174,17 +174,8 @@ def bin_cells(value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
-def merge_bins(
-    cut: np.ndarray,
-    group: np.ndarray,
-    w: np.ndarray,
-    h: np.ndarray,
-    lo: np.ndarray,
-    hi: np.ndarray,
-    t_in: float,
-    t_count: float,
-    monotone: bool,
-) -> np.ndarray:
+def merge_bins(cut: np.ndarray, group: np.ndarray, w: np.ndarray, h: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+               t_in: float, t_count: float, monotone: bool) -> np.ndarray:
     """Coarsen the partition `cut` (True between score groups g and g+1) until every bin
     contains at least `t_count` (by weight) of its rows' intervals; returns the final cuts.
 

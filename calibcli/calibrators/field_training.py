@@ -180,17 +180,9 @@ def init_mlp(net: Network, sizes: list[int], n_num: int, params: Mapping[str, An
     net.out_w, net.out_b = np.zeros(width), np.zeros(1)
 
 
-def train(
-    a: np.ndarray,
-    logit: np.ndarray,
-    y: np.ndarray,
-    w: np.ndarray,
-    codes: np.ndarray,
-    counts: list[np.ndarray],
-    xnum: np.ndarray,
-    params: Mapping[str, Any],
-    progress: Callable[[int, int], None] | None = None,
-) -> tuple[np.ndarray, Network, dict[str, Any]]:
+def train(a: np.ndarray, logit: np.ndarray, y: np.ndarray, w: np.ndarray, codes: np.ndarray, counts: list[np.ndarray],
+          xnum: np.ndarray, params: Mapping[str, Any], progress: Callable[[int, int], None] | None = None,
+          ) -> tuple[np.ndarray, Network, dict[str, Any]]:
     """Fit the field-aware logit on rows in canonical order; `params` holds the method's parameters.
 
     `codes[:, f]` are 1..V_f level codes, `counts[f]` the rows per level (index 0 unused),

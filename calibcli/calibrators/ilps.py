@@ -137,18 +137,9 @@ def knot_penalty(a: np.ndarray, b: np.ndarray, lam: float, ridge: float) -> tupl
     return value, grad
 
 
-def fit_ilps(
-    logit: np.ndarray,
-    y: np.ndarray,
-    w: np.ndarray,
-    a: np.ndarray,
-    lam: float,
-    ridge: float,
-    offset: np.ndarray | None = None,
-    b0: np.ndarray | None = None,
-    max_iter: int = 200,
-    segs: tuple[np.ndarray, np.ndarray] | None = None,
-) -> tuple[np.ndarray, dict[str, Any]]:
+def fit_ilps(logit: np.ndarray, y: np.ndarray, w: np.ndarray, a: np.ndarray, lam: float, ridge: float,
+             offset: np.ndarray | None = None, b0: np.ndarray | None = None, max_iter: int = 200,
+             segs: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
     """Knot values b minimising eq. 11 (+ the ridge term) on tie-pooled logits.
 
     With `offset` the model is sigmoid(eta(logit) + offset) per row (rows are then not pooled):
