@@ -127,17 +127,17 @@ def code_bins(sample_bounds):
 
 def ablations(replicates, samples, rng, s_test, y_test, ideal):
     """Paired differences of Bayes-Iso variants from the default on 100-row replicates."""
-    from calibcli.calibrators import bayes_iso, create
+    from calibcli.calibrators import bayes_iso, bayes_iso_sampler, create
 
     def fit(params, share=None, bounds=None):
         def run(s, y, seed):
-            saved = bayes_iso.SHARE, bayes_iso.sample_bounds
-            bayes_iso.SHARE = share or saved[0]
+            saved = bayes_iso_sampler.SHARE, bayes_iso.sample_bounds
+            bayes_iso_sampler.SHARE = share or saved[0]
             bayes_iso.sample_bounds = bounds or saved[1]
             try:
                 return create("bayes-iso", dict(params, seed=seed)).fit(s, y).predict
             finally:
-                bayes_iso.SHARE, bayes_iso.sample_bounds = saved
+                bayes_iso_sampler.SHARE, bayes_iso.sample_bounds = saved
 
         return run
 

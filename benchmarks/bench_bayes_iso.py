@@ -34,7 +34,7 @@ from _common import best, section51, true_map
 
 def plain_reference(s, y, samples, seed, bin_size, margin, chunk=1000):
     """Posterior mean with independent trees per map (no shared pivots), unique scores."""
-    from calibcli.calibrators.bayes_iso import sample_bounds
+    from calibcli.calibrators.bayes_iso_bounds import sample_bounds
     from calibcli.calibrators.isotonic import pav
 
     xs, inv = np.unique(s, return_inverse=True)
@@ -159,9 +159,9 @@ def blocked_vs_one(sizes, replicates, grid=300):
     and the test log-loss and Brier differences (blocked - one block) on 200 000 rows.
     """
     from calibcli.calibrators import create
-    from calibcli.calibrators.bayes_iso import pool_cells, sample_bounds
+    from calibcli.calibrators.bayes_iso_bounds import pool_cells, sample_bounds
     from calibcli.calibrators.isotonic import pav
-    from calibcli.metrics import brier
+    from calibcli.evaluation.metrics import brier
 
     rng = np.random.default_rng(2)
     s_test, y_test = section51(200_000, rng)

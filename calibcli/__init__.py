@@ -7,7 +7,8 @@ first use, so `import calibcli` stays cheap for the CLI; the scikit-learn estima
 
 from typing import Any
 
-__version__ = "0.1.0"
+from calibcli._version import __version__
+
 __all__ = ["evaluate", "fit", "load_map", "methods", "save_map"]
 
 

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from calibcli.errors import UsageError
-
-SEED_MAX = 2**63 - 1
+from calibcli.options import SEED_MAX, bounds_text
 
 
 @dataclass(frozen=True)
@@ -30,10 +29,8 @@ class Bound:
 
     def describe(self) -> str:
         """`[0, 10000]`, `(0, 1e+300]`; integers written out exactly."""
-        def show(v: float) -> str:
-            return str(v) if isinstance(v, int) else f"{v:g}"
-
-        return f"{'(' if self.low_open else '['}{show(self.low)}, {show(self.high)}]"
+        text = bounds_text(self.low, self.high)
+        return "(" + text[1:] if self.low_open else text
 
 
 OPTIONS: dict[str, Bound] = {

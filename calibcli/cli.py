@@ -23,7 +23,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # (a cold `calib fit` of 1e7 rows took 2x as long). Set before pyarrow is first imported.
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
-from calibcli import __version__, bounds, console  # noqa: E402
+from calibcli import bounds, console  # noqa: E402
+from calibcli._version import __version__  # noqa: E402
 from calibcli.errors import CalibError, CalibWarning, ExitCode, UsageError  # noqa: E402
 
 _GLOBAL_FLAGS = ("-q", "--quiet", "--debug", "--strict")

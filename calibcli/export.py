@@ -156,7 +156,8 @@ def _ilps(cal: Calibrator, s: str) -> str:
     the logit is computed once per row; eta is continuous, so a score within an ulp of a
     split gives the same value from either segment up to rounding.
     """
-    from calibcli.calibrators.ilps import LOGIT_CLIP, PROB_CLIP
+    from calibcli.calibrators.ilps import LOGIT_CLIP
+    from calibcli.options import PROB_CLIP
 
     a, b = cal.a_, cal.b_
     if cal.params["score_kind"] == "logit":
@@ -193,7 +194,7 @@ def _spline(cal: Calibrator, s: str) -> str:
     outer knots. As for ilps, the interval is chosen on the score itself (knots mapped back
     to probabilities), so a score within an ulp of a knot may take the neighbouring cubic:
     the spline is continuous there, so that changes the result only by rounding."""
-    from calibcli.calibrators.base import PROB_CLIP
+    from calibcli.options import PROB_CLIP
 
     knots = cal.knots_
     if cal.params["score_kind"] == "logit":
@@ -354,7 +355,7 @@ def simplify(cal: Calibrator, max_knots: int) -> Simplified:
         start, hi = _split_worst(x, y, max_knots)
         keep = _bisect(lambda tol: _chord_reach(x, y, tol), x.size - 1, max_knots - 1, hi, start)
         out.x_, out.y_ = x[keep], y[keep]
-        from calibcli.calibrators.isotonic import interpolate
+        from calibcli.calibrators.piecewise import interpolate
 
         err = float(np.max(np.abs(interpolate(out.x_, out.y_, x) - y)))
         return Simplified(out, n, int(out.x_.size), err)

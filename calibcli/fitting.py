@@ -17,7 +17,7 @@ import numpy as np
 
 from calibcli import io, maps, summary
 from calibcli.calibrators import Calibrator, registry
-from calibcli.calibrators.base import WEIGHT_KINDS
+from calibcli.options import WEIGHT_KINDS
 from calibcli.errors import CalibWarning, FitError, InputError, UsageError
 from calibcli.evaluation import metrics
 from calibcli.io import targets

@@ -33,9 +33,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from calibcli import __version__, strictjson
+from calibcli import strictjson
+from calibcli._version import __version__
 from calibcli.calibrators import Calibrator, registry
-from calibcli.calibrators.base import MAX_KNOTS
+from calibcli.calibrators.statespec import MAX_KNOTS
 from calibcli.errors import UPGRADE_HINT, CalibError, MapError, UsageError, shown
 
 FORMAT = "calibcli.map"

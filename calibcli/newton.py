@@ -1,4 +1,5 @@
-"""The logistic recalibration fit logit P(y=1) = a + b logit(p) by damped Newton, over the
+"""Damped Newton fits: `newton_minimize`, the loop the logistic and spline calibrators share,
+and the logistic recalibration fit logit P(y=1) = a + b logit(p) by damped Newton, over the
 weighted distribution of p (ascending distinct p with the weight n0 of negatives and n1 of
 positives at each): the maximum-likelihood calibration slope b and intercept a.
 
@@ -105,3 +106,37 @@ def fit_logit_line(x: np.ndarray, n0: np.ndarray, n1: np.ndarray, eps: float, it
         if np.isfinite(wa) and np.isfinite(wb):
             a, b = wa, wb
     return damped_newton(x, counts, n1, a, b, iterations, eps)
+
+
+def newton_minimize(parts, beta: np.ndarray, *, max_iter: int, last_step: float, min_t: float,
+                  rel_tol: float) -> tuple[np.ndarray, float, bool]:
+    """Minimise a smooth convex loss by Newton steps halved until the loss does not rise.
+
+    `parts(beta)` gives (loss, gradient, Hessian). A full step is taken and the search ends
+    once the Newton decrement is at most `last_step`; a step is accepted when the loss is
+    within `rel_tol` (relative) of the current one. Returns (beta, the last decrement,
+    stalled: no step longer than `min_t` lowered the loss).
+    """
+    loss, grad, hess = parts(beta)
+    decrement = np.inf
+    for _ in range(max_iter):
+        try:
+            step = np.linalg.solve(hess, grad)
+        except np.linalg.LinAlgError:
+            step = np.linalg.lstsq(hess, grad, rcond=None)[0]
+        decrement = float(grad @ step)
+        if not np.isfinite(decrement):
+            return beta, decrement, False
+        if decrement <= last_step:
+            return beta - step, decrement, False
+        t = 1.0
+        while t > min_t:
+            new = parts(beta - t * step)
+            if new[0] <= loss + rel_tol * abs(loss):
+                break
+            t /= 2
+        else:
+            return beta, decrement, True
+        beta = beta - t * step
+        loss, grad, hess = new
+    return beta, decrement, False

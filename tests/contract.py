@@ -114,9 +114,9 @@ def check_platt_targets(cls, params, s, y):
     seen = []
 
     class Spy(cls):
-        def _fit(self, s_, y_, w_, features):
+        def _fit(self, s_, y_, w_, *features):
             seen.append((y_.copy(), w_.copy()))
-            super()._fit(s_, y_, w_, features)
+            super()._fit(s_, y_, w_, *features)
 
     w = np.random.default_rng(3).uniform(0.5, 2.0, s.size)  # fractional: rows are not expanded
     n_pos, n_neg = float(np.sum(w[y == 1])), float(np.sum(w[y == 0]))

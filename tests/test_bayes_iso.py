@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from calibcli.calibrators import get
-from calibcli.calibrators import bayes_iso
-from calibcli.calibrators.bayes_iso import pool_cells, posterior_mean, sample_bounds, sample_maps
+from calibcli.calibrators import bayes_iso, bayes_iso_sampler
+from calibcli.calibrators.bayes_iso_bounds import pool_cells, sample_bounds
+from calibcli.calibrators.bayes_iso_sampler import posterior_mean, sample_maps
 from calibcli.calibrators.isotonic import pav
 from calibcli.errors import CalibWarning
 
@@ -268,7 +269,7 @@ def _spread(share, samples, monkeypatch, seeds=40):
     s, y = contract.synthetic(60, seed=3, ties=False)
     y = y[np.argsort(s)]
     lower, upper = sample_bounds(np.ones(60), y, pav(y, np.ones(60)), 3.0, 1 / np.sqrt(60))
-    monkeypatch.setattr(bayes_iso, "SHARE", share)
+    monkeypatch.setattr(bayes_iso_sampler, "SHARE", share)
     one = (np.array([0]), np.array([60]))
     runs = [posterior_mean(y, 1 - y, lower, upper, *one, samples, seed) for seed in range(seeds)]
     var = np.var([r.mean for r in runs], axis=0, ddof=1).sum()
@@ -294,7 +295,7 @@ def test_share_one_tree_ess_equals_map_ess_and_one_tree_is_one(monkeypatch):
     blocks = (np.array([0]), np.array([4]))
     single = posterior_mean(n1, n0, lower, upper, *blocks, samples=64, seed=1)  # one tree
     assert single.ess[0] == pytest.approx(1.0) and single.dominated[0] and single.map_ess[0] > 2
-    monkeypatch.setattr(bayes_iso, "SHARE", 1)
+    monkeypatch.setattr(bayes_iso_sampler, "SHARE", 1)
     post = posterior_mean(n1, n0, lower, upper, *blocks, samples=500, seed=1)
     assert post.ess[0] == pytest.approx(post.map_ess[0], rel=1e-12)
 
@@ -308,9 +309,9 @@ def test_tally_merge_equals_direct_sums():
     ll1 = rng.normal(0, 3, (3, 2, 4))
     maps2 = rng.random((2, 3, 4)).astype(np.float32)
     ll2 = rng.normal(0, 3, (2, 1, 4)) + 5
-    tally = bayes_iso.Tally(5, 2)
+    tally = bayes_iso_sampler.Tally(5, 2)
     tally.add(maps1, ll1, block_of)
-    extra = bayes_iso.Tally(3, 1)
+    extra = bayes_iso_sampler.Tally(3, 1)
     extra.add(maps2, ll2, np.zeros(3, dtype=int))
     tally.merge(extra, np.array([1]), np.arange(2, 5), block_of)
     for b, maps, ll in ((0, [maps1[:, :2]], [ll1[:, 0]]), (1, [maps1[:, 2:], maps2], [ll1[:, 1], ll2[:, 0]])):

@@ -18,7 +18,7 @@ import pytest
 
 from calibcli import io
 from calibcli.calibrators import get
-from calibcli.calibrators.base import platt_targets
+from calibcli.calibrators.fitdata import platt_targets
 from calibcli.calibrators.beta import EPS, midpoint
 from calibcli.errors import CalibWarning, FitError
 

@@ -109,3 +109,40 @@ def test_platt_default_matches_the_documented_extremes(name):
     on = cls().params["platt_correction"]
     assert cls.default_extremes()
     assert on == ("platt_correction=false" in cls.default_extremes())
+
+
+@pytest.mark.parametrize("name", [m for m in METHODS if not get(m).uses_features])
+def test_score_only_methods_refuse_features(name):
+    """A score-only method reads no feature column: given one, fit and predict say so rather
+    than ignore it (and a fitted map still predicts without them)."""
+    from calibcli.calibrators import ScoreCalibrator
+    from calibcli.errors import UsageError
+
+    cls = get(name)
+    assert issubclass(cls, ScoreCalibrator)
+    s, y = _data()
+    feats = {"field": np.array(["a"] * s.size, dtype=object)}
+    with pytest.raises(UsageError, match=f"method '{name}' reads no feature columns, got features \\(field\\)"):
+        cls(**_params(name)).fit(s, y, features=feats)
+    cal = cls(**_params(name)).fit(s, y)
+    with pytest.raises(UsageError, match="reads no feature columns"):
+        cal.predict(s, features=feats)
+    assert np.all(np.isfinite(cal.predict(s)))
+
+
+def test_feature_methods_are_feature_calibrators():
+    from calibcli.calibrators import FeatureCalibrator
+
+    for name in METHODS:
+        assert issubclass(get(name), FeatureCalibrator) == get(name).uses_features, name
+
+
+def test_register_refuses_a_class_of_neither_kind():
+    from calibcli.calibrators import Calibrator, register
+
+    class Bare(Calibrator):
+        name = "bare-test-method"
+
+    with pytest.raises(ValueError, match="must derive from ScoreCalibrator or FeatureCalibrator"):
+        register(Bare)
+    assert "bare-test-method" not in available()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from calibcli.calibrators import create
-from calibcli.calibrators.base import platt_targets
+from calibcli.calibrators.fitdata import platt_targets
 from calibcli.pooling import unique_with_sums
 from calibcli.calibrators.enir import near_isotonic_path
 from calibcli.calibrators.isotonic import pav

@@ -286,7 +286,8 @@ SQL_FITS = [("isotonic", {}), ("isotonic", {"platt_correction": True}), ("enir",
             ("near-isotonic", {}), ("bayes-iso", {"samples": 100}), ("binning", {"n_bins": 7}),
             ("binning", {"n_bins": 7, "strategy": "width"}), ("logistic", {}), ("beta", {}), ("beta-am", {}),
             ("beta-ab", {}), ("beta", {"score_kind": "logit"}), ("ilps", {"K": 5}),
-            ("ilps", {"K": 5, "score_kind": "logit"}), ("venn-abers", {}), ("venn-abers", {"loss": "brier"})]
+            ("ilps", {"K": 5, "score_kind": "logit"}), ("venn-abers", {}), ("venn-abers", {"loss": "brier"}),
+            ("bbq", {}), ("bbq", {"variant": "netcal"}), ("spline", {}), ("spline", {"score_kind": "logit"})]
 assert {m for m, _ in SQL_FITS} == set(export.SQL_METHODS)
 EXTREME_SETTINGS = settings(max_examples=6, deadline=None, derandomize=True,
                             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,

@@ -22,7 +22,7 @@ import contract
 import extremes
 from calibcli import _lookup
 from calibcli.calibrators import available, get
-from calibcli.calibrators.isotonic import KnotMap
+from calibcli.calibrators.piecewise import KnotMap
 from calibcli.errors import CalibWarning, FitError
 
 FAST = {

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from calibcli import _lookup
 from calibcli.calibrators import create
-from calibcli.calibrators.base import platt_targets
+from calibcli.calibrators.fitdata import platt_targets
 from calibcli.calibrators.isotonic import compress_knots, pav
 from calibcli.pooling import unique_with_sums
 

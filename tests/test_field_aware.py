@@ -12,7 +12,8 @@ from sklearn.metrics import log_loss, roc_auc_score
 import contract
 from synthetic import logit, section51, sigmoid
 from calibcli.calibrators import create
-from calibcli.calibrators.field_aware import FieldAwareCalibrator, Network, encode, loss_and_grads
+from calibcli.calibrators.field_aware import FieldAwareCalibrator, encode
+from calibcli.calibrators.field_network import Network, loss_and_grads
 from calibcli.calibrators.ilps import ILPSCalibrator, ilps_eta, ilps_splits, knot_penalty
 from calibcli.errors import FitError, InputError
 from calibcli.evaluation.metrics import field_ece, field_rce

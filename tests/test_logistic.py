@@ -5,7 +5,7 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 
 from calibcli.calibrators import create
-from calibcli.calibrators.base import platt_targets
+from calibcli.calibrators.fitdata import platt_targets
 
 
 def newton_mle(s, t, w, iters=100):

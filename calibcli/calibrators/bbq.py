@@ -24,9 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import Calibrator, Field, Param, StateSpec, as_float_array
+from calibcli.calibrators.fitdata import weighted_rows
+from calibcli.calibrators.piecewise import StepMap
+from calibcli.calibrators.statespec import Field, StateSpec
+from calibcli.options import Param
 from calibcli.calibrators.registry import register
-from calibcli.errors import FitError
 
 ESS = 2.0  # the paper's equivalent sample size N'
 ELBOW_ALPHA = 0.001  # netcal's elbow threshold
@@ -164,7 +166,7 @@ def merge_step_maps(models: list[tuple[np.ndarray, np.ndarray]], weights: np.nda
 
 
 @register
-class BBQCalibrator(Calibrator):
+class BBQCalibrator(StepMap):
     """Bayesian Binning into Quantiles (the paper's, or netcal 1.4's defaults)."""
 
     name = "bbq"
@@ -180,10 +182,8 @@ class BBQCalibrator(Calibrator):
     extremes = ("inside (0, 1) for variant=paper (every bin's Beta prior); variant=netcal gives 0 "
                 "or 1 where every averaged bin had one class, as netcal does")
 
-    def _fit(self, s, y, w, features):
-        keep = w > 0
-        if not keep.all():
-            s, y, w = s[keep], y[keep], w[keep]
+    def _fit(self, s, y, w):
+        s, y, w = weighted_rows(s, y, w)
         n = float(np.sum(w))
         sums = _Sums(s, y, w)
         if self.params["variant"] == "paper":
@@ -200,24 +200,14 @@ class BBQCalibrator(Calibrator):
         self.edges_, self.values_ = merge_step_maps([found[i][:2] for i in order], weights[order])
         self.values_ = np.clip(self.values_, 0.0, 1.0)
 
-    def _predict(self, s, features):
-        return self.values_[np.searchsorted(self.edges_, s, side="left")]
-
-    def _get_state(self) -> dict[str, Any]:
-        return {"edges": self.edges_, "values": self.values_}
-
     state_spec = StateSpec(
         Field("edges", order="increasing", low=0.0, high=1.0),
         Field("values", unit=True, min_size=1),
-        check=lambda params, v, fail: len(v["values"]) == len(v["edges"]) + 1 or fail(
-            "values", problem=f"has {len(v['values'])} values for {len(v['edges'])} edges (needs one more)"),
+        check=StepMap.state_spec.check,
     )
 
     def _set_state(self, state: dict[str, Any]) -> None:
-        self.edges_ = as_float_array(state["edges"], "state edges")
-        self.values_ = as_float_array(state["values"], "state values")
-        if self.values_.size != self.edges_.size + 1:
-            raise FitError("bbq state needs one more value than edges")
+        super()._set_state(state)
         self.models_ = None
 
     def summary(self) -> dict[str, Any]:

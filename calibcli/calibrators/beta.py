@@ -52,25 +52,19 @@ improvement on logistic calibration for binary classifiers", AISTATS, sections 3
 from __future__ import annotations
 
 import math
-import warnings
 from itertools import combinations
 from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import (
-    PLATT_CORRECTION,
-    PROB_CLIP,
-    SCORE_KIND,
-    Calibrator,
-    Field,
-    StateSpec,
-    as_float_array,
-)
-from calibcli.pooling import mostly_distinct, unique_with_sums
+from calibcli.calibrators.base import ScoreCalibrator, fit_warning
+from calibcli.calibrators.fitdata import as_float_array
 from calibcli.calibrators.logistic import fit_logistic_columns, sigmoid
 from calibcli.calibrators.registry import register
-from calibcli.errors import CalibWarning, FitError
+from calibcli.calibrators.statespec import Field, StateSpec
+from calibcli.errors import FitError
+from calibcli.options import PLATT_CORRECTION, PROB_CLIP, SCORE_KIND
+from calibcli.pooling import mostly_distinct, unique_with_sums
 
 EPS = PROB_CLIP  # probability clip, float64 whatever the input dtype
 LN2 = math.log(2.0)
@@ -184,7 +178,7 @@ def midpoint(a: float, b: float, c: float) -> float:
     return 0.5 if c == 0 else (1.0 if c < 0 else 0.0)
 
 
-class _BetaFamily(Calibrator):
+class _BetaFamily(ScoreCalibrator):
     """Shared fitting, prediction and state of the three beta variants."""
 
     params = (PLATT_CORRECTION, SCORE_KIND)
@@ -194,10 +188,6 @@ class _BetaFamily(Calibrator):
     extremes = ("inside (0, 1) for scores inside (0, 1) when the classes overlap; the scores 0 and 1 "
                 "(clipped to 1e-12 from the ends) map to 0 and 1 when a, b > 0, as the identity does; "
                 "on separated classes the coefficients grow (the fit warns)")
-
-    def __init__(self, **params: Any):
-        super().__init__(**params)
-        self.needs_probabilities = self.params["score_kind"] == "probability"  # type: ignore[misc]
 
     def fit(self, scores, labels, weights=None, features=None, weight_kind="frequency"):
         """As Calibrator.fit, with an error that names `score_kind=logit` for out-of-range scores."""
@@ -210,7 +200,7 @@ class _BetaFamily(Calibrator):
             )
         return super().fit(s, labels, weights, features, weight_kind)
 
-    def _fit(self, s, y, w, features):
+    def _fit(self, s, y, w):
         kind = self.params["score_kind"]
         spread = bool(s.min() < s.max())
         s, self.clipped_ = clip_scores(s, kind, EPS)
@@ -224,7 +214,7 @@ class _BetaFamily(Calibrator):
             what = "logits beyond +-%.4g" % (math.log1p(-EPS) - math.log(EPS)) if kind == "logit" else (
                 f"scores outside [{EPS:g}, 1-{EPS:g}]"
             )
-            warnings.warn(f"{self.clipped_} {what} were clipped before the beta fit", CalibWarning, stacklevel=4)
+            fit_warning(f"{self.clipped_} {what} were clipped before the beta fit", stacklevel=4)
         if mostly_distinct(s):  # pooling would cost a sort and save nothing: fit on the rows
             keep = w > 0
             xs, sw, ybar = (s, w, y) if keep.all() else (s[keep], w[keep], y[keep])
@@ -240,18 +230,10 @@ class _BetaFamily(Calibrator):
         else:
             a, b, c, converged = self._fit_coefficients(f1, f2, ybar, sw)
         if separated(xs, ybar):
-            warnings.warn(
-                f"the score separates the classes perfectly, so the {self.name} fit has no finite "
-                "optimum and the map is close to a step; try --param platt_correction=true",
-                CalibWarning,
-                stacklevel=4,
-            )
+            fit_warning(f"the score separates the classes perfectly, so the {self.name} fit has no finite "
+                        "optimum and the map is close to a step; try --param platt_correction=true", stacklevel=4)
         elif not converged:
-            warnings.warn(
-                f"{self.name} fit did not converge; try --param platt_correction=true",
-                CalibWarning,
-                stacklevel=4,
-            )
+            fit_warning(f"{self.name} fit did not converge; try --param platt_correction=true", stacklevel=4)
         self.a_, self.b_, self.c_ = float(a), float(b), float(c)
         self.m_ = self._midpoint()
         self.eps_ = EPS
@@ -263,12 +245,12 @@ class _BetaFamily(Calibrator):
         """(a, b, c, converged) from the features ln s, -ln(1-s) of the pooled scores."""
         raise NotImplementedError
 
-    def _predict(self, s, features):
+    def _predict(self, s):
         kind = self.params["score_kind"]
         f1, f2 = log_features(clip_scores(s, kind, self.eps_)[0], kind)
         eta = self.a_ * f1 + self.b_ * f2 + self.c_
-        # 1/(1+e^-eta): 3x faster than logistic.sigmoid's logaddexp form and within a few
-        # ulps of it; e^-eta overflows only where the map is below 1e-308 (giving 0).
+        # 1/(1+e^-eta), cheaper than logistic.sigmoid's logaddexp form and within a few ulps of
+        # it (docs/algorithms.md); e^-eta overflows only where the map is below 1e-308 (giving 0).
         with np.errstate(over="ignore"):
             return 1.0 / (1.0 + np.exp(-eta))
 

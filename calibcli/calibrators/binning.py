@@ -17,13 +17,12 @@ and naive Bayesian classifiers".
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import SAFE_PLATT_CORRECTION, Calibrator, Field, Param, StateSpec, as_float_array
+from calibcli.calibrators.piecewise import StepMap
 from calibcli.calibrators.registry import register
-from calibcli.errors import FitError
+from calibcli.options import SAFE_PLATT_CORRECTION, Param
 
 
 def weighted_quantiles(s: np.ndarray, w: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -73,35 +72,6 @@ def bin_values(s: np.ndarray, y: np.ndarray, w: np.ndarray, edges: np.ndarray) -
     return values
 
 
-class StepMap(Calibrator):
-    """Shared state of bin-based methods: inner edges and one value per bin."""
-
-    edge_side = "left"  # a score equal to an edge belongs to the bin below ("left") or above
-
-    def _predict(self, s, features):
-        return self.values_[np.searchsorted(self.edges_, s, side=self.edge_side)]
-
-    def _get_state(self) -> dict[str, Any]:
-        return {"edges": self.edges_, "values": self.values_}
-
-    state_spec = StateSpec(
-        Field("edges", order="increasing"),
-        # at most n_bins bins (boot-binning: the union of r rounds' bins)
-        Field("values", unit=True, min_size=1, max_size=lambda p: p["n_bins"] * p.get("r", 1)),
-        check=lambda params, v, fail: len(v["values"]) == len(v["edges"]) + 1 or fail(
-            "values", problem=f"has {len(v['values'])} values for {len(v['edges'])} inner edges (needs one more)"),
-    )
-
-    def _set_state(self, state: dict[str, Any]) -> None:
-        self.edges_ = as_float_array(state["edges"], "state edges")
-        self.values_ = as_float_array(state["values"], "state values")
-        if self.values_.size != self.edges_.size + 1:
-            raise FitError(f"{self.name} state needs one more value than inner edges")
-
-    def summary(self) -> dict[str, Any]:
-        return {"bins": int(self.values_.size)}
-
-
 @register
 class BinningCalibrator(StepMap):
     """Histogram binning with equal-frequency or equal-width bins."""
@@ -116,6 +86,6 @@ class BinningCalibrator(StepMap):
     )
     monotone = False
 
-    def _fit(self, s, y, w, features):
+    def _fit(self, s, y, w):
         self.edges_ = bin_edges(s, w, self.params["n_bins"], self.params["strategy"])
         self.values_ = bin_values(s, y, w, self.edges_)

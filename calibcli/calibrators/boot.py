@@ -97,16 +97,16 @@ from __future__ import annotations
 
 import math
 
-import warnings
 from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import SAFE_PLATT_CORRECTION, SEED, Calibrator, Param
-from calibcli.calibrators.binning import StepMap, bin_edges, bin_values
-from calibcli.calibrators.isotonic import KnotMap, compress_knots, interpolate, pav
+from calibcli.calibrators.base import ScoreCalibrator, fit_warning
+from calibcli.calibrators.binning import bin_edges, bin_values
+from calibcli.calibrators.isotonic import compress_knots, pav
+from calibcli.calibrators.piecewise import KnotMap, StepMap, interpolate
 from calibcli.calibrators.registry import register
-from calibcli.errors import CalibWarning
+from calibcli.options import SAFE_PLATT_CORRECTION, SEED, Param
 
 _WALSH_BLOCK = 4_000_000  # Walsh averages held at once (rows x pairs), ~32 MB of float64
 
@@ -174,17 +174,8 @@ def bin_cells(value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
-def merge_bins(
-    cut: np.ndarray,
-    group: np.ndarray,
-    w: np.ndarray,
-    h: np.ndarray,
-    lo: np.ndarray,
-    hi: np.ndarray,
-    t_in: float,
-    t_count: float,
-    monotone: bool,
-) -> np.ndarray:
+def merge_bins(cut: np.ndarray, group: np.ndarray, w: np.ndarray, h: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+               t_in: float, t_count: float, monotone: bool) -> np.ndarray:
     """Coarsen the partition `cut` (True between score groups g and g+1) until every bin
     contains at least `t_count` (by weight) of its rows' intervals; returns the final cuts.
 
@@ -223,7 +214,7 @@ def merge_bins(
     return cut
 
 
-class _BootBase(Calibrator):
+class _BootBase(ScoreCalibrator):
     """Shared fit: canonical order, vectorised bootstrap rounds, Walsh summary, merging."""
 
     monotone = True
@@ -233,7 +224,7 @@ class _BootBase(Calibrator):
         """Calibrated values at every distinct score, fitted on one round's in-bag sums."""
         raise NotImplementedError
 
-    def _fit(self, s, y, w, features):
+    def _fit(self, s, y, w):
         keep = w > 0
         s, y, w = s[keep], y[keep], w[keep]
         order = np.lexsort((w, y, s))
@@ -269,12 +260,8 @@ class _BootBase(Calibrator):
         t_count = self.params["t_count"]
         needed = t_count * w.sum() if t_count < 1 else t_count
         if needed > w.sum():
-            warnings.warn(
-                f"{self.name}: t_count={t_count:g} exceeds the number of rows ({w.sum():g}); "
-                "the map is a single bin",
-                CalibWarning,
-                stacklevel=2,
-            )
+            fit_warning(f"{self.name}: t_count={t_count:g} exceeds the number of rows ({w.sum():g}); "
+                        "the map is a single bin", stacklevel=2)
         cut0 = np.any(table[:, 1:] != table[:, :-1], axis=0)
         cut = merge_bins(cut0, group, w, h, lo, hi, self.params["t_in"], needed, self.monotone)
 

@@ -66,11 +66,12 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import SAFE_PLATT_CORRECTION, Param
-from calibcli.pooling import unique_with_sums
-from calibcli.calibrators.isotonic import KnotMap, compress_knots
+from calibcli.calibrators.isotonic import compress_knots
+from calibcli.calibrators.piecewise import KnotMap
 from calibcli.calibrators.registry import register
 from calibcli.errors import FitError
+from calibcli.options import SAFE_PLATT_CORRECTION, Param
+from calibcli.pooling import unique_with_sums
 
 
 class NearIsotonicPath:
@@ -340,12 +341,22 @@ def _pooled(s: np.ndarray, y: np.ndarray, w: np.ndarray):
     return xs[keep], sw[keep], swy[keep]
 
 
+class _NearIsotonicFamily(KnotMap):
+    """Knot maps fitted on tie-pooled scores that may decrease (near-isotonic, ENIR)."""
+
+    monotone = False
+
+    def summary(self) -> dict[str, Any]:
+        out = {"knots": int(self.x_.size)}
+        out.update(getattr(self, "info_", {}))
+        return out
+
+
 @register
-class ENIRCalibrator(KnotMap):
+class ENIRCalibrator(_NearIsotonicFamily):
     """ENIR: BIC-weighted average of near-isotonic fits along the whole lambda path."""
 
     name = "enir"
-    monotone = False
     description = "ENIR: BIC-weighted ensemble of near-isotonic regressions along the lambda path"
     params = (
         Param("models", int, 100, "at most this many lambdas from the path (R's maxBreaks)", low=2, high=1000),
@@ -354,7 +365,7 @@ class ENIRCalibrator(KnotMap):
         SAFE_PLATT_CORRECTION,
     )
 
-    def _fit(self, s, y, w, features):
+    def _fit(self, s, y, w):
         if self.params["smoothing"] and (s.min() < 0 or s.max() > 1):
             raise FitError(
                 "smoothing=true treats scores as probabilities: they must lie in [0, 1]",
@@ -366,18 +377,12 @@ class ENIRCalibrator(KnotMap):
         )
         self.x_, self.y_ = compress_knots(xs, values)
 
-    def summary(self) -> dict[str, Any]:
-        out = {"knots": int(self.x_.size)}
-        out.update(getattr(self, "info_", {}))
-        return out
-
 
 @register
-class NearIsotonicCalibrator(KnotMap):
+class NearIsotonicCalibrator(_NearIsotonicFamily):
     """Near-isotonic regression at one penalty lambda (on summed weights)."""
 
     name = "near-isotonic"
-    monotone = False
     description = "near-isotonic regression: least squares + lambda * sum of decreases, linear between knots"
     params = (
         Param(
@@ -391,10 +396,7 @@ class NearIsotonicCalibrator(KnotMap):
         SAFE_PLATT_CORRECTION,
     )
 
-    def _fit(self, s, y, w, features):
+    def _fit(self, s, y, w):
         xs, sw, swy = _pooled(s, y, w)
         path = NearIsotonicPath(swy / sw, sw)
         self.x_, self.y_ = compress_knots(xs, path.solution(self.params["lam"]))
-
-    def summary(self) -> dict[str, Any]:
-        return {"knots": int(self.x_.size)}

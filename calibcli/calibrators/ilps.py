@@ -1,8 +1,8 @@
 """Isotonic Line-Plot Scaling (ILPS): a non-decreasing piecewise-linear map of the logit.
 
-eta(l) joins the points (a_1, b_1), ..., (a_{K+1}, b_{K+1}) at fixed splits a_k in logit space
-(eq. 10); q = sigmoid(eta(l)). The values b are fitted on the weighted mean log-loss plus
-lambda * sum_k (b_k - b_{k+1})_+ (eq. 11). `field_aware.py` reuses these pieces as the eta(l)
+eta(logit) joins the points (a_1, b_1), ..., (a_{K+1}, b_{K+1}) at fixed splits a_k in logit space
+(eq. 10); q = sigmoid(eta(logit)). The values b are fitted on the weighted mean log-loss plus
+lambda * sum_k (b_k - b_{k+1})_+ (eq. 11). `field_aware.py` reuses these pieces as the eta(logit)
 part of Neural Calibration.
 
 Choices where the paper is silent or inconsistent, and why:
@@ -27,7 +27,7 @@ Choices where the paper is silent or inconsistent, and why:
   `fit_ilps`). No seed, exact weights, independent of row order (a generic bound-constrained
   solver on a split u - v formulation needs hundreds of iterations: docs/algorithms.md).
 - `ridge` (default 1e-4, 0 = eq. 11 exactly) adds ridge/2 * integral over [a_1, a_{K+1}] of
-  (eta'(l) - 1)^2, i.e. ridge/2 * sum_k (d_k - da_k)^2 / da_k with d = diff(b), da = diff(a).
+  (eta'(logit) - 1)^2, i.e. ridge/2 * sum_k (d_k - da_k)^2 / da_k with d = diff(b), da = diff(a).
   Without it the optimum is not unique where a segment holds fewer points than it has free
   values, and a run of only-negative (only-positive) lowest (highest) scores sends b to
   -inf (+inf); the term shrinks such segments toward the identity slope. For K = 100 the
@@ -45,26 +45,19 @@ Empirically Strong Method for Reliable Probabilistic Predictions", WWW '20, sect
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import (
-    PLATT_CORRECTION,
-    PROB_CLIP,
-    SCORE_KIND,
-    Calibrator,
-    Field,
-    Param,
-    StateSpec,
-    as_float_array,
-)
-from calibcli.pooling import unique_with_sums
+from calibcli.calibrators.base import ScoreCalibrator, fit_warning
+from calibcli.calibrators.fitdata import as_float_array
 from calibcli.calibrators.isotonic import pav
 from calibcli.calibrators.logistic import sigmoid
 from calibcli.calibrators.registry import register
-from calibcli.errors import CalibWarning, FitError
+from calibcli.calibrators.statespec import Field, StateSpec
+from calibcli.errors import FitError
+from calibcli.options import PLATT_CORRECTION, PROB_CLIP, SCORE_KIND, Param
+from calibcli.pooling import unique_with_sums
 
 LOGIT_CLIP = 1e300
 
@@ -85,7 +78,7 @@ KNOT_FIELDS = (
 
 
 def check_splits(params: Any, values: dict[str, Any], fail: Any) -> None:
-    """Loaded splits must be at least MIN_SPLIT_GAP apart (t = (l - a_k) / gap stays finite)."""
+    """Loaded splits must be at least MIN_SPLIT_GAP apart (t = (logit - a_k) / gap stays finite)."""
     gaps = np.diff(values["a"])
     if gaps.size and gaps.min() < MIN_SPLIT_GAP:
         i = int(np.argmin(gaps)) + 1
@@ -94,7 +87,7 @@ def check_splits(params: Any, values: dict[str, Any], fail: Any) -> None:
 
 def to_logit(s: np.ndarray, score_kind: str) -> np.ndarray:
     """Logits from scores: probabilities clipped to [1e-12, 1-1e-12], logits to +-1e300 (so
-    t = (l - a_k) / gap stays finite and a flat end segment never gives 0 * inf = NaN)."""
+    t = (logit - a_k) / gap stays finite and a flat end segment never gives 0 * inf = NaN)."""
     if score_kind == "logit":
         return np.clip(s, -LOGIT_CLIP, LOGIT_CLIP)
     p = np.clip(s, PROB_CLIP, 1.0 - PROB_CLIP)
@@ -110,16 +103,16 @@ def ilps_splits(K: int) -> np.ndarray:
 FIT_T_MAX = 1e6
 
 
-def segments(l: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Segment index k (0-based, end segments extended) and position t = (l - a_k)/(a_k+1 - a_k)."""
-    k = np.clip(np.searchsorted(a, l, side="right") - 1, 0, a.size - 2)
-    t = (l - a[k]) / (a[k + 1] - a[k])
+def segments(logit: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Segment index k (0-based, end segments extended) and position t = (logit - a_k)/(a_k+1 - a_k)."""
+    k = np.clip(np.searchsorted(a, logit, side="right") - 1, 0, a.size - 2)
+    t = (logit - a[k]) / (a[k + 1] - a[k])
     return k, t
 
 
-def ilps_eta(l: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """eta(l): linear between knots (eq. 10), end segments extended linearly."""
-    k, t = segments(l, a)
+def ilps_eta(logit: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """eta(logit): linear between knots (eq. 10), end segments extended linearly."""
+    k, t = segments(logit, a)
     return b[k] + t * (b[k + 1] - b[k])
 
 
@@ -144,23 +137,14 @@ def knot_penalty(a: np.ndarray, b: np.ndarray, lam: float, ridge: float) -> tupl
     return value, grad
 
 
-def fit_ilps(
-    l: np.ndarray,
-    y: np.ndarray,
-    w: np.ndarray,
-    a: np.ndarray,
-    lam: float,
-    ridge: float,
-    offset: np.ndarray | None = None,
-    b0: np.ndarray | None = None,
-    max_iter: int = 200,
-    segs: tuple[np.ndarray, np.ndarray] | None = None,
-) -> tuple[np.ndarray, dict[str, Any]]:
+def fit_ilps(logit: np.ndarray, y: np.ndarray, w: np.ndarray, a: np.ndarray, lam: float, ridge: float,
+             offset: np.ndarray | None = None, b0: np.ndarray | None = None, max_iter: int = 200,
+             segs: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
     """Knot values b minimising eq. 11 (+ the ridge term) on tie-pooled logits.
 
-    With `offset` the model is sigmoid(eta(l) + offset) per row (rows are then not pooled):
+    With `offset` the model is sigmoid(eta(logit) + offset) per row (rows are then not pooled):
     field-aware calibration fits eta this way next to its per-level shifts. `b0` warm-starts
-    the solver; `max_iter` bounds its Newton steps; `segs` are `segments(l, a)` of the rows
+    the solver; `max_iter` bounds its Newton steps; `segs` are `segments(logit, a)` of the rows
     when the caller has them (offset only: the rows are not pooled).
 
     Variables are c = b_1 and the increments d = diff(b), so the penalty lam * sum (-d)_+ acts
@@ -172,12 +156,12 @@ def fit_ilps(
     Returns (b before projection, info).
     """
     if offset is None:
-        xs, sw, swy = unique_with_sums(l, y, w)
+        xs, sw, swy = unique_with_sums(logit, y, w)
         keep = sw > 0
         xs, sw, swy, off = xs[keep], sw[keep], swy[keep], None
     else:
         keep = slice(None) if np.all(w > 0) else w > 0  # a slice: no copies of every row
-        xs, sw, swy, off = l[keep], w[keep], (w * y)[keep], offset[keep]
+        xs, sw, swy, off = logit[keep], w[keep], (w * y)[keep], offset[keep]
     total = float(sw.sum())
     sw, swy = sw / total, swy / total
     k, t = segments(xs, a) if segs is None or offset is None else (segs[0][keep], segs[1][keep])
@@ -278,7 +262,7 @@ def project_monotone(b: np.ndarray) -> tuple[np.ndarray, float]:
 
 
 @register
-class ILPSCalibrator(Calibrator):
+class ILPSCalibrator(ScoreCalibrator):
     """ILPS (Pan et al. 2020, eq. 10-11) solved as a convex problem, projected to be monotone."""
 
     name = "ilps"
@@ -286,33 +270,24 @@ class ILPSCalibrator(Calibrator):
     description = "isotonic line-plot scaling: monotone piecewise-linear map of the logit (Pan et al. 2020)"
     params = (K_PARAM, LAM_PARAM, RIDGE_PARAM, SCORE_KIND, PLATT_CORRECTION)
 
-    def __init__(self, **params: Any):
-        super().__init__(**params)
-        # Per instance: `fit` (and `calib apply`) refuse scores outside [0, 1] only when they
-        # are read as probabilities.
-        self.needs_probabilities = self.params["score_kind"] == "probability"
-
-    def _fit(self, s, y, w, features):
+    def _fit(self, s, y, w):
         a = ilps_splits(self.params["K"])
-        l = to_logit(s, self.params["score_kind"])
-        if s.min() < s.max() and not l.min() < l.max():
+        logit = to_logit(s, self.params["score_kind"])
+        if s.min() < s.max() and not logit.min() < logit.max():
             raise FitError(
-                f"every score is clipped to the logit {float(l[0]):g} (probabilities within 1e-12 "
+                f"every score is clipped to the logit {float(logit[0]):g} (probabilities within 1e-12 "
                 "of 0 or 1), so the fit cannot tell them apart",
                 hint="fit a rank-based method (isotonic, binning) on these scores",
             )
-        b, info = fit_ilps(l, y, w, a, self.params["lam"], self.params["ridge"])
+        b, info = fit_ilps(logit, y, w, a, self.params["lam"], self.params["ridge"])
         if not info["converged"]:
-            warnings.warn(
-                "ilps: the Newton solver hit its iteration limit; the map may be slightly suboptimal",
-                CalibWarning,
-                stacklevel=2,
-            )
+            fit_warning("ilps: the Newton solver hit its iteration limit; the map may be slightly suboptimal",
+                        stacklevel=2)
         b, viol = project_monotone(b)
         self._set_state({"a": a, "b": b})
         self.info_ = dict(info, max_violation=viol, projection_changed=viol > 0.0)
 
-    def _predict(self, s, features):
+    def _predict(self, s):
         return sigmoid(ilps_eta(to_logit(s, self.params["score_kind"]), self.a_, self.b_))
 
     def _get_state(self) -> dict[str, Any]:

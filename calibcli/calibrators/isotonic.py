@@ -16,15 +16,13 @@ import functools
 import importlib.machinery
 import importlib.util
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from calibcli import _lookup
-from calibcli.calibrators.base import SAFE_PLATT_CORRECTION, Calibrator, Field, StateSpec, as_float_array
-from calibcli.pooling import unique_with_sums
+from calibcli.calibrators.piecewise import KnotMap
 from calibcli.calibrators.registry import register
-from calibcli.errors import FitError
+from calibcli.options import SAFE_PLATT_CORRECTION
+from calibcli.pooling import unique_with_sums
 
 
 def pav(y: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -66,9 +64,9 @@ def pav_inplace(y: np.ndarray, w: np.ndarray) -> np.ndarray:
 def _pava_kernel():
     """scipy's compiled PAVA function, or None.
 
-    `import scipy.optimize._pava_pybind` would first run `scipy.optimize`'s package import
-    (about 0.6 s: it loads most of scipy); the extension module itself loads in a
-    millisecond from its file, found without importing scipy. Any failure falls back to the
+    `import scipy.optimize._pava_pybind` would first run `scipy.optimize`'s package import,
+    which loads most of scipy (docs/algorithms.md, "`calib fit` end to end"); the extension
+    module itself loads alone from its file, found without importing scipy. Any failure falls back to the
     regular import, and then to None (`pav`)."""
     with contextlib.suppress(ImportError, OSError, StopIteration, TypeError, AttributeError):
         spec = importlib.util.find_spec("scipy")
@@ -114,40 +112,6 @@ def compress_knots(x: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return x[keep], v[keep]
 
 
-def interpolate(x_knots: np.ndarray, y_knots: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """Linear interpolation between knots, constant outside [x_knots[0], x_knots[-1]].
-
-    Bit-for-bit `np.interp`, through a grid lookup that is faster on large inputs (`_lookup`).
-    """
-    if x_knots.size == 1:
-        return np.full(s.shape, y_knots[0])
-    return _lookup.interp(s, x_knots, y_knots)
-
-
-class KnotMap(Calibrator):
-    """Shared state of knot-based methods: (x, y) knots, linear between, constant outside."""
-
-    def _predict(self, s, features):
-        return interpolate(self.x_, self.y_, s)
-
-    def _get_state(self) -> dict[str, Any]:
-        return {"x": self.x_, "y": self.y_}
-
-    state_spec = StateSpec(
-        Field("x", order="increasing", min_size=1),
-        Field("y", unit=True, order="monotone", same_size="x"),
-    )
-
-    def _set_state(self, state: dict[str, Any]) -> None:
-        self.x_ = as_float_array(state["x"], "state x")
-        self.y_ = as_float_array(state["y"], "state y")
-        if self.x_.size == 0 or self.x_.size != self.y_.size:
-            raise FitError("state x and y must be non-empty and of the same length")
-
-    def summary(self) -> dict[str, Any]:
-        return {"knots": int(self.x_.size)}
-
-
 @register
 class IsotonicCalibrator(KnotMap):
     """Isotonic regression (PAV) with tied scores pooled and linear interpolation."""
@@ -156,5 +120,5 @@ class IsotonicCalibrator(KnotMap):
     description = "isotonic regression (weighted PAV), linear between knots, constant outside"
     params = (SAFE_PLATT_CORRECTION,)
 
-    def _fit(self, s, y, w, features):
+    def _fit(self, s, y, w):
         self.x_, self.y_ = isotonic_knots(s, y, w)

@@ -14,14 +14,16 @@ regularized likelihood methods".
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import SAFE_PLATT_CORRECTION, Calibrator, Field, StateSpec
+from calibcli.calibrators.base import ScoreCalibrator, fit_warning
 from calibcli.calibrators.registry import register
-from calibcli.errors import CalibWarning, FitError
+from calibcli.calibrators.statespec import Field, StateSpec
+from calibcli.errors import FitError
+from calibcli.newton import newton_minimize
+from calibcli.options import SAFE_PLATT_CORRECTION
 
 _SCALE_EXP = 256
 
@@ -140,35 +142,14 @@ def _unit(w: np.ndarray) -> bool:
 def _newton(cols, y, w, intercept, beta):
     """Damped Newton from `beta` until the Newton decrement is at rounding level."""
     total = float(y.size) if _unit(w) else float(w.sum())
-    loss, grad, hess = _loss_grad_hess(cols, y, w, intercept, beta, total)
-    decrement = np.inf
-    for _ in range(_MAX_NEWTON):
-        try:
-            step = np.linalg.solve(hess, grad)
-        except np.linalg.LinAlgError:
-            step = np.linalg.lstsq(hess, grad, rcond=None)[0]
-        decrement = float(grad @ step)
-        if not np.isfinite(decrement):
-            break
-        if decrement <= _LAST_STEP:
-            beta = beta - step
-            break
-        t = 1.0
-        while t > 1e-12:
-            new = _loss_grad_hess(cols, y, w, intercept, beta - t * step, total)
-            if new[0] <= loss + 4e-16 * abs(loss):
-                break
-            t /= 2
-        else:
-            break
-        beta = beta - t * step
-        loss, grad, hess = new
+    beta, decrement, _ = newton_minimize(lambda b: _loss_grad_hess(cols, y, w, intercept, b, total), beta,
+                                       max_iter=_MAX_NEWTON, last_step=_LAST_STEP, min_t=1e-12, rel_tol=4e-16)
     converged = bool(np.all(np.isfinite(beta)) and 0 <= decrement <= _LAST_STEP)
     return beta, converged
 
 
 @register
-class LogisticCalibrator(Calibrator):
+class LogisticCalibrator(ScoreCalibrator):
     """Platt scaling on the raw score."""
 
     name = "logistic"
@@ -179,7 +160,7 @@ class LogisticCalibrator(Calibrator):
     params = (SAFE_PLATT_CORRECTION,)
     monotone = False  # a is unconstrained: a < 0 (higher scores, fewer positives) decreases
 
-    def _fit(self, s, y, w, features):
+    def _fit(self, s, y, w):
         # Scores beyond 2**+-256 are fitted scaled by a power of two (exact), so that their
         # mean and variance neither overflow nor underflow; the scale folds back into a.
         e = math.frexp(float(np.max(np.abs(s))))[1]
@@ -204,18 +185,14 @@ class LogisticCalibrator(Calibrator):
         z = (s - mu) / sd
         beta, converged = fit_logistic_columns([z], y, w, intercept=True)
         if not converged:
-            warnings.warn(
-                "logistic fit did not converge (are the classes perfectly separated?); "
-                "try --param platt_correction=true",
-                CalibWarning,
-                stacklevel=2,
-            )
+            fit_warning("logistic fit did not converge (are the classes perfectly separated?); "
+                        "try --param platt_correction=true", stacklevel=2)
         if not np.all(np.isfinite(beta)):
             raise FitError("the fit diverged (are the classes perfectly separated?)",
                            hint="try --param platt_correction=true")
         return float(beta[0] / sd), float(beta[1] - beta[0] * mu / sd)
 
-    def _predict(self, s, features):
+    def _predict(self, s):
         return sigmoid(self.a_ * s + self.b_)
 
     def _get_state(self) -> dict[str, Any]:

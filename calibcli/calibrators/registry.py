@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from calibcli.calibrators.base import Calibrator
+from calibcli.calibrators.base import Calibrator, FeatureCalibrator, ScoreCalibrator
 from calibcli.errors import UsageError
 
 _REGISTRY: dict[str, type[Calibrator]] = {}
@@ -14,6 +14,8 @@ def register(cls: type[Calibrator]) -> type[Calibrator]:
     """Class decorator: make `cls` available as `calib fit --method <cls.name>`."""
     if not cls.name:
         raise ValueError(f"{cls.__name__} has no name")
+    if not issubclass(cls, (ScoreCalibrator, FeatureCalibrator)):
+        raise ValueError(f"{cls.__name__} must derive from ScoreCalibrator or FeatureCalibrator")
     if cls.name in _REGISTRY:
         raise ValueError(f"method {cls.name!r} is registered twice")
     _REGISTRY[cls.name] = cls

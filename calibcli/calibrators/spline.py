@@ -28,15 +28,17 @@ Lucena (2018), "Spline-based probability calibration", arXiv:1809.07751.
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import (
-    PROB_CLIP, SAFE_PLATT_CORRECTION, SCORE_KIND, SEED, Calibrator, Field, Param, StateSpec, as_float_array)
+from calibcli.calibrators.base import ScoreCalibrator, fit_warning
+from calibcli.calibrators.fitdata import as_float_array, weighted_rows
+from calibcli.calibrators.statespec import Field, StateSpec
+from calibcli.options import PROB_CLIP, SAFE_PLATT_CORRECTION, SCORE_KIND, SEED, Param
 from calibcli.calibrators.registry import register
-from calibcli.errors import CalibWarning, FitError
+from calibcli.errors import FitError
+from calibcli.newton import newton_minimize
 
 LAMBDAS = np.logspace(-6, 0, 13)
 CV_ROWS = 50_000
@@ -161,32 +163,10 @@ def _newton(design: _Design, lam, omega, beta, max_iter=100):
         loss = loss / total + lam * float(b @ omega @ b)
         return loss, grad / total + 2 * lam * (omega @ b), hess / total + pen
 
-    loss, grad, hess = parts(beta)
-    converged = False
-    for _ in range(max_iter):
-        try:
-            step = np.linalg.solve(hess, grad)
-        except np.linalg.LinAlgError:
-            step = np.linalg.lstsq(hess, grad, rcond=None)[0]
-        dec = float(grad @ step)
-        if not np.isfinite(dec):
-            break
-        if dec <= 1e-12:
-            beta = beta - step
-            converged = True
-            break
-        t = 1.0
-        while t > 1e-6:
-            new = parts(beta - t * step)
-            if new[0] <= loss + 1e-15 * abs(loss):
-                break
-            t /= 2
-        else:
-            converged = dec < 1e-8  # no descent left at rounding level
-            break
-        beta = beta - t * step
-        loss, grad, hess = new
-    return beta, converged
+    beta, decrement, stalled = newton_minimize(parts, beta, max_iter=max_iter, last_step=1e-12, min_t=1e-6,
+                                             rel_tol=1e-15)
+    # converged: the decrement reached rounding level, or no descent was left near it
+    return beta, decrement <= 1e-12 or (stalled and decrement < 1e-8)
 
 
 def _heldout_loss(design: _Design, beta) -> float:
@@ -195,7 +175,7 @@ def _heldout_loss(design: _Design, beta) -> float:
 
 
 @register
-class SplineCalibrator(Calibrator):
+class SplineCalibrator(ScoreCalibrator):
     """Penalised natural cubic spline on the logit, smoothing chosen by CV log-loss."""
 
     name = "spline"
@@ -212,16 +192,8 @@ class SplineCalibrator(Calibrator):
     extremes = ("inside (0, 1) by default: Platt's targets keep the spline finite and it is constant "
                 "beyond the training scores' range; platt_correction=false can give 0 or 1 on separated classes")
 
-    def __init__(self, **params: Any):
-        super().__init__(**params)
-        # Per instance: `fit` (and `calib apply`) refuse scores outside [0, 1] only when they
-        # are read as probabilities.
-        self.needs_probabilities = self.params["score_kind"] == "probability"
-
-    def _fit(self, s, y, w, features):
-        keep = w > 0
-        if not keep.all():
-            s, y, w = s[keep], y[keep], w[keep]
+    def _fit(self, s, y, w):
+        s, y, w = weighted_rows(s, y, w)
         x = to_logit(s, self.params["score_kind"])
         xs = np.unique(x)
         if xs.size == 1:
@@ -246,8 +218,8 @@ class SplineCalibrator(Calibrator):
         lam = self._choose_lambda(x, u, y, w, xi, omega) if knots.size > 2 else 0.0
         beta, converged = _newton(_Design(u, y, w, xi, local_cubic_maps(xi)), lam, omega, self.start_)
         if not converged:
-            warnings.warn("spline fit did not converge (are the classes perfectly separated?); "
-                          "try --param platt_correction=true", CalibWarning, stacklevel=2)
+            fit_warning("spline fit did not converge (are the classes perfectly separated?); "
+                        "try --param platt_correction=true", stacklevel=2)
         self.lam_ = float(lam)
         cubic = _interval_cubics(beta, xi, scale)
         if not np.all(np.isfinite(cubic)):
@@ -288,7 +260,7 @@ class SplineCalibrator(Calibrator):
         self.knots_ = np.asarray(knots, dtype=np.float64)
         self.a_, self.b_, self.c_, self.d_ = (np.ascontiguousarray(cubic[:, i]) for i in range(4))
 
-    def _predict(self, s, features):
+    def _predict(self, s):
         x = np.clip(to_logit(s, self.params["score_kind"]), self.knots_[0], self.knots_[-1])
         i = np.searchsorted(self.knots_, x, side="right") - 1
         t = x - self.knots_[i]

@@ -49,7 +49,9 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.base import SEED, Calibrator, Field, Param, StateSpec
+from calibcli.calibrators.base import ScoreCalibrator
+from calibcli.calibrators.statespec import Field, StateSpec
+from calibcli.options import SEED, Param
 from calibcli.calibrators.registry import register
 from calibcli.pooling import unique_with_sums
 
@@ -76,22 +78,12 @@ def _prefix_edges(x: list[float], y: list[float]) -> np.ndarray:
 
 
 def _suffix_edges(x: list[float], y: list[float]) -> np.ndarray:
-    """nxt[j]: the vertex after P_j on the greatest convex minorant of P_j..P_k (nxt[k] = k)."""
+    """nxt[j]: the vertex after P_j on the greatest convex minorant of P_j..P_k (nxt[k] = k):
+    the prefix scan of the points mirrored in x (x -> -x keeps convexity; the negations are
+    exact, so every comparison is the same)."""
     n = len(x)
-    nxt = [n - 1] * n
-    stack = [n - 1]
-    for j in range(n - 2, -1, -1):
-        xj, yj = x[j], y[j]
-        while len(stack) >= 2:
-            b, a = stack[-1], stack[-2]
-            xa, ya = x[a], y[a]
-            if (ya - y[b]) * (xa - xj) <= (ya - yj) * (xa - x[b]):  # P_b on or above the chord P_j P_a
-                stack.pop()
-            else:
-                break
-        nxt[j] = stack[-1]
-        stack.append(j)
-    return np.array(nxt, dtype=np.intp)
+    prv = _prefix_edges([-v for v in reversed(x)], list(reversed(y)))
+    return (n - 1 - prv)[::-1].copy()
 
 
 def _insertion_values(X: np.ndarray, Y: np.ndarray, prv: np.ndarray, nxt: np.ndarray, label: float) -> np.ndarray:
@@ -287,7 +279,7 @@ def _split(c: np.ndarray, p0: np.ndarray, p1: np.ndarray, sizes: np.ndarray) -> 
 
 
 @register
-class VennAbersCalibrator(Calibrator):
+class VennAbersCalibrator(ScoreCalibrator):
     """Venn-Abers predictor: point prediction from the isotonic pair (p0, p1), and the interval."""
 
     name = "venn-abers"
@@ -310,7 +302,7 @@ class VennAbersCalibrator(Calibrator):
         # CVAP deals rows to folds: whole-number frequency weights become duplicated rows first.
         self.resamples_rows = self.params["variant"] == "cvap"
 
-    def _fit(self, s, y, w, features):
+    def _fit(self, s, y, w):
         if self.params["variant"] == "ivap":
             parts = [ivap_steps(s, y, w)]
         else:
@@ -370,7 +362,7 @@ class VennAbersCalibrator(Calibrator):
             highs.append(high)
         return lows, highs
 
-    def _predict(self, s, features):
+    def _predict(self, s):
         if len(self.c_) == 1:
             return self._ivap_point(s)
         return self._point(*self._pairs(s))

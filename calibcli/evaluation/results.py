@@ -76,7 +76,7 @@ class Evaluation:
         Keys are only ever added within a schema version; a removal or change of meaning
         bumps it. `--baseline` reads versions 1 and 2.
         """
-        from calibcli import __version__
+        from calibcli._version import __version__
 
         def clean(v: float) -> float | None:
             return None if v != v else v

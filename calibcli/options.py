@@ -1,0 +1,161 @@
+"""Typed method options (`Param`) and the options several methods share.
+
+Below every other calibcli module (it imports only `errors`), so the option bounds the CLI
+checks (`calibcli.bounds`) and the calibrators' contract read the same declarations without
+importing each other. numpy is imported where a value is checked, not at import: the CLI reads
+this module before any data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from calibcli.errors import ParamError
+
+SEED_MAX = 2**63 - 1
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One option of a method: `calib fit --param name=value`, stored in the saved map."""
+
+    name: str
+    type: type
+    default: Any
+    help: str
+    low: float | None = None  # inclusive bounds; every int/float option has both (ints as int)
+    high: float | None = None
+    choices: tuple[str, ...] | None = None
+    optional: bool = False  # None is allowed (means "choose from the data")
+
+    def parse(self, text: str) -> Any:
+        """Convert the text after `key=` on the command line, then check it."""
+        raw = text.strip()
+        if self.optional and raw.lower() in {"none", "auto", ""}:
+            return self.check(None)
+        try:
+            if self.type is bool:
+                low = raw.lower()
+                if low not in _TRUE | _FALSE:
+                    raise ValueError
+                value: Any = low in _TRUE
+            elif self.type is int:
+                value = self._parse_int(raw)
+            elif self.type is float:
+                value = float(raw)
+            else:
+                value = raw
+        except (ValueError, OverflowError):
+            raise ParamError(
+                f"--param {self.name}={text!r}: expected {self._kind()}"
+            ) from None
+        return self.check(value)
+
+    def _parse_int(self, raw: str) -> int:
+        """Exact integers: `9007199254740993` stays itself; `1e3` is accepted as 1000 (exact)."""
+        with contextlib.suppress(ValueError):
+            return int(raw)
+        try:
+            exact = Decimal(raw)
+            if not exact.is_finite():
+                raise ValueError(raw)
+            if exact.adjusted() > 30:  # beyond every bound: refuse without building a huge integer
+                raise ParamError(f"parameter {self.name!r} must be in {self.range_text()}, got {raw:.40}")
+            if exact != exact.to_integral_value():
+                raise ValueError(raw)
+        except ArithmeticError:  # decimal's InvalidOperation, Overflow, ...
+            raise ValueError(raw) from None
+        return int(exact)
+
+    def check(self, value: Any) -> Any:
+        """Validate a Python value (from the CLI, a saved map or the library API)."""
+        import numpy as np
+
+        if value is None:
+            if self.optional:
+                return None
+            raise ParamError(f"parameter {self.name!r} needs a value ({self._kind()})")
+        if self.type is bool:
+            if not isinstance(value, (bool, np.bool_)):
+                raise ParamError(f"parameter {self.name!r} must be true or false, got {value!r:.40}")
+            return bool(value)
+        if self.type in (int, float):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+                raise ParamError(f"parameter {self.name!r} must be {self._kind()}, got {value!r:.40}")
+            if self.type is int:
+                if isinstance(value, (float, np.floating)) and not float(value).is_integer():
+                    raise ParamError(f"parameter {self.name!r} must be a whole number, got {value!r:.40}")
+                value = int(value)
+            else:
+                value = float(value)
+                if not math.isfinite(value):
+                    raise ParamError(f"parameter {self.name!r} must be finite, got {value!r:.40}")
+            if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+                raise ParamError(f"parameter {self.name!r} must be in {self.range_text()}, got {value!r:.40}")
+            return value
+        value = str(value)
+        if self.choices is not None and value not in self.choices:
+            raise ParamError(
+                f"parameter {self.name!r} must be one of {', '.join(self.choices)}, got {value!r:.40}"
+            )
+        return value
+
+    def _kind(self) -> str:
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        kind = {bool: "true/false", int: "an integer", float: "a number"}.get(self.type, "text")
+        if self.low is not None or self.high is not None:
+            kind += f" in {self.range_text()}"
+        return kind + (" or 'auto'" if self.optional else "")
+
+    def range_text(self) -> str:
+        """`[low, high]`, integers written out exactly (a seed's 2**63 - 1 is not 9.22e+18)."""
+        return bounds_text(self.low, self.high)
+
+    def describe(self) -> str:
+        """`name=default (kind): help`, for `calib methods`."""
+        default = "auto" if self.default is None else str(self.default).lower() if self.type is bool else self.default
+        return f"{self.name}={default} ({self._kind()}): {self.help}"
+
+
+def bounds_text(low: float | None, high: float | None) -> str:
+    """`[low, high]`, `...` for a missing bound; integers written out exactly."""
+    def show(v: float | None) -> str:
+        return "..." if v is None else str(v) if isinstance(v, int) else f"{v:g}"
+
+    return f"[{show(low)}, {show(high)}]"
+
+
+PLATT_CORRECTION = Param(
+    "platt_correction",
+    bool,
+    False,
+    "fit on Platt's smoothed targets (N+ +1)/(N+ +2) and 1/(N- +2) instead of 1/0",
+)
+# The default of the methods whose classical fit returns exactly 0 or 1 wherever the
+# calibration set had one class (isotonic, binning, ENIR, near-isotonic, boot-*, logistic on
+# separated classes): on by default, the classical fit one parameter away.
+SAFE_PLATT_CORRECTION = Param(
+    "platt_correction",
+    bool,
+    True,
+    "fit on Platt's smoothed targets (N+ +1)/(N+ +2) and 1/(N- +2) instead of 1/0, so no "
+    "output is exactly 0 or 1; false: the classical fit (0 or 1 where the data had one class)",
+)
+WEIGHT_KINDS = ("frequency", "importance")
+SEED = Param("seed", int, 0, "random seed; the same seed gives the same map", low=0, high=SEED_MAX)
+PROB_CLIP = 1e-12  # probability clip before logs and logits, float64 whatever the input dtype
+SCORE_KIND = Param(
+    "score_kind",
+    str,
+    "probability",
+    "probability: scores in [0, 1] (clipped to [1e-12, 1-1e-12]); logit: log-odds ln(s/(1-s))",
+    choices=("probability", "logit"),
+)
