@@ -166,3 +166,13 @@ def test_example_job_runs_end_to_end(spark, tmp_path):
     assert report["rows"] == 4000 and (tmp_path / "map.json").exists()
     for metric in ("log_loss", "ece", "field_rce"):
         assert calibrated[metric] < raw[metric], metric
+
+
+def test_state_schema_lists_the_state_columns_in_order():
+    """mapInArrow reads columns by position: the declared schema must follow EvalState.to_arrow."""
+    from calibcli.engines.spark import _STATE_SCHEMA
+    from calibcli.evaluation.state import EvalState
+
+    names = [field.strip().split()[0] for field in _STATE_SCHEMA.split(",") if field.strip()[:1].isalpha()]
+    state = EvalState.from_arrays(np.array([0.0, 1.0]), np.array([0.2, 0.7]))
+    assert names == [*state.to_arrow().column_names, "column", "bad"]

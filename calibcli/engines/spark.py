@@ -208,7 +208,8 @@ def apply(df: DataFrame, map: Any, score_col: str = "score", out_col: str = "cal
 _STATE_SCHEMA = ("header string, p array<double>, n0 array<double>, n1 array<double>, "
                  "cell_field array<bigint>, ece_p array<double>, ece_y array<double>, "
                  "field_names array<string>, field_w array<double>, field_y array<double>, "
-                 "field_p array<double>, column int, bad array<bigint>")
+                 "field_p array<double>, ece_w array<double>, spiegel array<double>, column int, "
+                 "bad array<bigint>")  # EvalState.to_arrow's columns, in order, then ours
 
 
 def evaluate(df: DataFrame, prob_cols: Sequence[str] = (), maps: Sequence[Any] = (), *,
