@@ -25,7 +25,7 @@ from calibcli import fitting, maps
 from calibcli.applying import apply_file
 from calibcli.cli import app
 from calibcli.errors import InputError
-from calibcli.io import reading
+from calibcli.io import parquet, parsers
 
 KINDS = ("ok", "ok", "ok", "null", "nan", "inf", "-inf", "out")
 _MAPS: dict[str, Path] = {}
@@ -78,7 +78,7 @@ def _read(path: Path, fmt: str) -> pa.Table:
 @contextlib.contextmanager
 def _small_batches(rows: int, block: int):
     """Record batches of a few rows in every format, so invalid rows fall across boundaries."""
-    original_csv, original_json = reading._csv_options, pajson.open_json
+    original_csv, original_json = parsers._csv_options, pajson.open_json
 
     def csv_options(fmt, string_columns, block_size=None, float_columns=()):
         return original_csv(fmt, string_columns, block if block_size else None, float_columns)
@@ -87,8 +87,8 @@ def _small_batches(rows: int, block: int):
         return original_json(stream, read_options=pajson.ReadOptions(block_size=block), parse_options=parse_options)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(reading, "PARQUET_BATCH_ROWS", rows)
-        mp.setattr(reading, "_csv_options", csv_options)
+        mp.setattr(parquet, "PARQUET_BATCH_ROWS", rows)
+        mp.setattr(parsers, "_csv_options", csv_options)
         mp.setattr(pajson, "open_json", open_json)
         yield
 

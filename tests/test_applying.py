@@ -8,13 +8,13 @@ from synthetic import rounded_scores, write_parquet
 from typer.testing import CliRunner
 
 from calibcli.cli import app
-from calibcli.io import reading
+from calibcli.io import parquet
 
 runner = CliRunner()
 
 
 def test_apply_directory_of_parts_mirrors_them(tmp_path, monkeypatch):
-    monkeypatch.setattr(reading, "PARQUET_BATCH_ROWS", 700)  # several batches per part through the writer thread
+    monkeypatch.setattr(parquet, "PARQUET_BATCH_ROWS", 700)  # several batches per part through the writer thread
     s, y = rounded_scores(4000)
     write_parquet(tmp_path / "parts" / "day=1" / "a.parquet", s[:1500], y[:1500])
     write_parquet(tmp_path / "parts" / "day=2" / "b.parquet", s[1500:], y[1500:])

@@ -63,10 +63,10 @@ def _fit_map(tmp_path) -> str:
 @pytest.fixture
 def small_blocks(monkeypatch):
     """Read blocks of 64 KiB (default 1-4 MiB), so small files cross many blocks."""
-    from calibcli.io import reading
+    from calibcli.io import batches, reading
 
     monkeypatch.setattr(reading, "_BLOCK", {k: 1 << 16 for k in reading._BLOCK})
-    monkeypatch.setattr(reading, "_STREAM_BLOCK", {k: 1 << 16 for k in reading._STREAM_BLOCK})
+    monkeypatch.setattr(batches, "_STREAM_BLOCK", {k: 1 << 16 for k in batches._STREAM_BLOCK})
 
 
 @pytest.mark.parametrize("kind", ["csv", "tsv", "jsonl"])

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from calibcli import summary
 from calibcli.calibrators import create
 from calibcli.cli import app
-from calibcli.io import reading
+from calibcli.io import parquet
 
 runner = CliRunner()
 
@@ -146,7 +146,7 @@ def test_fit_from_summary_errors(tmp_path):
 
 
 def test_summarize_reports_the_row_of_a_bad_label_in_a_later_batch(tmp_path, monkeypatch):
-    monkeypatch.setattr(reading, "PARQUET_BATCH_ROWS", 1000)
+    monkeypatch.setattr(parquet, "PARQUET_BATCH_ROWS", 1000)
     s, y = rounded_scores(3000)
     y[2500] = 2.0
     write_parquet(tmp_path / "cal.parquet", s, y)

@@ -1,6 +1,12 @@
 """Reading and writing files: one module per topic.
 
-- `reading`: formats (extension, then sniffing), gzip, stdin, whole tables or record batches;
+- `sources`: opening an input (file, stdin, FIFO, URI), its format (extension, then
+  sniffing) and gzip;
+- `reading`: whole tables in memory (long rows read again with larger blocks, prefetching);
+- `batches`: streaming record batches;
+- `parquet`: Parquet files and datasets of parts (batches, whole datasets, row counts);
+- `parsers`: pyarrow's CSV/TSV/JSON lines readers as calib configures them;
+- `readerrors`: read errors as one line naming the file, column and true row;
 - `paths`: what a path names (stdin, file, URI, directory or glob of Parquet parts);
 - `columns`: scores, labels, weights and fields as checked arrays, errors naming the row;
 - `targets`: where outputs go (same-file refusal, special targets, atomic files, formats,
@@ -22,9 +28,9 @@ _HOME = {
     "weights_from": "columns",
     "display_name": "paths", "is_parts": "paths", "is_uri": "paths", "list_parts": "paths",
     "open_dataset": "paths", "skipped_part": "paths",
-    "FORMATS": "reading", "check_format": "reading", "format_from_path": "reading",
-    "iter_batches": "reading", "open_source": "reading", "parquet_rows": "reading",
-    "read_bytes": "reading", "read_table": "reading",
+    "FORMATS": "sources", "check_format": "sources", "format_from_path": "sources",
+    "iter_batches": "batches", "open_source": "sources", "parquet_rows": "parquet",
+    "read_bytes": "sources", "read_table": "reading",
 }
 __all__ = sorted(_HOME)
 
