@@ -36,8 +36,9 @@ def evaluate(
     ece_strategy: Annotated[str, typer.Option("--ece-strategy", help="ECE/MCE bins: uniform (equal width) or quantile (equal mass), as scikit-learn's calibration_curve.")] = "uniform",
     weight_col: Annotated[Optional[str], typer.Option("--weight-col", help="Column of non-negative row weights (every metric is weighted).")] = None,
     step: Annotated[Optional[float], typer.Option("--step", help="Keep p bucketed to multiples of STEP (bounded memory): AUC and CalBin within the JSON's step_bounds, slope/intercept n/a, the rest exact; default exact." + option_range("--step"))] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (versioned schema): the same as --output json.")] = False,
-    output_kind: Annotated[str, typer.Option("--output", help="What stdout gets: table (stacked blocks when the terminal is narrow), json, csv or markdown.")] = "table",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (versioned schema): the same as --output-format json.")] = False,
+    output_format: Annotated[Optional[str], typer.Option("--output-format", metavar="table|json|csv|markdown", help="What stdout gets: table (default; stacked blocks when the terminal is narrow), json, csv or markdown.")] = None,
+    output_kind: Annotated[Optional[str], typer.Option("--output", hidden=True, help="Deprecated: --output-format.")] = None,
     fail_above: Annotated[List[str], typer.Option("--fail-above", metavar="METRIC=X", help="Gate: exit 1 if METRIC is above X (e.g. field-rce=0.12); repeatable.")] = [],
     fail_below: Annotated[List[str], typer.Option("--fail-below", metavar="METRIC=X", help="Gate: exit 1 if METRIC is below X (e.g. auc=0.7); repeatable.")] = [],
     baseline: Annotated[Optional[str], typer.Option("--baseline", metavar="FILE", help="JSON from an earlier `evaluate --json`/--save-baseline to compare with.")] = None,
@@ -72,10 +73,7 @@ def evaluate(
 
     if ece_strategy not in ("uniform", "quantile"):
         raise UsageError(f"--ece-strategy {ece_strategy!r}: expected uniform or quantile")
-    if output_kind not in ("table", "json", "csv", "markdown"):
-        raise UsageError(f"--output {output_kind!r}: expected table, json, csv or markdown")
-    if as_json:
-        output_kind = "json"
+    output_kind = _output_kind(output_format, output_kind, as_json)
     spec = gates.GateSpec.from_options(fail_above, fail_below, max_regression, baseline, gate_on, bootstrap)
     if save_baseline == "-":
         raise UsageError("--save-baseline needs a file name", hint="use --json for the report on stdout")
@@ -117,6 +115,21 @@ def evaluate(
         else:
             render.print_report(result, reliability=plot == "-")
     _report_gates(result.gate)
+
+
+def _output_kind(output_format: Optional[str], deprecated: Optional[str], as_json: bool) -> str:
+    """What stdout gets, from --output-format, --json or the deprecated --output."""
+    if deprecated is not None:
+        if output_format is not None:
+            raise UsageError("give --output-format only: --output is its deprecated name")
+        console.warn("evaluate --output is deprecated: use --output-format (-o names a file in the other commands)")
+        output_format, option = deprecated, "--output"
+    else:
+        option = "--output-format"
+    kind = "table" if output_format is None else output_format
+    if kind not in ("table", "json", "csv", "markdown"):
+        raise UsageError(f"{option} {kind!r}: expected table, json, csv or markdown")
+    return "json" if as_json else kind
 
 
 def _report_gates(gate) -> None:
