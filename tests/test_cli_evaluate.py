@@ -347,12 +347,38 @@ def test_table_never_cuts_a_number_at_any_width(scores, columns, monkeypatch):
 
 def test_csv_and_markdown_outputs_hold_every_metric(scores):
     doc = json.loads(run(scores, "--prob-col", "good", "--json").stdout)
-    csv_out = run(scores, "--prob-col", "good", "--output", "csv")
+    csv_out = run(scores, "--prob-col", "good", "--output-format", "csv")
     header, row = csv_out.stdout.strip().splitlines()
     values = dict(zip(header.split(","), row.split(",")))
     assert values["name"] == "good" and values["kind"] == "column"
     for key, value in doc["results"][0]["metrics"].items():
         assert float(values[key]) == value  # full precision
-    md = run(scores, "--prob-col", "good", "--output", "markdown").stdout
+    md = run(scores, "--prob-col", "good", "--output-format", "markdown").stdout
     assert "| good |" in md and "|---|" in md
-    assert run(scores, "--output", "xml").exit_code == 2
+    assert run(scores, "--output-format", "xml").exit_code == 2
+
+
+@pytest.mark.parametrize("kind", ["table", "json", "csv", "markdown"])
+def test_deprecated_output_prints_what_output_format_prints_with_one_warning(scores, kind):
+    new = run(scores, "--prob-col", "good", "--output-format", kind)
+    old = run(scores, "--prob-col", "good", "--output", kind)
+    assert new.exit_code == old.exit_code == 0, old.stderr
+    assert old.stdout == new.stdout and new.stderr == ""
+    lines = old.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("warning:"), old.stderr
+    assert "--output is deprecated" in lines[0] and "--output-format" in lines[0]
+    quiet = runner.invoke(app, ["-q", "evaluate", scores, "--prob-col", "good", "--output", kind])
+    assert quiet.exit_code == 0 and quiet.stderr == "" and quiet.stdout == new.stdout
+
+
+def test_output_and_output_format_together_are_a_usage_error(scores):
+    both = run(scores, "--prob-col", "good", "--output", "csv", "--output-format", "csv")
+    assert both.exit_code == 2 and both.stdout == ""
+    assert both.stderr.startswith("error:") and "--output-format" in both.stderr
+    bad = run(scores, "--output", "xml")
+    assert bad.exit_code == 2 and "--output 'xml'" in bad.stderr
+
+
+def test_help_names_output_format_not_the_deprecated_output():
+    text = runner.invoke(app, ["evaluate", "--help"]).stdout
+    assert "--output-format" in text and "--output " not in text

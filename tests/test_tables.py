@@ -104,7 +104,7 @@ def test_hostile_names_in_every_output_format(tmp_path, monkeypatch, names, fiel
     for line in lines:  # a number is never cut or folded: every number-looking word is whole
         assert not line.rstrip().endswith(("0.", "-"))
 
-    md = runner.invoke(app, [*args, "--output", "markdown"])
+    md = runner.invoke(app, [*args, "--output-format", "markdown"])
     assert md.exit_code == 0 and not _unsafe(md.stdout)
     rows = [ln for ln in md.stdout.splitlines() if ln.startswith("| ")]
     assert len(rows) == 1 + len(names)  # header + one line per result: no name broke the table
@@ -114,7 +114,7 @@ def test_hostile_names_in_every_output_format(tmp_path, monkeypatch, names, fiel
         keys = [k for k in r["metrics"]]
         assert got[1:] == ["n/a" if r["metrics"][k] is None else f"{r['metrics'][k]:.4f}" for k in keys]
 
-    out_csv = runner.invoke(app, [*args, "--output", "csv"])
+    out_csv = runner.invoke(app, [*args, "--output-format", "csv"])
     assert out_csv.exit_code == 0
     parsed = list(csv.reader(io.StringIO(out_csv.stdout)))
     header = parsed[0]
@@ -153,7 +153,7 @@ def test_markup_and_emoji_are_text_in_names_and_messages(tmp_path, name):
 def test_map_paths_with_markup_are_shown_whole(tmp_path):
     m = tmp_path / "m[bold].json"
     assert runner.invoke(app, ["fit", str(DATA / "cal.csv"), "-o", str(m)]).exit_code == 0
-    result = runner.invoke(app, ["evaluate", str(DATA / "test.csv"), "--map", str(m), "--output", "markdown"])
+    result = runner.invoke(app, ["evaluate", str(DATA / "test.csv"), "--map", str(m), "--output-format", "markdown"])
     assert result.exit_code == 0 and "m\\[bold\\].json" in result.stdout
     table = runner.invoke(app, ["evaluate", str(DATA / "test.csv"), "--map", str(m)])
     assert "m[bold].json" in table.stdout
@@ -173,8 +173,8 @@ def test_an_ascii_terminal_gets_escapes_not_a_crash(tmp_path):
     path = _table_file(tmp_path, [name], ["é"])
     for args, ascii_out in (([path, f"--prob-col={name}", "--field-col", "field", "--by-field"], True),
                             ([path, f"--prob-col={name}", "--plot", "-"], True),
-                            ([path, f"--prob-col={name}", "--output", "markdown"], False),
-                            ([path, f"--prob-col={name}", "--output", "csv"], False),
+                            ([path, f"--prob-col={name}", "--output-format", "markdown"], False),
+                            ([path, f"--prob-col={name}", "--output-format", "csv"], False),
                             ([path, f"--prob-col={name}", "--json"], True),
                             ([path, "--prob-col", "nope中"], True),
                             ([path, f"--prob-col={name}", "--fail-above", "ece=0"], True)):

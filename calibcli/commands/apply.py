@@ -1,0 +1,90 @@
+"""`calib apply` and `calib export`: using a saved map, on a score file or in SQL."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from calibcli import bounds, console
+from calibcli.commands.shared import InputArg, ScoreCol, option_range, reports_errors, state
+from calibcli.errors import UsageError
+
+
+@reports_errors
+def apply(
+    map: Annotated[str, typer.Argument(help="A map saved by `calib fit` (.json or .parquet).")],
+    input: InputArg,
+    output: Annotated[str, typer.Option("--output", "-o", help="Output file, or - (default) for stdout.")] = "-",
+    score_col: ScoreCol = "score",
+    output_col: Annotated[str, typer.Option("--output-col", help="Name of the added probability column.")] = "calibrated",
+    format: Annotated[Optional[str], typer.Option("--format", "-f", "--input-format", help="Input format: csv, tsv, jsonl, parquet (default: from extension, else sniffed).")] = None,
+    output_format: Annotated[Optional[str], typer.Option("--output-format", help="Output format: csv, tsv, jsonl, parquet (default: from -o's extension, .gz for gzip; else the input's).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing output directory of parts that calib wrote (it holds calib's .calibcli-output marker and nothing else), once the new one is complete.")] = False,
+    on_invalid: Annotated[str, typer.Option("--on-invalid", metavar="error|null|skip", help="Rows whose score is empty, NaN, infinite or outside the map's domain: error stops (default), null writes an empty calibrated value, skip leaves the row out; null and skip print the count.")] = "error",
+    interval: Annotated[bool, typer.Option("--interval", help="Also write the map's probability interval as <output-col>_low and <output-col>_high (venn-abers maps).")] = False,
+) -> None:
+    """Add calibrated probabilities to a score file, streaming (works in pipes and on large files).
+
+    INPUT may also be a directory or glob of Parquet parts: the parts are then mirrored
+    into the directory -o. A progress bar shows on stderr when it is a terminal.
+
+    \b
+    calib apply map.json new.parquet -o out.parquet
+    cat new.csv | calib apply map.json - > out.csv
+    calib apply map.json 'scores/*.parquet' -o calibrated/
+    calib apply map.json new.csv --on-invalid null -o out.csv
+    """
+    from calibcli import io, progress
+    from calibcli.applying import apply_file, check_on_invalid
+
+    check_on_invalid(on_invalid)
+    to_stdout = output == "-"
+    total = io.parquet_rows(input) if progress.enabled(to_stdout) else None
+    with progress.rows("apply", total, data_to_stdout=to_stdout) as advance:
+        done = apply_file(map, input, output, score_col=score_col, output_col=output_col, input_format=format,
+                          output_format=output_format, on_batch=advance, force=force, on_invalid=on_invalid,
+                          interval=interval)
+    if on_invalid != "error":
+        what = "written with an empty calibrated value" if on_invalid == "null" else "skipped"
+        console.info(f"{done.invalid} of {done.rows} rows had an invalid score (empty, NaN, infinite or "
+                     f"outside the map's domain): {what}")
+
+
+@reports_errors
+def export(
+    map: Annotated[str, typer.Argument(help="A map saved by `calib fit` (.json or .parquet).")],
+    sql: Annotated[bool, typer.Option("--sql", help="Print one SQL expression computing the calibrated probability.")] = False,
+    score_col: Annotated[Optional[str], typer.Option("--score-col", help="Score column the expression reads (default: score); quoted as an identifier.")] = None,
+    score_expr: Annotated[Optional[str], typer.Option("--score-expr", help="A SQL expression giving the score, instead of --score-col; refused if it could end the statement or open a comment.")] = None,
+    dialect: Annotated[str, typer.Option("--dialect", help="How identifiers and strings are quoted: ansi (\"col\": DuckDB, PostgreSQL) or spark (`col`).")] = "ansi",
+    max_knots: Annotated[Optional[int], typer.Option("--max-knots", help="Simplify a knot or bin map to at most N knots (bin edges), printing the maximum error it adds." + option_range("--max-knots"))] = None,
+) -> None:
+    """Export a map for use outside calibcli (isotonic, binning, logistic, beta, ilps, ...).
+
+    \b
+    calib export map.json --sql --score-col score
+    duckdb -c "SELECT *, $(calib export map.json --sql) AS p FROM 'scores.parquet'"
+    """
+    from calibcli import export as exporting
+
+    if not sql:
+        raise UsageError("choose an export format", hint="--sql prints a SQL expression")
+    if score_col is not None and score_expr is not None:
+        raise UsageError("give --score-col or --score-expr, not both")
+    if dialect not in exporting.DIALECTS:
+        raise UsageError(f"--dialect {dialect!r} is not one of " + ", ".join(exporting.DIALECTS))
+    bounds.check(max_knots=max_knots)
+    column = None if score_expr is not None else ("score" if score_col is None else score_col)
+    result = exporting.export_sql(map, column, score_expr, dialect, max_knots)
+    simplified = result.simplified
+    if simplified is not None and simplified.after < simplified.before:
+        console.info(f"simplified {simplified.before} knots to {simplified.after}: "
+                     f"max absolute error {simplified.max_error!r}")
+    if result.too_large():
+        message = (f"the SQL is {len(result.sql.encode()) / 1e6:.1f} MB over {result.knots} knots: engines plan "
+                   f"an expression this long slowly; --max-knots {exporting.WARN_KNOTS // 10} keeps it small")
+        if state["strict"]:
+            raise UsageError(message)
+        console.warn(message)
+    typer.echo(result.sql)

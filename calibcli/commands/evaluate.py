@@ -1,0 +1,181 @@
+"""`calib evaluate` and `calib compare`: how well probabilities are calibrated, with gates for CI,
+and which method calibrates a score file best."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, List, Optional
+
+import typer
+
+from calibcli import bounds, console
+from calibcli.commands.shared import FormatOpt, InputArg, LabelCol, ScoreCol, option_range, reports_errors
+from calibcli.errors import ExitCode, UsageError
+
+
+def _interval_cols(text: Optional[str]) -> Optional[tuple[str, str]]:
+    """`--interval-cols LOW,HIGH` as a pair of column names."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise UsageError(f"--interval-cols {text!r}: expected two column names, LOW,HIGH")
+    return parts[0], parts[1]
+
+
+@reports_errors
+def evaluate(
+    input: InputArg,
+    prob_col: Annotated[List[str], typer.Option("--prob-col", help="Probability column to evaluate; repeatable.")] = [],
+    map: Annotated[List[str], typer.Option("--map", help="Map to apply to --score-col and evaluate; repeatable.")] = [],
+    label_col: LabelCol = "label",
+    score_col: ScoreCol = "score",
+    field_col: Annotated[Optional[str], typer.Option("--field-col", help="Categorical column for Field-ECE and Field-RCE.")] = None,
+    calbin_window: Annotated[int, typer.Option("--calbin-window", help="CalBin window size s." + option_range("--calbin-window"))] = 100,
+    ece_bins: Annotated[int, typer.Option("--ece-bins", help="Bins of ECE and MCE (as scikit-learn's calibration_curve n_bins)." + option_range("--ece-bins"))] = 10,
+    ece_strategy: Annotated[str, typer.Option("--ece-strategy", help="ECE/MCE bins: uniform (equal width) or quantile (equal mass), as scikit-learn's calibration_curve.")] = "uniform",
+    weight_col: Annotated[Optional[str], typer.Option("--weight-col", help="Column of non-negative row weights (every metric is weighted).")] = None,
+    step: Annotated[Optional[float], typer.Option("--step", help="Keep p bucketed to multiples of STEP (bounded memory): AUC and CalBin within the JSON's step_bounds, slope/intercept n/a, the rest exact; default exact." + option_range("--step"))] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (versioned schema): the same as --output-format json.")] = False,
+    output_format: Annotated[Optional[str], typer.Option("--output-format", metavar="table|json|csv|markdown", help="What stdout gets: table (default; stacked blocks when the terminal is narrow), json, csv or markdown.")] = None,
+    output_kind: Annotated[Optional[str], typer.Option("--output", hidden=True, help="Deprecated: --output-format.")] = None,
+    fail_above: Annotated[List[str], typer.Option("--fail-above", metavar="METRIC=X", help="Gate: exit 1 if METRIC is above X (e.g. field-rce=0.12); repeatable.")] = [],
+    fail_below: Annotated[List[str], typer.Option("--fail-below", metavar="METRIC=X", help="Gate: exit 1 if METRIC is below X (e.g. auc=0.7); repeatable.")] = [],
+    baseline: Annotated[Optional[str], typer.Option("--baseline", metavar="FILE", help="JSON from an earlier `evaluate --json`/--save-baseline to compare with.")] = None,
+    max_regression: Annotated[List[str], typer.Option("--max-regression", metavar="METRIC=D", help="Gate: exit 1 if METRIC is worse than the baseline by more than D, or D% of it (e.g. field-rce=0.01, log-loss=5%); repeatable.")] = [],
+    save_baseline: Annotated[Optional[str], typer.Option("--save-baseline", metavar="FILE", help="Also write the JSON report to FILE, for a later --baseline.")] = None,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", metavar="N", help="Add 95% percentile confidence intervals from N row resamples." + option_range("--bootstrap"))] = 0,
+    gate_on: Annotated[str, typer.Option("--gate-on", metavar="point|upper", help="point: gate on the metric; upper: fail only when the whole bootstrap interval is past the limit (ignores noise).")] = "point",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap resamples." + option_range("--seed"))] = 0,
+    by_field: Annotated[bool, typer.Option("--by-field", help="Show the fields with the largest absolute and relative bias (needs --field-col).")] = False,
+    top: Annotated[int, typer.Option("--top", metavar="K", help="How many fields --by-field shows." + option_range("--top"))] = 5,
+    plot: Annotated[Optional[str], typer.Option("--plot", metavar="FILE", help="Reliability diagram: an image (.png/.svg/.pdf, needs calibcli[plot]) or - for text on stdout.")] = None,
+    format: FormatOpt = None,
+    interval_cols: Annotated[Optional[str], typer.Option("--interval-cols", metavar="LOW,HIGH", help="Interval columns of the one --prob-col (default: <col>_low and <col>_high when present): adds interval width and coverage.")] = None,
+) -> None:
+    """Print log-loss, Brier, AUC, ECE, CalBin (and Field-ECE/RCE with --field-col).
+
+    Without --prob-col or --map the score column itself is evaluated. Gates apply to every
+    column and map. Exit codes: 0 all gates passed (or none given), 1 a gate failed (which,
+    by how much and against what is printed on stderr), 2 usage or input error.
+
+    \b
+    calib evaluate test.csv --prob-col p1 --prob-col p2 --field-col field
+    calib evaluate test.csv --map a.json --map b.json --json
+    calib evaluate test.csv --field-col field --fail-above field-rce=0.12 --fail-below auc=0.7
+    calib evaluate test.csv --field-col field --baseline base.json --max-regression field-rce=5%
+    """
+    from calibcli import progress
+    bounds.check(calbin_window=calbin_window, bootstrap=bootstrap, seed=seed, top=top, ece_bins=ece_bins, step=step)
+    from calibcli.evaluation import baseline as evaluation_json, evaluate as evaluation, gates, report as render
+    from calibcli.evaluation.bootstrap import BootstrapPlan
+    from calibcli.io.targets import check_output
+
+    if ece_strategy not in ("uniform", "quantile"):
+        raise UsageError(f"--ece-strategy {ece_strategy!r}: expected uniform or quantile")
+    output_kind = _output_kind(output_format, output_kind, as_json)
+    spec = gates.GateSpec.from_options(fail_above, fail_below, max_regression, baseline, gate_on, bootstrap)
+    if save_baseline == "-":
+        raise UsageError("--save-baseline needs a file name", hint="use --json for the report on stdout")
+    reads = [input, *map, *([baseline] if baseline else [])]
+    for target in (save_baseline, None if plot == "-" else plot):
+        if target is not None:
+            check_output(target, reads)
+    if save_baseline is not None and plot is not None and save_baseline == plot:
+        raise UsageError(f"{plot}: --plot and --save-baseline name the same file")
+    if plot is not None and plot != "-":
+        from calibcli.evaluation import plot as plotting
+
+        plotting.check_target(plot)
+    options = evaluation.EvaluateOptions(
+        gates=spec,
+        bootstrap=BootstrapPlan(bootstrap, seed) if bootstrap else None,
+        by_field_top=top if by_field else None,
+        reliability_bins=10 if plot is not None else None,
+        weight_col=weight_col,
+        step=step,
+        ece_bins=ece_bins,
+        ece_strategy=ece_strategy,
+        interval_cols=_interval_cols(interval_cols),
+    )
+    with progress.working("evaluate"):
+        result = evaluation.evaluate_file(input, prob_col, map, label_col, score_col, field_col,
+                                          calbin_window, format, options)
+    if save_baseline is not None:
+        evaluation_json.save_evaluation(result, save_baseline)
+    if plot is not None and plot != "-":
+        plotting.save_reliability(result, plot)
+    with console.data_output():
+        if output_kind == "json":
+            console.write_data(json.dumps(result.to_json(), indent=2, allow_nan=False) + "\n")
+        elif output_kind == "csv":
+            console.write_data(render.csv_text(result))
+        elif output_kind == "markdown":
+            console.write_data(render.markdown_text(result))
+        else:
+            render.print_report(result, reliability=plot == "-")
+    _report_gates(result.gate)
+
+
+def _output_kind(output_format: Optional[str], deprecated: Optional[str], as_json: bool) -> str:
+    """What stdout gets, from --output-format, --json or the deprecated --output."""
+    if deprecated is not None:
+        if output_format is not None:
+            raise UsageError("give --output-format only: --output is its deprecated name")
+        console.warn("evaluate --output is deprecated: use --output-format (-o names a file in the other commands)")
+        output_format, option = deprecated, "--output"
+    else:
+        option = "--output-format"
+    kind = "table" if output_format is None else output_format
+    if kind not in ("table", "json", "csv", "markdown"):
+        raise UsageError(f"{option} {kind!r}: expected table, json, csv or markdown")
+    return "json" if as_json else kind
+
+
+def _report_gates(gate) -> None:
+    """Failed gates on stderr (never hidden by --quiet) and exit 1; a summary when all passed."""
+    if gate is None or not gate.checks:
+        return
+    if gate.passed:
+        console.info(f"gates passed: {len(gate.checks)} checks")
+        return
+    for check in gate.failed:
+        console.err().print(f"gate failed: {console.safe(check.describe())}", markup=False, highlight=False)
+    console.err().print(f"{len(gate.failed)} of {len(gate.checks)} gate checks failed",
+                        markup=False, highlight=False)
+    raise typer.Exit(ExitCode.GATE_FAILED)
+
+
+@reports_errors
+def compare(
+    input: InputArg,
+    method: Annotated[List[str], typer.Option("--method", "-m", help="Method to compare; repeatable (default: every score-only method).")] = [],
+    folds: Annotated[int, typer.Option("--folds", help="Number of cross-validation folds." + option_range("--folds"))] = 5,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the fold split and of the methods that sample." + option_range("--seed"))] = 0,
+    metric: Annotated[str, typer.Option("--metric", help="Metric that picks the best: log_loss, brier, ece or calbin.")] = "log_loss",
+    output: Annotated[Optional[str], typer.Option("--output", "-o", help="Save the best method's map, refitted on all rows (.json or .parquet).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    score_col: ScoreCol = "score",
+    label_col: LabelCol = "label",
+    format: FormatOpt = None,
+) -> None:
+    """Which method calibrates these scores best? Out-of-fold metrics per method, mean ± sd.
+
+    \b
+    calib compare cal.csv
+    calib compare cal.csv -m isotonic -m bayes-iso -m beta --folds 10 -o best.json
+    """
+    bounds.check(folds=folds, seed=seed)
+    from calibcli import compare as comparing
+
+    result = comparing.compare_file(input, method, folds, seed, metric.replace("-", "_"), score_col, label_col,
+                                    format, output)
+    with console.data_output():
+        if as_json:
+            typer.echo(json.dumps(result.to_json(), indent=2))
+        else:
+            from calibcli.evaluation import report as render
+
+            render.print_grid(render.stdout_console(), comparing.grid(result))
+    if output is not None:
+        console.info(f"saved the {result.best.method} map, refitted on all {result.rows} rows, to {output}")

@@ -1,0 +1,55 @@
+"""What every `calib` command shares: the global flags' state, the common argument types, the
+bounds in option help, and the wrapper that turns errors into one line and exit code 2."""
+
+from __future__ import annotations
+
+import functools
+from typing import Annotated, Callable, Optional
+
+import typer
+
+from calibcli import bounds, console
+from calibcli.errors import CalibError, ExitCode
+
+state = {"debug": False, "strict": False}  # set by the global flags, before any command runs
+
+InputArg = Annotated[str, typer.Argument(help="Score file (CSV, TSV, JSON lines, Parquet; .gz ok) or - for stdin.")]
+FormatOpt = Annotated[Optional[str], typer.Option("--format", "-f", help="Input format: csv, tsv, jsonl, parquet (default: from extension, else sniffed).")]
+ScoreCol = Annotated[str, typer.Option("--score-col", help="Column with the classifier's scores.")]
+LabelCol = Annotated[str, typer.Option("--label-col", help="Column with 0/1 (or true/false) labels.")]
+
+
+def reports_errors(func: Callable) -> Callable:
+    """Turn library errors into `error: ...` on stderr and exit code 2, inside each command."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except CalibError as exc:
+            console.error(exc.message, exc.hint)
+            raise typer.Exit(ExitCode.ERROR) from None
+        except BrokenPipeError:
+            console.stdout_closed()  # downstream closed the pipe (e.g. `| head`): stop quietly
+            raise typer.Exit(ExitCode.OK) from None
+        except KeyboardInterrupt:
+            raise typer.Exit(130) from None
+        except (typer.Exit, typer.Abort):
+            raise
+        except OSError as exc:  # a failure of the system, not of calib: one line, exit 2
+            where = f"{exc.filename}: " if exc.filename else ""
+            console.error(f"{where}{exc.strerror or exc}")
+            raise typer.Exit(ExitCode.ERROR) from None
+        except Exception as exc:  # noqa: BLE001 - last resort: one line, not a traceback
+            if state["debug"]:
+                raise
+            console.error(f"internal error: {type(exc).__name__}: {exc}",
+                          "run with `calib --debug ...` for the traceback and report it")
+            raise typer.Exit(ExitCode.ERROR) from None
+
+    return wrapper
+
+
+def option_range(option: str) -> str:
+    """The bounds of a numeric option, for its help text."""
+    return " Range: " + bounds.OPTIONS[option].describe() + "."
