@@ -63,9 +63,9 @@ def _grid(xp: np.ndarray) -> tuple[np.ndarray, float, int, np.ndarray] | None:
         # Lower edge of each cell, 1% of a cell early, so rounding in the cell index of a
         # query can only put the start knot too far left (fixed by stepping right), never right.
         index = np.arange(cells + 1, dtype=np.float64)
-        start = np.maximum(np.searchsorted(xp, xp[0] + (index - 0.01) / scale, side="right") - 1, 0)
-        # The last knot a query of the cell can need: at or below its upper edge, 1% late.
-        with np.errstate(over="ignore"):  # past the last knot at a span near the float64 limit
+        with np.errstate(over="ignore"):  # edges past the last knot at a span near the float64 limit
+            start = np.maximum(np.searchsorted(xp, xp[0] + (index - 0.01) / scale, side="right") - 1, 0)
+            # The last knot a query of the cell can need: at or below its upper edge, 1% late.
             end = np.searchsorted(xp, xp[0] + (index + 1.01) / scale, side="right") - 1
         passes = int(np.max(end - start))
         if passes <= _MAX_PASSES and (best is None or passes < best[2]):

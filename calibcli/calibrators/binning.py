@@ -41,7 +41,8 @@ def width_edges(lo: float, hi: float, n_bins: int) -> np.ndarray:
     is finite, else lo/n * (n - k) + hi/n * k, whose terms cannot overflow (a range of
     +-1e308 keeps all its bins)."""
     if math.isfinite(hi - lo):
-        return np.linspace(lo, hi, n_bins + 1)[1:-1]
+        with np.errstate(over="ignore"):  # numpy's own temporaries near the float64 limit; the edges are finite
+            return np.linspace(lo, hi, n_bins + 1)[1:-1]
     k = np.arange(1, n_bins, dtype=np.float64)
     return np.sort((lo / n_bins) * (n_bins - k) + (hi / n_bins) * k)
 
