@@ -102,8 +102,34 @@ def test_isotonic_map_is_bit_identical_to_plain_path(weights, platt, data):
     cal = create("isotonic", {"platt_correction": platt}).fit(s, y, w)
     x_ref, v_ref = plain_isotonic(s, platt_targets(y, w) if platt else y, w)
     assert cal.x_.tobytes() == x_ref.tobytes() and cal.y_.tobytes() == v_ref.tobytes()
-    q = np.concatenate([s, np.linspace(s.min() - 1, s.max() + 1, 5000)])
-    assert cal.predict(q).tobytes() == np.clip(np.interp(q, x_ref, v_ref), 0, 1).tobytes()
+    with np.errstate(over="ignore", invalid="ignore"):
+        q = np.concatenate([s, np.linspace(s.min() - 1, s.max() + 1, 5000)])
+    q = q[np.isfinite(q)]
+    # np.interp's bytes, except inside intervals whose slope overflows or is subnormal, which
+    # are computed without overflow (tests/test_extremes.py checks them against exact values)
+    j = np.searchsorted(x_ref, q, side="right") - 1
+    plain = ~np.isin(j, _lookup.extreme_intervals(x_ref, v_ref)) | (q == x_ref[np.clip(j, 0, None)])
+    got = cal.predict(q)[plain]
+    assert got.tobytes() == np.clip(np.interp(q, x_ref, v_ref), 0, 1)[plain].tobytes()
+
+
+def test_isotonic_predict_at_extreme_knots_is_np_interp_outside_the_extreme_intervals():
+    """Knots at -1e300, -5e-324, 5e-324, 1e300 (found by the property above): every interval
+    but the subnormal one keeps np.interp's bytes; that one stays between its end values."""
+    s = np.array([-1e-300, -1e300, -1.41603347, -0.45773402, 1.0, 5e-324, 0.664414661, -5e-324, 0.0, -1e300,
+                  -2.08092931, 1e300, -1e-300, 1.47397463, -1e300, -0.369506795, 0.5, 0.323774431, -1e300, -1.0,
+                  1.0, -0.329360785, -0.800811183, 5e-324, 0.480075048, -2.61223333, -1.00171879, -1.03139179, 1.0])
+    y = np.zeros(s.size)
+    y[[5, 9, 14, 18, 23, 24]] = 1.0
+    w = np.array([3, 1, 0, 3, 1, 3, 2, 3, 0, 0, 3, 1, 2, 2, 1, 2, 0, 1, 1, 1, 0, 2, 2, 3, 2, 3, 1, 0, 0], float)
+    cal = create("isotonic", {"platt_correction": False}).fit(s, y, w)
+    q = np.concatenate([s, np.linspace(-1e300, 1e300, 5001), [-2e-324, 0.0, 2.5e-324]])
+    j = np.searchsorted(cal.x_, q, side="right") - 1
+    extreme = np.isin(j, _lookup.extreme_intervals(cal.x_, cal.y_)) & (q != cal.x_[np.clip(j, 0, None)])
+    got, ref = cal.predict(q), np.interp(q, cal.x_, cal.y_)
+    assert extreme.any() and got[~extreme].tobytes() == ref[~extreme].tobytes()
+    lo, hi = cal.y_[j[extreme]], cal.y_[j[extreme] + 1]
+    assert np.all((np.minimum(lo, hi) <= got[extreme]) & (got[extreme] <= np.maximum(lo, hi)))
 
 
 def test_isotonic_large_map_and_predict_match_plain_path():
