@@ -6,6 +6,7 @@ Data goes to stdout; messages, tables of diagnostics and progress go to stderr.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import warnings
@@ -116,10 +117,8 @@ def main() -> None:
     targets.install_signal_cleanup()
     warnings.showwarning = _show_warning
     for stream in (sys.stdout, sys.stderr):  # an ASCII or Latin-1 terminal gets escapes, not a crash
-        try:
+        with contextlib.suppress(AttributeError, ValueError, OSError):  # a replaced or closed stream
             stream.reconfigure(errors="backslashreplace")
-        except (AttributeError, ValueError, OSError):
-            pass
     try:
         app()
         code = 0
