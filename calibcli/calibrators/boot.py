@@ -103,6 +103,7 @@ import numpy as np
 
 from calibcli.calibrators.base import ScoreCalibrator, fit_warning
 from calibcli.calibrators.binning import bin_edges, bin_values
+from calibcli.calibrators.fitdata import weighted_rows
 from calibcli.calibrators.isotonic import compress_knots, pav
 from calibcli.calibrators.piecewise import KnotMap, StepMap, interpolate
 from calibcli.calibrators.registry import register
@@ -225,8 +226,7 @@ class _BootBase(ScoreCalibrator):
         raise NotImplementedError
 
     def _fit(self, s, y, w):
-        keep = w > 0
-        s, y, w = s[keep], y[keep], w[keep]
+        s, y, w = weighted_rows(s, y, w)
         order = np.lexsort((w, y, s))
         s, y, w = s[order], y[order], w[order]
         n = s.size
