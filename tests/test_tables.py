@@ -85,6 +85,7 @@ def _markdown_cells(line: str) -> list[str]:
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
           phases=[Phase.explicit, Phase.reuse, Phase.generate])  # each example runs the CLI 8 times
 @example(names=["_", "\x1b[31m\u00fb/\x92\u00f1I\x97P\u00d2"], fields=["6\u00ac\u00a2\t-"], columns=40)
+@example(names=["\U000e887a\u00e4 ", "\x1b[31m"], fields=["`\x00\u00e9"], columns=20)
 def test_hostile_names_in_every_output_format(tmp_path, monkeypatch, names, fields, columns):
     path = _table_file(tmp_path, names, fields)
     monkeypatch.setenv("COLUMNS", str(columns))
