@@ -9,6 +9,7 @@
 - `readerrors`: read errors as one line naming the file, column and true row;
 - `paths`: what a path names (stdin, file, URI, directory or glob of Parquet parts);
 - `columns`: scores, labels, weights and fields as checked arrays, errors naming the row;
+- `score_cols`: the K score columns of `--score-cols`, class names and label codes;
 - `targets`: where outputs go (same-file refusal, special targets, atomic files, formats,
   clean-up on signals); it imports no pyarrow, so the CLI can arm it at start-up;
 - `writing`: the batch writers (CSV, TSV, JSON lines, Parquet, gzip).
