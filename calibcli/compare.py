@@ -117,7 +117,7 @@ def compare(s: np.ndarray, y: np.ndarray, methods: Sequence[str], folds: int, se
 def compare_file(path: str, methods: Sequence[str] | None = None, folds: int = 5, seed: int = 0,
                  metric: str = "log_loss", score_col: str = "score", label_col: str = "label",
                  fmt: str | None = None, out: str | None = None,
-                 calbin_window: int = metrics.CALBIN_WINDOW) -> Comparison:
+                 calbin_window: int = metrics.CALBIN_WINDOW, pos_label: str | None = None) -> Comparison:
     """Compare methods on a score/label file; with `out`, save the best method's map fitted on all rows."""
     chosen = list(methods) if methods else default_methods()
     for m in chosen:
@@ -132,7 +132,7 @@ def compare_file(path: str, methods: Sequence[str] | None = None, folds: int = 5
     source = io.display_name(path)
     table = io.read_table(path, fmt)
     s = io.scores_from(table, score_col, source)
-    y = io.labels_from(table, label_col, source)
+    y = io.labels_from(table, label_col, source, pos_label=io.PosLabel(pos_label) if pos_label else None)
     if s.size < 2 * folds:
         raise InputError(f"{source}: {s.size} rows are too few for {folds} folds")
     result = Comparison(source, int(s.size), folds, seed, metric, compare(s, y, chosen, folds, seed, calbin_window))

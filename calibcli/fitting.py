@@ -35,6 +35,7 @@ class Columns:
     weight: str | None = None
     fields: tuple[str, ...] = ()
     features: tuple[str, ...] = ()
+    pos_label: str | None = None  # --pos-label: the positive value of two labels that are not 0/1
 
 
 @dataclass
@@ -82,7 +83,7 @@ def fit_file(
     if table.num_rows == 0:
         raise InputError(f"{source}: no data rows")
     s = io.scores_from(table, cols.score, source)
-    y = io.labels_from(table, cols.label, source)
+    y = io.labels_from(table, cols.label, source, pos_label=io.PosLabel(cols.pos_label) if cols.pos_label else None)
     w = io.weights_from(table, cols.weight, source) if cols.weight else None
     io.check_scores_for(calibrator, s, cols.score, source, None)
     feats = io.map_features(table, cols.fields, cols.features, source) or None
@@ -101,6 +102,8 @@ def fit_file(
         "label_col": cols.label,
         "score_range": [float(s.min()), float(s.max())],
     }
+    if cols.pos_label is not None:
+        training["pos_label"] = cols.pos_label
     if cols.weight:
         training["weight_col"] = cols.weight
         training["weight_kind"] = weight_kind

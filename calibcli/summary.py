@@ -455,16 +455,18 @@ def summarize_batches(batches: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray
 
 def summarize_file(path: str, *, score_col: str = "score", label_col: str = "label",
                    weight_col: str | None = None, fmt: str | None = None, step: float | None = None,
-                   on_batch: Callable[[int], None] | None = None) -> ScoreSummary:
+                   on_batch: Callable[[int], None] | None = None, pos_label: str | None = None) -> ScoreSummary:
     """Stream a score/label file (or a directory, glob or URI of Parquet parts) into a summary."""
     from calibcli import io
+
+    positive = io.PosLabel(pos_label) if pos_label is not None else None
 
     def chunks():
         source, _, batches = io.iter_batches(path, fmt)  # a directory, glob or URI of parts is one dataset
         rows = 0
         for batch in batches:
             s = io.scores_from(batch, score_col, source.name, offset=rows)
-            y = io.labels_from(batch, label_col, source.name, offset=rows)
+            y = io.labels_from(batch, label_col, source.name, offset=rows, pos_label=positive)
             w = io.weights_from(batch, weight_col, source.name, offset=rows) if weight_col else None
             rows += batch.num_rows
             if on_batch is not None:

@@ -9,7 +9,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from calibcli import bounds, console
-from calibcli.commands.shared import FormatOpt, InputArg, LabelCol, ScoreCol, option_range, reports_errors
+from calibcli.commands.shared import FormatOpt, InputArg, LabelCol, PosLabelOpt, ScoreCol, option_range, reports_errors
 from calibcli.errors import ExitCode, UsageError
 
 
@@ -29,6 +29,7 @@ def evaluate(
     prob_col: Annotated[List[str], typer.Option("--prob-col", help="Probability column to evaluate; repeatable.")] = [],
     map: Annotated[List[str], typer.Option("--map", help="Map to apply to --score-col and evaluate; repeatable.")] = [],
     label_col: LabelCol = "label",
+    pos_label: PosLabelOpt = None,
     score_col: ScoreCol = "score",
     field_col: Annotated[Optional[str], typer.Option("--field-col", help="Categorical column for Field-ECE and Field-RCE.")] = None,
     calbin_window: Annotated[int, typer.Option("--calbin-window", help="CalBin window size s." + option_range("--calbin-window"))] = 100,
@@ -97,6 +98,7 @@ def evaluate(
         ece_bins=ece_bins,
         ece_strategy=ece_strategy,
         interval_cols=_interval_cols(interval_cols),
+        pos_label=pos_label,
     )
     with progress.working("evaluate"):
         result = evaluation.evaluate_file(input, prob_col, map, label_col, score_col, field_col,
@@ -157,6 +159,7 @@ def compare(
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
     score_col: ScoreCol = "score",
     label_col: LabelCol = "label",
+    pos_label: PosLabelOpt = None,
     format: FormatOpt = None,
 ) -> None:
     """Which method calibrates these scores best? Out-of-fold metrics per method, mean ± sd.
@@ -169,7 +172,7 @@ def compare(
     from calibcli import compare as comparing
 
     result = comparing.compare_file(input, method, folds, seed, metric.replace("-", "_"), score_col, label_col,
-                                    format, output)
+                                    format, output, pos_label=pos_label)
     with console.data_output():
         if as_json:
             typer.echo(json.dumps(result.to_json(), indent=2))

@@ -9,7 +9,8 @@ from typing import Annotated, List, Optional
 import typer
 
 from calibcli import bounds, console
-from calibcli.commands.shared import FormatOpt, InputArg, LabelCol, ScoreCol, option_range, reports_errors, state
+from calibcli.commands.shared import (FormatOpt, InputArg, LabelCol, PosLabelOpt, ScoreCol, option_range,
+                                      reports_errors, state)
 from calibcli.errors import UsageError
 
 
@@ -47,6 +48,7 @@ def fit(
     seed: Annotated[Optional[int], typer.Option("--seed", help="Random seed for methods that sample." + option_range("--seed"))] = None,
     score_col: ScoreCol = "score",
     label_col: LabelCol = "label",
+    pos_label: PosLabelOpt = None,
     weight_col: Annotated[Optional[str], typer.Option("--weight-col", help="Column of non-negative row weights (see --weight-kind).")] = None,
     weight_kind: Annotated[str, typer.Option("--weight-kind", help="frequency: weight k counts as k rows (default); importance: only ratios matter, the map ignores the weights' scale.")] = "frequency",
     field_col: Annotated[List[str], typer.Option("--field-col", help="Categorical feature column for field-aware methods; repeatable.")] = [],
@@ -79,14 +81,14 @@ def fit(
             raise UsageError("give either a score file or --from-summary FILE, not both",
                              hint="e.g. `calib fit cal.csv` or `calib fit --from-summary summary.parquet`")
         if from_summary is not None:
-            if weight_col or field_col or feature_col or format:
-                raise UsageError("--weight-col, --field-col, --feature-col and --format apply to score files, "
+            if weight_col or field_col or feature_col or format or pos_label is not None:
+                raise UsageError("--weight-col, --field-col, --feature-col, --pos-label and --format apply to score files, "
                                  "not to --from-summary", hint="give them to `calib summarize` instead")
             result = fitting.fit_summary_file(from_summary, method, _parse_params(param), seed=seed, out=output,
                                               strict=state["strict"], out_format=output_format,
                                               weight_kind=weight_kind)
         else:
-            cols = fitting.Columns(score_col, label_col, weight_col, tuple(field_col), tuple(feature_col))
+            cols = fitting.Columns(score_col, label_col, weight_col, tuple(field_col), tuple(feature_col), pos_label)
             result = fitting.fit_file(input, method, _parse_params(param), cols=cols, fmt=format, seed=seed,
                                       out=output, strict=state["strict"], out_format=output_format,
                                       weight_kind=weight_kind)
@@ -126,6 +128,7 @@ def summarize(
     output: Annotated[str, typer.Option("--output", "-o", help="Where to save the summary: .parquet or .json; - (default) prints JSON to stdout.")] = "-",
     score_col: ScoreCol = "score",
     label_col: LabelCol = "label",
+    pos_label: PosLabelOpt = None,
     weight_col: Annotated[Optional[str], typer.Option("--weight-col", help="Column of non-negative row weights.")] = None,
     step: Annotated[Optional[float], typer.Option("--step", help="Round scores to multiples of STEP (each moves at most STEP/2); default exact." + option_range("--step"))] = None,
     format: FormatOpt = None,
@@ -148,7 +151,7 @@ def summarize(
     total = io.parquet_rows(input) if progress.enabled() else None
     with progress.rows("summarize", total) as advance:
         result = summary.summarize_file(input, score_col=score_col, label_col=label_col, weight_col=weight_col,
-                                        fmt=format, step=step, on_batch=advance)
+                                        fmt=format, step=step, on_batch=advance, pos_label=pos_label)
     summary.save(result, output)
     console.info(f"summarized {result.rows} rows, {result.positives} positive, into "
                  f"{result.size} distinct scores" + (f" (step {step:g})" if step else ""))

@@ -17,6 +17,7 @@ InputArg = Annotated[str, typer.Argument(help="Score file (CSV, TSV, JSON lines,
 FormatOpt = Annotated[Optional[str], typer.Option("--format", "-f", help="Input format: csv, tsv, jsonl, parquet (default: from extension, else sniffed).")]
 ScoreCol = Annotated[str, typer.Option("--score-col", help="Column with the classifier's scores.")]
 LabelCol = Annotated[str, typer.Option("--label-col", help="Column with 0/1 (or true/false) labels.")]
+PosLabelOpt = Annotated[Optional[str], typer.Option("--pos-label", metavar="VALUE", help="Binary labels other than 0/1 (-1/1, yes/no, churn/stay): the label value of the positive class; any one other value is the negative class.")]
 
 
 def reports_errors(func: Callable) -> Callable:

@@ -33,6 +33,7 @@ class EvaluateOptions:
     ece_bins: int = metrics.ECE_BINS  # bins of ECE and MCE
     ece_strategy: str = "uniform"  # uniform (equal width) or quantile (equal mass) bins
     interval_cols: tuple[str, str] | None = None  # (low, high) of the one --prob-col; else <col>_low/_high
+    pos_label: str | None = None  # --pos-label: the positive value of two labels that are not 0/1
 
 
 def evaluate_file(
@@ -157,8 +158,9 @@ def _evaluation_states(path, fmt, label_col, score_col, prob_cols, loaded, field
     total = io.parquet_rows(path) if not cells and opts.step is None and opts.weight_col is None else None
     builders = [StateBuilder(opts.step, cells, total, opts.ece_bins) for _ in (*prob_cols, *loaded)]
     offset = positives = 0
+    positive = io.PosLabel(opts.pos_label) if opts.pos_label is not None else None
     for batch in batches:
-        y = io.labels_from(batch, label_col, name, offset)
+        y = io.labels_from(batch, label_col, name, offset, pos_label=positive)
         positives += int(np.count_nonzero(y == 1))
         w = io.weights_from(batch, opts.weight_col, name, offset) if opts.weight_col else None
         fields = io.field_codes(batch, field_col, name) if field_col else None

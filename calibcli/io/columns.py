@@ -132,28 +132,90 @@ def scores_or_nan(table: pa.Table | pa.RecordBatch, name: str, source: str, offs
 _LABEL_TEXT = {"0": 0.0, "1": 1.0, "0.0": 0.0, "1.0": 1.0, "false": 0.0, "true": 1.0}
 
 
-def labels_from(table: pa.Table | pa.RecordBatch, name: str, source: str, offset: int = 0) -> np.ndarray:
-    """A 0/1 label column (0/1 numbers, booleans, or the words true/false) as float64."""
+def label_text(col: pa.ChunkedArray, name: str, source: str, offset: int = 0) -> pa.ChunkedArray:
+    """Labels as trimmed text, integral numbers without a fraction (3.0 -> '3', -1 -> '-1'),
+    booleans as true/false: how `--pos-label` and class names are matched."""
+    typ = col.type
+    if pa.types.is_dictionary(typ):
+        col = col.cast(typ.value_type)
+        typ = col.type
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        return _pc().utf8_trim_whitespace(col.cast(pa.string()))
+    if pa.types.is_floating(typ):
+        values = _to_float(col, name, source, offset)
+        if np.all(values == np.floor(values)) and np.all(np.abs(values) < 2 ** 53):
+            return pa.chunked_array([pa.array(values.astype(np.int64)).cast(pa.string())])
+    return col.cast(pa.string())
+
+
+class PosLabel:
+    """`--pos-label VALUE`: the label value that is the positive class. The first other value
+    read is the negative class, kept across batches; a third value is refused."""
+
+    def __init__(self, value: str):
+        self.value = value.strip()
+        with contextlib.suppress(ValueError, OverflowError):  # 1.0 names the label 1, as it reads
+            number = float(self.value)
+            if number == int(number) and abs(number) < 2 ** 53:
+                self.value = str(int(number))
+        self.negative: str | None = None
+
+    def codes(self, col: pa.ChunkedArray, name: str, source: str, offset: int) -> np.ndarray:
+        text = label_text(col, name, source, offset)
+        value = self.value.lower() if pa.types.is_boolean(col.type) else self.value
+        positive = np.asarray(_pc().equal(text, value), dtype=bool)
+        others = ~positive
+        if others.any():
+            values = np.asarray(text.to_numpy(zero_copy_only=False), dtype=object)
+            first = int(np.argmax(others))
+            self.negative = values[first] if self.negative is None else self.negative
+            third = others & (values != self.negative)
+            if third.any():
+                i = _first(third)
+                raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: label {shown(values[i])} "
+                                 f"is a third value (besides {shown(self.value)} and {shown(self.negative)})",
+                                 hint="--pos-label is for labels with two values")
+        return positive.astype(np.float64)
+
+
+def _label_hint(col: pa.ChunkedArray, name: str, source: str, offset: int) -> str:
+    """How to read labels that are not 0/1: name the positive value of two with --pos-label."""
+    distinct = sorted(str(v) for v in _pc().unique(label_text(col, name, source, offset)).to_pylist())
+    if len(distinct) == 2:
+        return (f"the labels are two values, {shown(distinct[0])} and {shown(distinct[1])}: "
+                f"name the positive one with --pos-label, e.g. --pos-label {shown(distinct[1])}")
+    return "labels with two values other than 0/1 (yes/no, -1/1): name the positive one with --pos-label VALUE"
+
+
+def labels_from(table: pa.Table | pa.RecordBatch, name: str, source: str, offset: int = 0,
+                pos_label: PosLabel | None = None) -> np.ndarray:
+    """A 0/1 label column (0/1 numbers, booleans, or the words true/false) as float64; with
+    `pos_label`, any two values, the positive one named."""
     col = _column(table, name, source, "--label-col")
     if pa.types.is_dictionary(col.type):  # e.g. a Parquet dictionary column of true/false
         col = col.cast(col.type.value_type)
     if col.null_count:
         row = _first(np.asarray(col.is_null())) + 1 + offset
-        raise InputError(f"{source}: column {shown(name)}, row {row}: empty label (labels must be 0 or 1)")
+        raise InputError(f"{source}: column {shown(name)}, row {row}: empty label"
+                         + ("" if pos_label else " (labels must be 0 or 1)"))
+    if pos_label is not None:
+        return pos_label.codes(col, name, source, offset)
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
         text = _pc().utf8_lower(_pc().utf8_trim_whitespace(col))
         known = np.asarray(_pc().is_in(text, value_set=pa.array(list(_LABEL_TEXT))))
         if not known.all():
             i = _first(~known)
             raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: label "
-                             f"{shown(col[i].as_py())} is not 0/1 or true/false")
+                             f"{shown(col[i].as_py())} is not 0/1 or true/false",
+                             hint=_label_hint(col, name, source, offset))
         return np.asarray(_pc().is_in(text, value_set=pa.array(["1", "1.0", "true"])), dtype=np.float64)
     y = _to_float(col, name, source, offset)
     bad = (y != 0) & (y != 1)
     if bad.any():
         i = _first(bad)
         value = col[i].as_py()
-        raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: label {shown(value)} is not 0 or 1")
+        raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: label {shown(value)} is not 0 or 1",
+                         hint=_label_hint(col, name, source, offset))
     return y
 
 

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from calibcli.errors import InputError, UsageError, shown
-from calibcli.io.columns import _column, _first, _pc, _to_float, missing_column
+from calibcli.io.columns import _column, _first, _pc, _to_float, label_text, missing_column
 
 SCORE_KINDS = ("auto", "probability", "logit")
 PROBABILITY_TOLERANCE = 1e-6  # how far from 1 a row of probabilities may sum (float32 rounding)
@@ -260,7 +260,7 @@ def label_codes(table: pa.Table | pa.RecordBatch, name: str, classes: Sequence[s
     if col.null_count:
         row = _first(np.asarray(col.is_null())) + 1 + offset
         raise InputError(f"{source}: column {shown(name)}, row {row}: empty label")
-    text = _label_text(col, name, source, offset)
+    text = label_text(col, name, source, offset)
     found = _pc().index_in(text, value_set=pa.array(list(classes), pa.string()))
     if how is None:
         how = LABELS_AS_NAMES if found.null_count < len(found) or len(found) == 0 else LABELS_AS_INDICES
@@ -279,18 +279,6 @@ def label_codes(table: pa.Table | pa.RecordBatch, name: str, classes: Sequence[s
         i = _first(bad)
         raise _not_a_class(source, name, i + 1 + offset, col[i].as_py(), classes)
     return codes.astype(np.int64), how
-
-
-def _label_text(col: pa.ChunkedArray, name: str, source: str, offset: int) -> pa.ChunkedArray:
-    """Labels as trimmed text; integral numbers written without a fraction (3.0 -> '3')."""
-    typ = col.type
-    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
-        return _pc().utf8_trim_whitespace(col.cast(pa.string()))
-    if pa.types.is_floating(typ):
-        values = _to_float(col, name, source, offset)
-        if np.all(values == np.floor(values)) and np.all(np.abs(values) < 2 ** 53):
-            return pa.chunked_array([pa.array(values.astype(np.int64)).cast(pa.string())])
-    return col.cast(pa.string())
 
 
 def _number_mask(text: pa.ChunkedArray) -> np.ndarray:
