@@ -75,8 +75,19 @@ def evaluate(
     fields: Sequence[Any] | np.ndarray | None = None,
     calbin_window: int = 100,
     interval: tuple[Sequence[float] | np.ndarray, Sequence[float] | np.ndarray] | None = None,
+    classes: Sequence[Any] | None = None,
+    weights: Sequence[float] | np.ndarray | None = None,
+    ece_bins: int = 10,
+    ece_strategy: str = "uniform",
 ) -> dict[str, float]:
     """Every metric `calib evaluate` reports for one probability column (NaN where n/a).
+
+    `probs` of shape (n, K), K >= 2, is one K-class prediction: the result has the K-class
+    keys (`evaluation.kclass_metrics`), `labels` any values, matched to the columns by
+    `classes` (the class of each column; default: the labels' sorted distinct values, or
+    column indices for integer labels in 0 .. K-1), with optional row `weights` and the
+    top-label and classwise ECE binned by `ece_bins` and `ece_strategy` as `--ece-bins` and
+    `--ece-strategy`.
 
     `fields` (any values, e.g. country names) adds Field-ECE and Field-RCE; `interval`
     ((low, high), e.g. a Venn-Abers map's `predict_interval`) the interval width and
@@ -88,6 +99,8 @@ def evaluate(
     from calibcli.errors import UsageError
     from calibcli.io.columns import encode_fields
 
+    if np.ndim(probs) == 2:
+        return _evaluate_kclass(labels, probs, classes, weights, ece_bins, ece_strategy)
     metrics.check_window(calbin_window)
     y = np.asarray(labels, dtype=np.float64)
     p = np.asarray(probs, dtype=np.float64)
@@ -111,3 +124,18 @@ def evaluate(
     if low.shape != p.shape or high.shape != p.shape:
         raise UsageError(f"interval bounds must have {p.size} values each, got {low.shape} and {high.shape}")
     return {**out, **intervals.interval_metrics(p, y, low, high)}
+
+
+def _evaluate_kclass(labels, probs, classes, weights, ece_bins, ece_strategy) -> dict[str, float]:
+    """`evaluate` of one K-class prediction (the mergeable state the CLI and engines use)."""
+    from calibcli import bounds
+    from calibcli.evaluation import kclass_metrics, metrics
+    from calibcli.evaluation.kclass_state import KClassState
+    from calibcli.errors import UsageError
+
+    if ece_strategy not in metrics.ECE_STRATEGIES:
+        raise UsageError(f"ece_strategy {ece_strategy!r}: expected one of {', '.join(metrics.ECE_STRATEGIES)}")
+    bounds.check(ece_bins=ece_bins)
+    P = np.asarray(probs, dtype=np.float64)
+    codes, names = kclass_metrics.label_codes(labels, P.shape[1], classes)
+    return KClassState.from_arrays(codes, P, weights, names).metrics(int(ece_bins), ece_strategy)

@@ -5,6 +5,8 @@
   `kernels`: their chunked passes (the Newton fit of the slope is `calibcli.newton`).
 - `state`: the mergeable evaluation state and `compute_all` (every metric of rows);
   `builder`: streams batches into a state.
+- `kclass_metrics`: the K-class metrics (log-loss, Brier, accuracy, top-label and classwise
+  ECE, macro one-vs-rest AUC); `kclass_state`: their mergeable state.
 - `evaluate`: the driver, `evaluate_file` (read the input, metrics per column and map).
 - `bootstrap`: seeded percentile confidence intervals.
 - `results`: the result types (the report and its JSON schema, gate checks, a baseline).
