@@ -1,12 +1,17 @@
-"""A scikit-learn estimator around any calibcli method: `calibcli.sklearn.Calibrator`.
+"""A scikit-learn classifier around any calibcli method: `calibcli.sklearn.Calibrator`.
 
     Calibrator(method="bayes-iso", seed=0).fit(scores, y).predict_proba(new_scores)[:, 1]
 
-It is a one-feature transformer/regressor of calibrated probabilities: `X` is the score column
-(shape (n,) or (n, 1)), `predict` gives P(y=1) as a 1-D array, `transform` as one column, `predict_proba`
-the two columns. Method options are keyword arguments, checked by the method's `Param`
-table, so `get_params`/`set_params`, `clone`, `Pipeline` and `cross_val_predict` work.
-Needs scikit-learn (not a dependency of calibcli itself).
+`X` is what a model predicted, not raw features: one score column (shape (n,) or (n, 1)) for
+two classes, calibrated by a binary method with `classes_[1]` as the positive class; or the
+K score columns of a K-class prediction (shape (n, K), K = the number of classes, in the order
+of `classes_`), calibrated by the K-class path of `calibcli.fit`. Labels may be any values
+(strings too); `classes_` is them sorted, or the `classes` option's order. `predict_proba` is
+(n, n_classes), `predict` the most probable label, `score` the accuracy, and
+`decision_function` (two classes only) the calibrated log-odds of `classes_[1]`. Method options
+are keyword arguments, checked by the method's `Param` table, so `get_params`/`set_params`,
+`clone`, `Pipeline`, `GridSearchCV` and `cross_val_predict` work. Needs scikit-learn (not a
+dependency of calibcli itself).
 """
 
 from __future__ import annotations
@@ -14,14 +19,26 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from calibcli.calibrators import registry
+# The floor of both probabilities in the log-odds: 0 and 1 give -/+708.4, not infinities that
+# scikit-learn's metrics (roc_auc_score, ...) refuse.
+_TINY = np.finfo(np.float64).tiny
 
 
-class Calibrator(TransformerMixin, BaseEstimator):
-    """Calibrate one score column with `method` (see `calib methods`); options as keywords."""
+def _two_classes(est: "Calibrator") -> bool:
+    """`decision_function` exists before fitting and after a fit on two classes."""
+    return not hasattr(est, "classes_") or len(est.classes_) == 2
+
+
+class Calibrator(ClassifierMixin, BaseEstimator):
+    """Calibrate a model's scores with `method` (see `calib methods`); options as keywords.
+
+    `classes` (optional keyword): the labels in column order; for one score column the second
+    one is the positive class. Without it the labels seen in `fit`, sorted.
+    """
 
     def __init__(self, method: str = "isotonic", **params: Any):
         self.method = method
@@ -42,45 +59,90 @@ class Calibrator(TransformerMixin, BaseEstimator):
         return tags
 
     def _scores(self, X: Any, reset: bool) -> np.ndarray:
-        """The score column as float64; other shapes, NaN/inf, sparse or complex input: ValueError."""
-        from sklearn.utils.validation import validate_data
+        """The score columns as float64 (n, k); NaN/inf, sparse, complex or empty input: ValueError."""
+        from sklearn.utils.validation import check_array, validate_data
 
-        x = validate_data(self, X, reset=reset, ensure_2d=False, dtype=np.float64, ensure_all_finite=True)
-        if x.ndim == 2:
-            if x.shape[1] != 1:
-                raise ValueError(f"a calibrator takes one score column, got {x.shape[1]} features")
-            x = x[:, 0]
+        x = check_array(X, ensure_2d=False, dtype=np.float64, ensure_all_finite=True, input_name="X")
+        if x.ndim == 1:
+            fitted = getattr(self, "n_features_in_", 1)
+            if not reset and fitted != 1:
+                raise ValueError(f"X is 1-D (one score column) but {type(self).__name__} was fitted on "
+                                 f"{fitted} score columns: Reshape your data to shape (n, {fitted})")
+            x = x[:, None]
+            X = x  # a 1-D X is one score column: n_features_in_ is 1
+        validate_data(self, X, reset=reset, skip_check_array=True)
         return x
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "Calibrator":
-        """Fit on scores `X` and 0/1 labels `y` (optionally weighted)."""
-        from sklearn.utils.validation import _check_sample_weight, column_or_1d
+    def _classes(self, y: np.ndarray, k: int) -> np.ndarray:
+        """`classes_`: the `classes` option or the sorted labels, checked against `y` and k columns."""
+        given = self._params.get("classes")
+        classes = np.unique(y) if given is None else np.asarray(given)
+        if classes.ndim != 1 or np.unique(classes).size != classes.size:
+            raise ValueError(f"classes must be distinct labels, got {given!r}")
+        if classes.size < 2:
+            raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes in the data, "
+                             f"but the data contains only one class: {classes[0]!r}")
+        unknown = ~np.isin(y, classes)
+        if unknown.any():
+            raise ValueError(f"label {y[unknown][:1].tolist()[0]!r} is not one of the classes {classes.tolist()}")
+        if k == 1 and classes.size != 2:
+            raise ValueError(f"one score column calibrates two classes, got {classes.size}: "
+                             f"X must be the {classes.size} score columns of a {classes.size}-class prediction")
+        if k != 1 and k != classes.size:
+            raise ValueError(f"X has {k} score columns for {classes.size} classes: X must be one score "
+                             "column (two classes) or one column per class")
+        return classes
 
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "Calibrator":
+        """Fit on scores `X` and labels `y` (optionally weighted; a weight k counts as k rows)."""
+        from sklearn.utils.multiclass import check_classification_targets
+        from sklearn.utils.validation import _check_sample_weight, check_consistent_length, column_or_1d
+
+        from calibcli import api
         from calibcli.errors import CalibError
 
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
-        s = self._scores(X, reset=True)
-        y = column_or_1d(y, warn=True).astype(np.float64)
-        w = None if sample_weight is None else _check_sample_weight(sample_weight, s, dtype=np.float64)
+        x = self._scores(X, reset=True)
+        y = column_or_1d(y, warn=True)
+        check_consistent_length(x, y)
+        check_classification_targets(y)
+        w = None if sample_weight is None else _check_sample_weight(sample_weight, x, dtype=np.float64)
         if w is not None and not np.any(w > 0):
             raise ValueError("all sample weights are zero: nothing to fit on")
+        classes = self._classes(y, x.shape[1])
+        params = {k: v for k, v in self._params.items() if k != "classes"}
         try:
-            self.calibrator_ = registry.create(self.method, self._params).fit(s, y, weights=w)
+            if x.shape[1] == 1:
+                codes = (y == classes[1]).astype(np.float64)
+                self.calibrator_ = api.fit(x[:, 0], codes, method=self.method, weights=w, **params)
+            else:
+                self.calibrator_ = api.fit(x, y, method=self.method, classes=classes.tolist(), weights=w, **params)
         except CalibError as exc:
             raise ValueError(exc.message) from None
+        self.classes_ = classes
         return self
 
-    def predict(self, X: Any) -> np.ndarray:
-        """Calibrated P(y=1) for scores `X`, shape (n,)."""
-        check_is_fitted(self, "calibrator_")
-        return self.calibrator_.predict(self._scores(X, reset=False))
-
-    def transform(self, X: Any) -> np.ndarray:
-        """The calibrated probability as the one transformed feature, shape (n, 1)."""
-        return self.predict(X)[:, None]
-
     def predict_proba(self, X: Any) -> np.ndarray:
-        """[P(y=0), P(y=1)] per score, shape (n, 2)."""
-        p = self.predict(X)
+        """The calibrated probability of each class (columns in `classes_` order), shape (n, n_classes)."""
+        check_is_fitted(self, "calibrator_")
+        x = self._scores(X, reset=False)
+        if x.shape[1] > 1:
+            return self.calibrator_.predict(x)
+        p = self.calibrator_.predict(x[:, 0])
         return np.column_stack([1.0 - p, p])
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The most probable label per row (the first in `classes_` order on a tie), shape (n,)."""
+        check_is_fitted(self, "calibrator_")
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+    @available_if(_two_classes)
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Two classes: the calibrated log-odds ln(P(classes_[1]) / P(classes_[0])), shape (n,).
+
+        Positive where `classes_[1]` is the more probable (as `predict` says); both probabilities
+        are floored at the smallest normal float, so 0 and 1 give -/+708.4, not infinities.
+        """
+        proba = self.predict_proba(X)
+        return np.log(np.maximum(proba[:, 1], _TINY)) - np.log(np.maximum(proba[:, 0], _TINY))

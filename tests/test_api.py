@@ -1,4 +1,4 @@
-"""The Python API (`calibcli.fit/load_map/save_map/evaluate`) and the scikit-learn estimator."""
+"""The Python API (`calibcli.fit/load_map/save_map/evaluate`); the estimator is in test_sklearn.py."""
 
 from __future__ import annotations
 
@@ -52,67 +52,3 @@ def test_evaluate_accepts_string_fields_and_matches_codes():
     hand = sum(abs(np.sum(y[names == f] - s[names == f])) for f in ("de", "fr", "it")) / s.size
     assert by_name["field_ece"] == pytest.approx(hand, rel=1e-12)
     assert calibcli.methods() == available()
-
-
-def test_estimator_params_clone_pipeline_and_cross_val_predict():
-    from sklearn.base import clone
-    from sklearn.model_selection import KFold, cross_val_predict
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import FunctionTransformer
-
-    from calibcli.sklearn import Calibrator
-
-    s, y = _data(seed=2)
-    est = Calibrator(method="bayes-iso", seed=3, samples=300)
-    assert est.get_params() == {"method": "bayes-iso", "seed": 3, "samples": 300}
-    twin = clone(est).set_params(samples=200)
-    assert twin.get_params()["samples"] == 200 and est.get_params()["samples"] == 300
-    X = s[:, None]
-    folds = KFold(3, shuffle=True, random_state=0)
-    got = cross_val_predict(Calibrator("isotonic"), X, y, cv=folds)
-    want = np.empty_like(s)
-    for train, test in folds.split(X):
-        want[test] = calibcli.fit(s[train], y[train]).predict(s[test])
-    assert got.tobytes() == want.tobytes()
-    pipe = make_pipeline(FunctionTransformer(lambda x: x * 2.0), Calibrator("logistic")).fit(X, y)
-    proba = pipe.predict_proba(X)
-    assert proba.shape == (s.size, 2) and np.allclose(proba.sum(axis=1), 1.0)
-    assert np.array_equal(pipe.predict(X), calibcli.fit(2 * s, y, method="logistic").predict(2 * s))
-
-
-def test_check_estimator_passes_every_check_that_applies_to_one_score_column():
-    """The checks that fail do so only because they feed several features; everything else passes."""
-    from sklearn.utils.estimator_checks import check_estimator
-
-    from calibcli.sklearn import Calibrator
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        results = check_estimator(Calibrator(), on_fail=None)
-    failed = [r for r in results if r["status"] == "failed"]
-    passed = [r for r in results if r["status"] == "passed"]
-    # Checks that wrap the estimator's error in their own message; each feeds what a binary
-    # one-score calibrator must refuse (several features, or labels other than 0/1).
-    wrapped = {"check_positive_only_tag_during_fit", "check_sample_weights_pandas_series",
-               "check_fit2d_1feature"}
-    other = [(r["check_name"], str(r["exception"])[:120]) for r in failed
-             if r["check_name"] not in wrapped
-             and not any(m in str(r["exception"]) for m in ("takes one score column", "labels must be 0 or 1"))]
-    assert other == [], other
-    assert len(passed) >= 15
-
-
-def test_estimator_refuses_bad_input_with_value_errors():
-    from calibcli.sklearn import Calibrator
-
-    s, y = _data(seed=3)
-    with pytest.raises(ValueError, match="one score column"):
-        Calibrator().fit(np.c_[s, s], y)
-    with pytest.raises(ValueError, match="labels must be 0 or 1"):
-        Calibrator().fit(s[:, None], y * 2)
-    with pytest.raises(ValueError):
-        Calibrator().fit(np.r_[s[:-1], np.nan][:, None], y)
-    with pytest.raises(ValueError, match="no parameter"):
-        Calibrator("isotonic", nonsense=1).fit(s[:, None], y)
-    est = Calibrator("isotonic").fit(s[:, None], y)
-    assert json.dumps(est.get_params()) == '{"method": "isotonic"}'
