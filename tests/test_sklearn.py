@@ -146,16 +146,16 @@ def test_grid_search_over_method_scores_each_as_the_library_does():
     s, y, y01 = _binary(seed=8)
     methods = ["isotonic", "logistic", "beta"]
     folds = StratifiedKFold(3, shuffle=True, random_state=1)
-    search = GridSearchCV(Calibrator(), {"method": methods}, scoring="neg_log_loss", cv=folds)
-    search.fit(s[:, None], y)
+    grid = GridSearchCV(Calibrator(), {"method": methods}, scoring="neg_log_loss", cv=folds)
+    grid.fit(s[:, None], y)
     want = []
     for method in methods:
         losses = [log_loss(y01[test], calibcli.fit(s[train], y01[train], method=method).predict(s[test]))
                   for train, test in folds.split(s[:, None], y)]
         want.append(-np.mean(losses))
-    np.testing.assert_allclose(search.cv_results_["mean_test_score"], want, rtol=1e-12)
-    assert search.best_params_ == {"method": methods[int(np.argmax(want))]}
-    assert search.best_estimator_.classes_.tolist() == ["no", "yes"]
+    np.testing.assert_allclose(grid.cv_results_["mean_test_score"], want, rtol=1e-12)
+    assert grid.best_params_ == {"method": methods[int(np.argmax(want))]}
+    assert grid.best_estimator_.classes_.tolist() == ["no", "yes"]
     by_auc = GridSearchCV(Calibrator(), {"method": methods}, scoring="roc_auc", cv=folds).fit(s[:, None], y)
     assert np.all(np.isfinite(by_auc.cv_results_["mean_test_score"]))
 
@@ -233,10 +233,10 @@ def test_kclass_cross_val_predict_and_grid_search():
     for train, test in folds.split(P, y):
         want[test] = calibcli.fit(P[train], y[train], method="temperature").predict(P[test])
     assert got.tobytes() == want.tobytes()
-    search = GridSearchCV(Calibrator(), {"method": ["temperature", "vector"]}, scoring="neg_log_loss", cv=folds)
-    search.fit(P, y)
-    assert search.best_params_["method"] in ("temperature", "vector")
-    assert search.best_estimator_.predict_proba(P).shape == P.shape
+    grid = GridSearchCV(Calibrator(), {"method": ["temperature", "vector"]}, scoring="neg_log_loss", cv=folds)
+    grid.fit(P, y)
+    assert grid.best_params_["method"] in ("temperature", "vector")
+    assert grid.best_estimator_.predict_proba(P).shape == P.shape
 
 
 @needs_kclass
