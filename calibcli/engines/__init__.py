@@ -213,6 +213,7 @@ def evaluation(source: str, columns: list[tuple[str, str, str]], states: list, b
     results = []
     for (name, kind, _), state in zip(columns, states):
         row = EvalRow(name, kind, state.metrics(calbin_window))
+        row.mce_count = state.mce_count()
         row.step_bounds = state.step_bounds(calbin_window)
         results.append(row)
     return Evaluation(source, states[0].rows, states[0].positives, field_col, calbin_window, results,

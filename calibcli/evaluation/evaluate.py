@@ -105,6 +105,7 @@ def _evaluate_file(path, prob_cols, map_paths, label_col, score_col, field_col, 
     def evaluate_one(name: str, kind: str, state: EvalState) -> EvalRow:
         ece = {"ece_bins": opts.ece_bins, "ece_strategy": opts.ece_strategy}
         row = EvalRow(name, kind, state.metrics(calbin_window, **ece))
+        row.mce_count = state.mce_count(opts.ece_bins, opts.ece_strategy)
         if opts.bootstrap is not None:
             row.intervals = state_intervals(state, calbin_window, opts.bootstrap, **ece)
         if opts.by_field_top is not None and state.field_names is not None:

@@ -221,6 +221,22 @@ def mce_from_distribution(xs, n0, n1, bins: int = ECE_BINS, strategy: str = "uni
     return float(np.max(np.abs(mean_p - rate)))
 
 
+def mce_bin_weight(weight: np.ndarray, gap: np.ndarray) -> float:
+    """The rows (weight) of the bin where MCE is reached, given each non-empty bin's weight and
+    |mean p - rate|: of bins with the same largest gap, the fullest. NaN without bins. A large
+    MCE from a bin of a few rows is noise; this is what the report shows beside MCE."""
+    if gap.size == 0 or not np.isfinite(gap).any():
+        return float("nan")
+    top = gap == np.nanmax(gap)
+    return float(np.max(weight[top]))
+
+
+def mce_count_of_distribution(xs, n0, n1, bins: int = ECE_BINS, strategy: str = "uniform") -> float:
+    """`mce_bin_weight` of the bins `mce_from_distribution` reads."""
+    weight, mean_p, rate = calibration_bins(xs, n0, n1, bins, strategy)
+    return mce_bin_weight(weight, np.abs(mean_p - rate))
+
+
 def spiegelhalter_from_sums(sums: np.ndarray) -> tuple[float, float]:
     """Spiegelhalter's z and its two-sided p-value from `kernels.spiegelhalter_sums` (NaN without
     information)."""

@@ -90,11 +90,32 @@ def print_grid(console: Console, grid: Grid) -> None:
         console.print(table, soft_wrap=True)
 
 
+MCE_ROWS = "MCE rows"  # the column beside MCE: the rows of the bin it comes from
+
+
+def _headers(keys: list[str]) -> list[str]:
+    """The metric columns' headers with direction arrows, MCE followed by its bin's rows."""
+    heads = []
+    for k in keys:
+        name, direction = METRICS[k]
+        heads.append(f"{name} {_ARROWS[direction]}")
+        if k == "mce":
+            heads.append(MCE_ROWS)
+    return heads
+
+
+def count_text(value: float | None) -> str:
+    """A row count (or weight sum) as a table shows it."""
+    if value is None or value != value:
+        return "n/a"
+    return str(int(value)) if float(value).is_integer() else f"{value:.4g}"
+
+
 def metrics_grid(report) -> Grid:
     """One row per column/map, one column per metric; with --bootstrap the interval below."""
     keys = _keys(report)
-    headers = ["probabilities", *(f"{METRICS[k][0]} {_ARROWS[METRICS[k][1]]}" for k in keys)]
-    return Grid(_title_words(report), headers, [[cell(r.name), *_cells(r, keys, "\n")] for r in report.results])
+    headers = ["probabilities", *_headers(keys)]
+    return Grid(_title_words(report), headers, [[cell(r.name), *_cells(r, keys, "\n", counts=True)] for r in report.results])
 
 
 def metrics_table(report) -> Table:
@@ -102,8 +123,9 @@ def metrics_table(report) -> Table:
     return metrics_grid(report).table()
 
 
-def _cells(result, keys: list[str], gap: str) -> list[str]:
-    """Each metric to 4 decimals, with its bootstrap interval after `gap` when there is one."""
+def _cells(result, keys: list[str], gap: str, counts: bool = False) -> list[str]:
+    """Each metric to 4 decimals, with its bootstrap interval after `gap` when there is one
+    (`counts`: MCE followed by the rows of its bin, as `_headers` has it)."""
     cells = []
     for k in keys:
         value = _fmt(result.metrics[k])
@@ -111,6 +133,8 @@ def _cells(result, keys: list[str], gap: str) -> list[str]:
             lo, hi = result.intervals.get(k, (None, None))
             value += f"{gap}[{_fmt(lo)}, {_fmt(hi)}]"
         cells.append(value)
+        if counts and k == "mce":
+            cells.append(count_text(result.mce_count))
     return cells
 
 

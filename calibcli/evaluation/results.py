@@ -29,6 +29,7 @@ class EvalRow:
     reliability: list[dict[str, Any]] | None = None  # with --plot
     step_bounds: dict[str, float | None] | None = None  # with --step: how far each metric may be off
     histogram: list[int] | None = None  # with --plot: rows per p in [k/20, (k+1)/20)
+    mce_count: float | None = None  # rows (weight) of the bin where MCE is reached
 
 
 @dataclass
@@ -63,7 +64,8 @@ class Evaluation:
           `histogram` (with --plot: rows with p in each of 20 equal-width bins, else null),
           `reliability` (with --plot: equal-mass bins {rows, mean_p, positive_rate, p_min,
           p_max}, else null), `step_bounds` (with --step: per metric, the largest possible
-          distance from its exact value: 0 where it is exact, null where it is n/a; else null)
+          distance from its exact value: 0 where it is exact, null where it is n/a; else null),
+          `mce_count` (the rows, or weight, of the bin where MCE is reached; null when n/a)
         - `weight_col`, `step`: the --weight-col and --step options (null when not given)
         - `ece_bins`, `ece_strategy`: the bins of ECE and MCE (--ece-bins, --ece-strategy)
         - `label_col`; `score_col` (the column the maps were applied to; null without --map)
@@ -92,6 +94,7 @@ class Evaluation:
                 "step_bounds": None if r.step_bounds is None else
                 {k: None if v is None else clean(v) for k, v in r.step_bounds.items()},
                 "histogram": r.histogram,
+                "mce_count": count_json(r.mce_count),
             }
 
         gate = self.gate or GateReport("point", None, [])
@@ -225,6 +228,13 @@ GATED_SETTINGS: dict[str, GatedSetting] = {
     "score_col": GatedSetting("--score-col", _ALL, "score"),  # only where maps are evaluated
 }
 SETTING_DEFAULTS = {k: g.default for k, g in GATED_SETTINGS.items()}
+
+
+def count_json(v: float | None) -> int | float | None:
+    """A row count for JSON: an int when whole (a weight sum may not be), null when n/a."""
+    if v is None or v != v:
+        return None
+    return int(v) if float(v).is_integer() else float(v)
 
 
 def _num(v: float | None) -> str:

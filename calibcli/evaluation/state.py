@@ -202,6 +202,16 @@ class EvalState:
         return {"ece": ece, "mce": mce, "cal_slope": nan, "cal_intercept": nan,
                 "spiegelhalter_z": z, "spiegelhalter_p": pval}
 
+    def mce_count(self, ece_bins: int = _metrics.ECE_BINS, ece_strategy: str = "uniform") -> float:
+        """The rows (weight) of the bin where MCE is reached, as `metrics` computes MCE (NaN when n/a)."""
+        if self.weight <= 0:
+            return float("nan")
+        if self.step is None:
+            return _metrics.mce_count_of_distribution(*self.pooled(), ece_bins, ece_strategy)
+        self._exact_under_step(ece_bins, ece_strategy)  # the same refusals as `metrics`
+        keep = self.ece_w > 0
+        return _metrics.mce_bin_weight(self.ece_w[keep], np.abs(self.ece_p[keep] - self.ece_y[keep]) / self.ece_w[keep])
+
     def step_bounds(self, calbin_window: int = _metrics.CALBIN_WINDOW) -> dict[str, float | None] | None:
         """With `step`: how far each metric may be from its exact value (None without step).
 
