@@ -176,6 +176,30 @@ def test_params_clone_and_sample_weights():
     assert json.dumps(Calibrator("isotonic").fit(s[:, None], y).get_params()) == '{"method": "isotonic"}'
 
 
+def test_what_the_inapplicable_checks_test_holds_for_one_score_column():
+    """Pickling, dtypes, NaN at predict and sample order: what the checks that feed several raw
+    features (listed at the end) test, on one score column."""
+    import pickle
+
+    s, y, _ = _binary(seed=10)
+    est = Calibrator("bayes-iso", seed=2, samples=100).fit(s[:, None], y)
+    proba = est.predict_proba(s[:, None])
+    again = pickle.loads(pickle.dumps(est))
+    assert again.predict_proba(s[:, None]).tobytes() == proba.tobytes()
+    refit = clone(est).fit(s[:, None], y)  # same seed, same map
+    assert refit.predict_proba(s[:, None]).tobytes() == proba.tobytes()
+    q = np.round(s * 8) / 8  # exact in float32 and as fractions of 8
+    by_dtype = [Calibrator("isotonic").fit(q.astype(t)[:, None], y).predict_proba(q.astype(t)[:, None])
+                for t in (np.float64, np.float32)]
+    assert by_dtype[0].tobytes() == by_dtype[1].tobytes()
+    order = np.random.default_rng(0).permutation(s.size)
+    assert np.array_equal(est.predict_proba(s[order, None]), proba[order])
+    with pytest.raises(ValueError, match="NaN"):
+        est.predict_proba(np.r_[s[:-1], np.nan][:, None])
+    with pytest.raises(ValueError, match="expecting 1 features"):
+        est.predict_proba(np.c_[s, s])
+
+
 def test_bad_input_raises_value_errors_that_say_what():
     s, y, _ = _binary(seed=3)
     three = np.where(np.arange(s.size) % 3 == 0, "maybe", y)
