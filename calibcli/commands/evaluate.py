@@ -27,6 +27,9 @@ def _interval_cols(text: Optional[str]) -> Optional[tuple[str, str]]:
 def evaluate(
     input: InputArg,
     prob_col: Annotated[List[str], typer.Option("--prob-col", help="Probability column to evaluate; repeatable.")] = [],
+    prob_cols: Annotated[List[str], typer.Option("--prob-cols", metavar="SPEC", help="K-class probability columns of one prediction: a comma list, a quoted pattern ('p_*', natural order) or a list column; repeatable.")] = [],
+    classes: Annotated[Optional[str], typer.Option("--classes", metavar="A,B,...", help="The class of each --prob-cols column, in order (default: their suffixes after the common prefix).")] = None,
+    score_cols: Annotated[Optional[str], typer.Option("--score-cols", metavar="SPEC", help="The K score columns a multiclass --map reads (default: those it was fitted on).")] = None,
     map: Annotated[List[str], typer.Option("--map", help="Map to apply to --score-col and evaluate; repeatable.")] = [],
     label_col: LabelCol = "label",
     pos_label: PosLabelOpt = None,
@@ -56,7 +59,9 @@ def evaluate(
 ) -> None:
     """Print log-loss, Brier, AUC, ECE, CalBin (and Field-ECE/RCE with --field-col).
 
-    Without --prob-col or --map the score column itself is evaluated. Gates apply to every
+    Without --prob-col or --map the score column itself is evaluated. Each --prob-cols SPEC
+    (and each multiclass --map) is a K-class prediction: log-loss, Brier, accuracy,
+    top-label ECE/MCE, classwise ECE and one-vs-rest AUC. Gates apply to every
     column and map. Exit codes: 0 all gates passed (or none given), 1 a gate failed (which,
     by how much and against what is printed on stderr), 2 usage or input error.
 
@@ -65,11 +70,13 @@ def evaluate(
     calib evaluate test.csv --map a.json --map b.json --json
     calib evaluate test.csv --field-col field --fail-above field-rce=0.12 --fail-below auc=0.7
     calib evaluate test.csv --field-col field --baseline base.json --max-regression field-rce=5%
+    calib evaluate digits.csv --prob-cols 'p_*' --prob-cols 'calibrated_*' --fail-above top-label-ece=0.05
     """
     from calibcli import progress
     bounds.check(calbin_window=calbin_window, bootstrap=bootstrap, seed=seed, top=top, ece_bins=ece_bins, step=step)
     from calibcli.evaluation import baseline as evaluation_json, evaluate as evaluation, gates, report as render
     from calibcli.evaluation.bootstrap import BootstrapPlan
+    from calibcli.io.score_cols import parse_classes
     from calibcli.io.targets import check_output
 
     if ece_strategy not in ("uniform", "quantile"):
@@ -99,6 +106,9 @@ def evaluate(
         ece_strategy=ece_strategy,
         interval_cols=_interval_cols(interval_cols),
         pos_label=pos_label,
+        kclass_cols=tuple(prob_cols),
+        classes=parse_classes(classes),
+        score_cols=score_cols,
     )
     with progress.working("evaluate"):
         result = evaluation.evaluate_file(input, prob_col, map, label_col, score_col, field_col,

@@ -110,6 +110,33 @@ def bootstrap_intervals(y: np.ndarray, p: np.ndarray, groups: np.ndarray | None,
     return percentile_intervals(bootstrap_replicates(y, p, groups, calbin_window, plan), plan.level)
 
 
+def kclass_intervals(y: np.ndarray, P: np.ndarray, plan: BootstrapPlan, ece_bins: int = metrics.ECE_BINS,
+                     ece_strategy: str = "uniform") -> dict[str, tuple[float, float]]:
+    """Seeded percentile intervals of the K-class metrics of rows (codes y, probabilities P):
+    each replicate draws a Poisson(1) count per row, the same for every class, and reads the
+    metrics off the resampled sums and distributions (`kclass_state.metrics_of`). The rows
+    are sorted once per distribution; a replicate costs K + 1 `bincount`s over the rows."""
+    from calibcli.evaluation import kclass_metrics as km
+    from calibcli.evaluation.kclass_state import metrics_of
+
+    conf, right = km.top_label(y, P)
+    terms = np.stack([np.ones(y.size), km.log_loss_terms(y, P), km.brier_terms(y, P), right])
+    pairs = [(right, conf)] + [((y == k).astype(np.float64), P[:, k]) for k in range(P.shape[1])]
+    prepared = []
+    for y01, p in pairs:
+        xs, group = np.unique(p, return_inverse=True)
+        prepared.append((xs, group, y01))
+    rng = np.random.default_rng(plan.seed)
+    out = {k: np.full(plan.replicates, math.nan) for k in metrics.KCLASS_METRICS}
+    for b in range(plan.replicates):
+        w = rng.poisson(1.0, y.size).astype(np.float64)
+        dists = [(xs, np.bincount(g, w * (1 - y01), xs.size), np.bincount(g, w * y01, xs.size))
+                 for xs, g, y01 in prepared]
+        for k, v in metrics_of(terms @ w, dists[0], dists[1:], ece_bins, ece_strategy).items():
+            out[k][b] = v
+    return percentile_intervals(out, plan.level)
+
+
 def state_intervals(state: EvalState, calbin_window: int, plan: BootstrapPlan, **ece: Any
                     ) -> dict[str, tuple[float, float]]:
     """Seeded percentile confidence intervals of every metric, drawn from an evaluation state

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from calibcli import io
 from calibcli.errors import InputError, UsageError
-from calibcli.evaluation import diagnostics, gates, intervals, metrics
+from calibcli.evaluation import diagnostics, gates, intervals, kclass_evaluate, metrics
 from calibcli.evaluation.baseline import load_baseline
 from calibcli.evaluation.results import EvalRow, Evaluation
 from calibcli.evaluation.bootstrap import BootstrapPlan, state_intervals
@@ -34,6 +34,9 @@ class EvaluateOptions:
     ece_strategy: str = "uniform"  # uniform (equal width) or quantile (equal mass) bins
     interval_cols: tuple[str, str] | None = None  # (low, high) of the one --prob-col; else <col>_low/_high
     pos_label: str | None = None  # --pos-label: the positive value of two labels that are not 0/1
+    kclass_cols: tuple[str, ...] = ()  # --prob-cols: each SPEC one K-class prediction (kclass_evaluate)
+    classes: tuple[str, ...] | None = None  # --classes: the class of each --prob-cols column
+    score_cols: str | None = None  # --score-cols: the K score columns multiclass maps read
 
 
 def evaluate_file(
@@ -84,12 +87,23 @@ def _evaluate_file(path, prob_cols, map_paths, label_col, score_col, field_col, 
         raise UsageError(STEP_QUANTILE, hint="use --ece-strategy uniform (exact under --step), or drop --step")
     if opts.step is not None and not (np.isfinite(opts.step) and opts.step > 0):
         raise UsageError(f"--step must be a positive number, got {opts.step!r}")
-    gates.require_field_col(opts.gates, field_col)
     loaded = []
     if map_paths:
         from calibcli import maps  # the calibrators load only when a map is evaluated
 
         loaded = [(m, maps.load_map(m)[0]) for m in map_paths]
+    if opts.kclass_cols or any(kclass_evaluate.is_kclass_map(cal) for _, cal in loaded):
+        kclass_evaluate.refuse_binary_options(
+            prob_cols, [m for m, cal in loaded if not kclass_evaluate.is_kclass_map(cal)], field_col, opts)
+        return kclass_evaluate.evaluate_kclass(path, fmt, opts.kclass_cols, loaded, label_col, calbin_window, opts)
+    if opts.classes is not None or opts.score_cols is not None:
+        flag = "--classes" if opts.classes is not None else "--score-cols"
+        raise UsageError(f"{flag} applies to K-class predictions (--prob-cols, or a multiclass --map)")
+    kclass_only = sorted(opts.gates.metrics_used() - set(metrics.METRICS))
+    if kclass_only:
+        raise UsageError(f"a gate on {kclass_only[0].replace('_', '-')}: it is a K-class metric",
+                         hint="K-class predictions are --prob-cols SPEC or a multiclass --map")
+    gates.require_field_col(opts.gates, field_col)
     if not prob_cols and not loaded:
         prob_cols = [score_col]
     baseline = None

@@ -37,13 +37,13 @@ GATE_ON = ("point", "upper")
 
 def metric_names() -> str:
     """The metric names as typed on the command line, for hints."""
-    return ", ".join(k.replace("_", "-") for k in metrics.METRICS)
+    return ", ".join(k.replace("_", "-") for k in metrics.ALL_METRICS)
 
 
 def metric_key(name: str, flag: str) -> str:
     """The snake_case key of a metric typed as `field-rce`, `field_rce` or `Field-RCE`."""
     key = name.strip().lower().replace("-", "_")
-    if key not in metrics.METRICS:
+    if key not in metrics.ALL_METRICS:
         raise UsageError(f"{flag}: unknown metric {name.strip()!r}", hint=f"metrics: {metric_names()}")
     return key
 
@@ -54,7 +54,7 @@ lower_is_better = metrics.lower_is_better
 def refuse_targets(limits: Sequence["Limit"]) -> None:
     """A regression needs a direction: metrics best at a target (slope 1, z 0) take thresholds."""
     for lim in limits:
-        if metrics.METRICS[lim.metric][1] == "target":
+        if metrics.ALL_METRICS[lim.metric][1] == "target":
             name = lim.metric.replace("_", "-")
             raise UsageError(f"--max-regression {name}: {name} is best at {metrics.TARGETS[lim.metric]:g}, "
                              "neither higher nor lower",
@@ -227,7 +227,7 @@ def check_baseline(baseline: Baseline, names: Sequence[str], field_col: str | No
         changed = sorted(regressed & gated.metrics)
         theirs, mine = baseline.setting(key), ours[key]
         if changed and theirs != mine:
-            shown = ", ".join(metrics.METRICS[m][0] for m in changed)
+            shown = ", ".join(metrics.ALL_METRICS[m][0] for m in changed)
             raise UsageError(f"{baseline.path}: baseline was computed with {_described(gated.option, theirs)}, "
                              f"this run uses {_described(gated.option, mine)}: its {shown} cannot be compared")
     for name in names:

@@ -36,22 +36,14 @@ from calibcli.evaluation import metrics as _binary
 
 SUM_TOLERANCE = 1e-6  # rows of P must sum to 1 within this (as `--score-kind auto` reads probabilities)
 
-# Display name and direction of every K-class metric, in table order (as `metrics.METRICS`).
-KCLASS_METRICS: dict[str, tuple[str, str]] = {
-    "log_loss": ("log-loss", "lower"),
-    "brier": ("Brier", "lower"),
-    "accuracy": ("accuracy", "higher"),
-    "top_label_ece": ("top-label ECE", "lower"),
-    "top_label_mce": ("top-label MCE", "lower"),
-    "classwise_ece": ("classwise ECE", "lower"),
-    "auc": ("AUC", "higher"),
-}
+KCLASS_METRICS = _binary.KCLASS_METRICS  # display name and direction, in table order
 
 
 def check_inputs(y: Any, P: Any, sample_weight: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """(codes int64 (n,), P float64 (n, K), weights or None), or a UsageError saying which
     row breaks what: P rows of finite non-negative values summing to 1 (within
-    `SUM_TOLERANCE`), codes in 0 .. K-1, weights finite and non-negative."""
+    `SUM_TOLERANCE`, so a value may pass 1 by that much), codes in 0 .. K-1, weights finite
+    and non-negative."""
     P = np.asarray(P, dtype=np.float64)
     if P.ndim != 2 or P.shape[1] < 2:
         raise UsageError(f"K-class probabilities must have shape (n, K) with K >= 2, got {P.shape}")
@@ -63,8 +55,7 @@ def check_inputs(y: Any, P: Any, sample_weight: Any = None) -> tuple[np.ndarray,
         raise UsageError("labels must be integer class codes 0 .. K-1")
     codes = codes.astype(np.int64)
     _first_bad("label code outside 0 .. K-1", (codes < 0) | (codes >= P.shape[1]))
-    _first_bad("probability that is negative, above 1 or not finite",
-               ~np.all(np.isfinite(P) & (P >= 0) & (P <= 1), axis=1))
+    _first_bad("probability that is negative or not finite", ~np.all(np.isfinite(P) & (P >= 0), axis=1))
     _first_bad(f"row of probabilities that does not sum to 1 (within {SUM_TOLERANCE:g})",
                np.abs(P.sum(axis=1) - 1.0) > SUM_TOLERANCE)
     w = None

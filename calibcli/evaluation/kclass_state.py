@@ -84,15 +84,8 @@ class KClassState:
 
     def metrics(self, ece_bins: int = ECE_BINS, ece_strategy: str = "uniform") -> dict[str, float]:
         """Every K-class metric, in `kclass_metrics.KCLASS_METRICS` order (NaN without weight)."""
-        if not self.weight > 0:
-            return dict.fromkeys(km.KCLASS_METRICS, float("nan"))
-        with np.errstate(all="ignore"):
-            ece, mce = km.ece_mce_of_distribution(*self.top.pooled(), ece_bins, ece_strategy)
-            classwise = [km.ece_mce_of_distribution(*s.pooled(), ece_bins, ece_strategy)[0] for s in self.per_class]
-            aucs = [kernels.auc_from_ties(s.n1, s.n0) for s in self.per_class]
-        return {"log_loss": self.log_loss_sum / self.weight, "brier": self.brier_sum / self.weight,
-                "accuracy": self.correct / self.weight, "top_label_ece": ece, "top_label_mce": mce,
-                "classwise_ece": float(np.mean(classwise)), "auc": km.macro_auc(aucs)}
+        sums = (self.weight, self.log_loss_sum, self.brier_sum, self.correct)
+        return metrics_of(sums, self.top.pooled(), [s.pooled() for s in self.per_class], ece_bins, ece_strategy)
 
     def to_arrow(self) -> pa.Table:
         """The state as K + 1 Arrow rows (see the module docstring), for shipping between processes."""
@@ -127,6 +120,22 @@ class KClassState:
                    float(sums["brier_sum"]), float(sums["correct"]), subs[0], subs[1:])
 
 
+def metrics_of(sums: Sequence[float], top: tuple, per_class: Sequence[tuple], ece_bins: int = ECE_BINS,
+               ece_strategy: str = "uniform") -> dict[str, float]:
+    """The K-class metrics from the sums (weight, log-loss, Brier, right top labels) and the
+    distributions (xs, n0, n1) of the confidence and of each p_k (also a bootstrap replicate's)."""
+    weight, log_loss_sum, brier_sum, correct = sums
+    if not weight > 0:
+        return dict.fromkeys(km.KCLASS_METRICS, float("nan"))
+    with np.errstate(all="ignore"):
+        ece, mce = km.ece_mce_of_distribution(*top, ece_bins, ece_strategy)
+        classwise = [km.ece_mce_of_distribution(*d, ece_bins, ece_strategy)[0] for d in per_class]
+        aucs = [kernels.auc_from_ties(n1, n0) for _, n0, n1 in per_class]
+    return {"log_loss": log_loss_sum / weight, "brier": brier_sum / weight, "accuracy": correct / weight,
+            "top_label_ece": ece, "top_label_mce": mce, "classwise_ece": float(np.mean(classwise)),
+            "auc": km.macro_auc(aucs)}
+
+
 def merge_kclass_states(states: Sequence[KClassState]) -> KClassState:
     """One state of the union of the rows behind `states` (of the same classes)."""
     parts = list(states)
@@ -143,4 +152,4 @@ def merge_kclass_states(states: Sequence[KClassState]) -> KClassState:
         [merge_states([s.per_class[j] for s in parts]) for j in range(len(first.classes))])
 
 
-__all__ = ["KClassState", "merge_kclass_states"]
+__all__ = ["KClassState", "merge_kclass_states", "metrics_of"]

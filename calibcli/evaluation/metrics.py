@@ -61,12 +61,23 @@ METRICS: dict[str, tuple[str, str]] = {
     "interval_width": ("interval width", "lower"),  # with interval columns (evaluation.intervals)
     "interval_coverage": ("interval coverage", "higher"),
 }
+# The K-class metrics (`kclass_metrics`), in table order; gates and tables read both tables.
+KCLASS_METRICS: dict[str, tuple[str, str]] = {
+    "log_loss": ("log-loss", "lower"),
+    "brier": ("Brier", "lower"),
+    "accuracy": ("accuracy", "higher"),
+    "top_label_ece": ("top-label ECE", "lower"),
+    "top_label_mce": ("top-label MCE", "lower"),
+    "classwise_ece": ("classwise ECE", "lower"),
+    "auc": ("AUC", "higher"),
+}
+ALL_METRICS: dict[str, tuple[str, str]] = {**METRICS, **KCLASS_METRICS}
 INTERVAL_KEYS = ("interval_width", "interval_coverage")  # only beside interval columns
 TARGETS = {"cal_slope": 1.0, "cal_intercept": 0.0, "spiegelhalter_z": 0.0}
 
 
 def lower_is_better(metric: str) -> bool:
-    return METRICS[metric][1] == "lower"
+    return ALL_METRICS[metric][1] == "lower"
 
 
 def check_window(window) -> None:

@@ -4,7 +4,8 @@ Needs matplotlib, the optional extra `calibcli[plot]`; imported only when --plot
 file. Every evaluated column and map goes on one figure: the top panel plots, per
 equal-mass bin, the positive rate against the mean p with its 95% Wilson band (the
 diagonal is perfect calibration); the bottom panel is the histogram of p (20 equal-width
-bins) of each result. The image format follows the extension (.png, .svg, .pdf, ...);
+bins) of each result. For K-class predictions the same diagram is the top-label one: the
+confidence max_k p_k in place of p and whether the top class is right in place of y. The image format follows the extension (.png, .svg, .pdf, ...);
 `.html` writes a self-contained page with the metric table and the figure inline (SVG), for
 CI artefacts. Files are written atomically through `io.targets.write_bytes_atomic`.
 """
@@ -103,12 +104,12 @@ def figure_bytes(report, fmt: str) -> bytes:
             counts = r.histogram or []
             edges = [k / len(counts) for k in range(len(counts) + 1)]
             bottom.stairs(counts, edges, color=line.get_color(), linewidth=1.5)
-        top.set_ylabel("positive rate (95% band)")
+        top.set_ylabel(("top-label accuracy" if report.kclass else "positive rate") + " (95% band)")
         top.set_xlim(0, 1)
         top.set_ylim(0, 1)
         top.set_title(f"{_plain(report.input)}: {report.rows} rows, equal-mass bins")
         top.legend(loc="upper left", fontsize="small")
-        bottom.set_xlabel("predicted probability")
+        bottom.set_xlabel("confidence (largest class probability)" if report.kclass else "predicted probability")
         bottom.set_ylabel("rows")
         bottom.set_ylim(bottom=0)
         fig.tight_layout()
@@ -123,9 +124,9 @@ def html_report(report) -> bytes:
     """A self-contained HTML page: the metric table (with intervals and gates) and the figure."""
     import html
 
-    from calibcli.evaluation.metrics import METRICS
+    from calibcli.evaluation.metrics import ALL_METRICS as METRICS
 
-    keys = [k for k in METRICS if k in report.results[0].metrics]
+    keys = report.metric_keys()
     head = "".join(f"<th>{html.escape(METRICS[k][0])}</th>" for k in keys)
     rows = []
     for r in report.results:
@@ -152,7 +153,7 @@ def html_report(report) -> bytes:
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}th:first-child{{text-align:left}}
 .ok{{color:#070}}.fail{{color:#b00}}</style></head><body>
-<h1>{title}</h1><p>{report.rows} rows, {report.positives} positive</p>
+<h1>{title}</h1><p>{html.escape(report.headline)}</p>
 <table><tr><th>probabilities</th>{head}</tr>{''.join(rows)}</table>{verdict}
 <h2>Reliability</h2>{svg}</body></html>
 """

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from calibcli.console import cell, data_console
-from calibcli.evaluation.metrics import METRICS
+from calibcli.evaluation.metrics import ALL_METRICS as METRICS
 
 BAR_WIDTH = 40
 _ARROWS = {"lower": "↓", "higher": "↑", "target": "◎"}  # ◎: best at its target (slope 1, z 0)
@@ -159,13 +159,16 @@ def field_tables(report) -> Iterable[Table]:
     return (g.table() for g in field_grids(report))
 
 
-def reliability_text(name: str, bins: list[dict[str, Any]], width: int = BAR_WIDTH) -> str:
+def reliability_text(name: str, bins: list[dict[str, Any]], width: int = BAR_WIDTH, kclass: bool = False) -> str:
     """A reliability diagram in plain text: one line per equal-mass bin.
 
     The bar is the observed positive rate on a 0..1 scale of `width` characters; `|` marks
     the mean predicted p, where the bar would end if the bin were perfectly calibrated.
+    `kclass`: the top-label diagram (p the confidence, the rate the top label's accuracy).
     """
-    lines = [f"reliability of '{name}': {len(bins)} equal-mass bins (bar: positive rate, | mean p)",
+    what = "top-label reliability" if kclass else "reliability"
+    bar = "accuracy, | mean confidence" if kclass else "positive rate, | mean p"
+    lines = [f"{what} of '{name}': {len(bins)} equal-mass bins (bar: {bar})",
              f"{'mean p':>8} {'rate':>7} {'rows':>8}  0{' ' * (width - 2)}1"]
     for b in bins:
         cells = ["█"] * round(b["positive_rate"] * width) + [" "] * width
@@ -177,7 +180,7 @@ def reliability_text(name: str, bins: list[dict[str, Any]], width: int = BAR_WID
 
 
 def _keys(report) -> list[str]:
-    return [k for k in METRICS if k in report.results[0].metrics]
+    return report.metric_keys()
 
 
 def _title(report) -> str:
@@ -185,7 +188,7 @@ def _title(report) -> str:
 
 
 def _title_words(report) -> list[str]:
-    title = f"{report.rows} rows, {report.positives} positive"
+    title = report.headline
     if report.bootstrap:
         title += f"; {report.bootstrap.level:.0%} intervals from {report.bootstrap.replicates} resamples"
     return [f"{cell(report.input)}:", *title.split()]
@@ -260,7 +263,8 @@ def print_report(report, reliability: bool = False) -> None:
         print_grid(console, grid)
     if reliability:
         for r in report.results:
-            console.print(Text(reliability_text(cell(r.name), r.reliability or [])), soft_wrap=True)
+            console.print(Text(reliability_text(cell(r.name), r.reliability or [], kclass=report.kclass)),
+                          soft_wrap=True)
 
 
 def _squeezed(console: Console, table: Table) -> bool:

@@ -30,13 +30,14 @@ class EvalRow:
     step_bounds: dict[str, float | None] | None = None  # with --step: how far each metric may be off
     histogram: list[int] | None = None  # with --plot: rows per p in [k/20, (k+1)/20)
     mce_count: float | None = None  # rows (weight) of the bin where MCE is reached
+    classes: list[str] | None = None  # a K-class prediction: the class of each probability column
 
 
 @dataclass
 class Evaluation:
     input: str
     rows: int
-    positives: int
+    positives: int | None  # None for K-class predictions
     field_col: str | None
     calbin_window: int
     results: list[EvalRow]
@@ -48,6 +49,25 @@ class Evaluation:
     ece_strategy: str = "uniform"
     label_col: str = "label"
     score_col: str | None = None  # the score column the maps were applied to (None: no map)
+
+    @property
+    def headline(self) -> str:
+        """`1000 rows, 130 positive`, or for K-class predictions `1000 rows, 3 classes` (and
+        with --plot, what the reliability diagram plots)."""
+        classes = self.results[0].classes if self.results else None
+        if classes is None:
+            return f"{self.rows} rows, {self.positives} positive"
+        return f"{self.rows} rows, {len(classes)} classes"
+
+    @property
+    def kclass(self) -> bool:
+        """Whether the results are K-class predictions (top-label reliability, K-class metrics)."""
+        return bool(self.results) and self.results[0].classes is not None
+
+    def metric_keys(self) -> list[str]:
+        """The reported metrics in table order (`metrics.KCLASS_METRICS` for K-class results)."""
+        order = metrics_table.KCLASS_METRICS if self.kclass else metrics_table.ALL_METRICS
+        return [k for k in order if self.results and k in self.results[0].metrics]
 
     def to_json(self) -> dict[str, Any]:
         """The machine-readable report (`calib evaluate --json`, `--save-baseline`); NaN becomes null.
@@ -65,7 +85,12 @@ class Evaluation:
           `reliability` (with --plot: equal-mass bins {rows, mean_p, positive_rate, p_min,
           p_max}, else null), `step_bounds` (with --step: per metric, the largest possible
           distance from its exact value: 0 where it is exact, null where it is n/a; else null),
-          `mce_count` (the rows, or weight, of the bin where MCE is reached; null when n/a)
+          `mce_count` (the rows, or weight, of the bin where MCE is reached; null when n/a),
+          `classes` (a K-class prediction, `--prob-cols` or a multiclass map: the class of each
+          probability column, in order; its `metrics` are the keys of
+          `metrics.KCLASS_METRICS`, `histogram` and `reliability` are of the confidence
+          max_k p_k with the top label's accuracy as `positive_rate`; else null)
+        - K-class reports have `positives` null and `field_col` null
         - `weight_col`, `step`: the --weight-col and --step options (null when not given)
         - `ece_bins`, `ece_strategy`: the bins of ECE and MCE (--ece-bins, --ece-strategy)
         - `label_col`; `score_col` (the column the maps were applied to; null without --map)
@@ -95,6 +120,7 @@ class Evaluation:
                 {k: None if v is None else clean(v) for k, v in r.step_bounds.items()},
                 "histogram": r.histogram,
                 "mce_count": count_json(r.mce_count),
+                "classes": r.classes,
             }
 
         gate = self.gate or GateReport("point", None, [])
@@ -144,7 +170,7 @@ class Check:
 
     def describe(self) -> str:
         """One line for stderr: which metric, for what, its value, the limit and by how much."""
-        where = f"{metrics_table.METRICS[self.metric][0]} of {self.result!r}"
+        where = f"{metrics_table.ALL_METRICS[self.metric][0]} of {self.result!r}"
         shown = _num(self.value)
         if self.compared == self.compared and self.compared != self.value:
             shown += f" (confidence interval end {_num(self.compared)})"
@@ -213,15 +239,16 @@ class GatedSetting:
     default: Any  # its value in reports that did not record it
 
 
-_ALL = frozenset(metrics_table.METRICS)
+_ALL = frozenset(metrics_table.ALL_METRICS)
+_BINNED = frozenset({"ece", "mce", "top_label_ece", "top_label_mce", "classwise_ece"})
 # --step keeps log-loss, Brier, ECE/MCE (equal-width bins), Spiegelhalter and the field
 # metrics exact (state.py); only these move with it.
 STEP_METRICS = frozenset({"auc", "calbin", "cal_slope", "cal_intercept"})
 GATED_SETTINGS: dict[str, GatedSetting] = {
     "field_col": GatedSetting("--field-col", frozenset({"field_ece", "field_rce"}), None),
     "calbin_window": GatedSetting("--calbin-window", frozenset({"calbin"}), metrics_table.CALBIN_WINDOW),
-    "ece_bins": GatedSetting("--ece-bins", frozenset({"ece", "mce"}), metrics_table.ECE_BINS),
-    "ece_strategy": GatedSetting("--ece-strategy", frozenset({"ece", "mce"}), "uniform"),
+    "ece_bins": GatedSetting("--ece-bins", _BINNED, metrics_table.ECE_BINS),
+    "ece_strategy": GatedSetting("--ece-strategy", _BINNED, "uniform"),
     "weight_col": GatedSetting("--weight-col", _ALL, None),
     "step": GatedSetting("--step", STEP_METRICS, None),
     "label_col": GatedSetting("--label-col", _ALL, "label"),
