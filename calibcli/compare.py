@@ -5,6 +5,13 @@ split (one `--seed`), so the methods are compared on identical data. Per method 
 out-of-fold log-loss, Brier, ECE and CalBin are reported as mean ± sd over the folds; the
 best mean of the chosen metric wins, and its map can be refitted on all rows and saved.
 A method that cannot fit a fold (one class in it, say) is reported as failed, not fatal.
+
+A best mean alone overstates a win that the folds cannot resolve, so each method also gets
+its paired difference to the best in the chosen metric, fold by fold on the same held-out
+rows: d_k = m_k - best_k (oriented so that positive is worse), its mean and standard error
+sd(d) / sqrt(k). A method is clearly worse when the paired t statistic mean / se passes
+the two-sided 5 % Student t quantile with k - 1 degrees of freedom (or, every d_k equal,
+when they are positive); every other method is tied with the best.
 """
 
 from __future__ import annotations
@@ -23,6 +30,34 @@ from calibcli.io import targets
 
 COMPARED = ("log_loss", "brier", "ece", "calbin")
 LOWER_IS_BETTER = {"log_loss": True, "brier": True, "ece": True, "calbin": True}
+TIE_LEVEL = 0.05  # two-sided level of the paired t test that makes a method clearly worse
+
+
+@dataclass
+class Difference:
+    """A method's paired difference to the best over the same folds (positive: worse)."""
+
+    mean: float
+    se: float
+    tied: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mean": self.mean, "se": None if self.se != self.se else self.se, "tied": self.tied}
+
+
+def paired_difference(values: Sequence[float], best: Sequence[float], lower_is_better: bool = True,
+                      level: float = TIE_LEVEL) -> Difference:
+    """`values` against `best` fold by fold (module docstring): mean and standard error of the
+    differences, and whether a paired t test at `level` leaves them tied."""
+    from scipy.stats import t as student_t
+
+    d = np.asarray(values, dtype=np.float64) - np.asarray(best, dtype=np.float64)
+    d = d if lower_is_better else -d
+    mean = float(np.mean(d))
+    se = float(np.std(d, ddof=1) / np.sqrt(d.size)) if d.size > 1 else float("nan")
+    if not se > 0:  # every fold the same difference (or one fold): worse only when it is positive
+        return Difference(mean, se, not mean > 0)
+    return Difference(mean, se, bool(mean / se <= student_t.ppf(1 - level / 2, d.size - 1)))
 
 
 @dataclass
@@ -64,11 +99,30 @@ class Comparison:
         sign = 1 if LOWER_IS_BETTER[self.metric] else -1
         return min(ok, key=lambda s: sign * s.mean(self.metric))
 
-    def to_json(self) -> dict[str, Any]:
+    def difference(self, score: MethodScore) -> Difference | None:
+        """`score`'s paired difference to the best in the chosen metric (None when it failed)."""
         best = self.best
+        if best is None or score.error:
+            return None
+        return paired_difference(score.folds[self.metric], best.folds[self.metric], LOWER_IS_BETTER[self.metric])
+
+    @property
+    def tied(self) -> list[str]:
+        """The methods not clearly worse than the best (the best among them)."""
+        return [s.method for s in self.scores if (d := self.difference(s)) is not None and d.tied]
+
+    def to_json(self) -> dict[str, Any]:
+        """Version 1 schema; `tied` and each method's `difference_to_best` {mean, se, tied} were added to it."""
+        best = self.best
+        methods = []
+        for s in self.scores:
+            entry = s.to_json()
+            if (d := self.difference(s)) is not None:
+                entry["difference_to_best"] = d.to_json()
+            methods.append(entry)
         return {"format": "calibcli.comparison", "schema_version": 1, "input": self.input,
                 "rows": self.rows, "folds": self.folds, "seed": self.seed, "metric": self.metric,
-                "best": best.method if best else None, "methods": [s.to_json() for s in self.scores]}
+                "best": best.method if best else None, "tied": self.tied, "methods": methods}
 
 
 def default_methods() -> list[str]:
@@ -149,22 +203,27 @@ def compare_file(path: str, methods: Sequence[str] | None = None, folds: int = 5
 
 
 def grid(result: Comparison):
-    """The comparison as a `report.Grid`: mean ± sd per metric, the best method marked with *."""
+    """The comparison as a `report.Grid`: mean ± sd per metric, the best method marked with *,
+    then each method's paired difference to the best ± its standard error, `tied` or `worse`."""
     from calibcli.console import cell
     from calibcli.evaluation.report import Grid
 
     best = result.best
     names = {"log_loss": "log-loss", "brier": "Brier", "ece": "ECE", "calbin": "CalBin"}
     title = [f"{cell(result.input)}:", *(f"{result.rows} rows, {result.folds}-fold cross-validation "
-                                           f"(seed {result.seed}), best by {names[result.metric]}").split()]
+                                           f"(seed {result.seed}), best by {names[result.metric]}; tied: not "
+                                           f"clearly worse than the best (paired t test, 5%)").split()]
     rows = []
     for s in result.scores:
         mark = " *" if best is not None and s.method == best.method else ""
-        if s.error:
-            rows.append([s.method, f"failed: {cell(s.error)}", *[""] * (len(COMPARED) - 1)])
+        d = result.difference(s)
+        if s.error or d is None:
+            rows.append([s.method, f"failed: {cell(s.error)}", *[""] * len(COMPARED)])
         else:
-            rows.append([s.method + mark, *[f"{s.mean(m):.4f} ± {s.sd(m):.4f}" for m in COMPARED]])
-    return Grid(title, ["method", *(f"{names[m]} ↓" for m in COMPARED)], rows, left=1)
+            versus = f"{d.mean:+.4f} ± {d.se:.4f} {'tied' if d.tied else 'worse'}"
+            rows.append([s.method + mark, *[f"{s.mean(m):.4f} ± {s.sd(m):.4f}" for m in COMPARED], versus])
+    heads = [*(f"{names[m]} ↓" for m in COMPARED), f"Δ {names[result.metric]} to best ± se"]
+    return Grid(title, ["method", *heads], rows, left=1)
 
 
 def table(result: Comparison):

@@ -87,3 +87,50 @@ def test_bad_options_are_usage_errors(scores, args, message):
     path, _, _ = scores
     res = runner.invoke(app, ["compare", str(path), *args])
     assert res.exit_code == 2 and message in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_paired_difference_is_the_paired_t_test(seed):
+    """Tied exactly when scipy's paired t test does not find the method worse at 5 % (two-sided)."""
+    from scipy.stats import ttest_rel
+
+    rng = np.random.default_rng(seed)
+    k = int(rng.integers(3, 11))
+    best = rng.normal(0.5, 0.01, k)
+    other = best + rng.normal(0.002 * seed, 0.003, k)
+    d = compare.paired_difference(other, best)
+    assert d.mean == pytest.approx(np.mean(other - best), abs=1e-15)
+    assert d.se == pytest.approx(np.std(other - best, ddof=1) / np.sqrt(k), rel=1e-12)
+    test = ttest_rel(other, best)
+    assert d.tied == (not (test.statistic > 0 and test.pvalue < 0.05))
+    flipped = compare.paired_difference(-other, -best, lower_is_better=False)
+    assert (flipped.mean, flipped.tied) == pytest.approx((d.mean, d.tied))
+
+
+def test_equal_folds_are_tied_and_a_constant_gap_is_worse():
+    best = [0.4, 0.5, 0.45]
+    assert compare.paired_difference(best, best).tied
+    worse = compare.paired_difference([v + 0.01 for v in best], best)
+    assert not worse.tied and worse.mean == pytest.approx(0.01) and worse.se == pytest.approx(0, abs=1e-15)
+
+
+def test_compare_reports_each_methods_difference_to_the_best_and_the_ties(scores):
+    path, _, _ = scores
+    args = ["compare", str(path), "-m", "isotonic", "-m", "logistic", "-m", "venn-abers", "-m", "near-isotonic",
+            "--folds", "5"]
+    doc = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    folds = {m["method"]: np.array(m["folds"]["log_loss"]) for m in doc["methods"]}
+    best = folds[doc["best"]]
+    assert doc["best"] in doc["tied"]
+    for m in doc["methods"]:
+        diff = folds[m["method"]] - best
+        got = m["difference_to_best"]
+        assert got["mean"] == pytest.approx(diff.mean(), abs=1e-15)
+        assert got["se"] == pytest.approx(diff.std(ddof=1) / np.sqrt(5), abs=1e-15)
+        assert got["tied"] == (m["method"] in doc["tied"])
+    assert set(doc["tied"]) != set(folds)  # near-isotonic is clearly worse on these scores
+    table = runner.invoke(app, args, env={"COLUMNS": "250"}).stdout
+    for m in doc["methods"]:
+        d = m["difference_to_best"]
+        line = next(ln for ln in table.splitlines() if f" {m['method']} " in ln)
+        assert f"{d['mean']:+.4f} ± {d['se']:.4f} {'tied' if d['tied'] else 'worse'}" in line
