@@ -9,6 +9,11 @@ predicts bit-for-bit what `calib fit` + `calib apply` give.
     >>> p = cal.predict(new_scores)
     >>> calibcli.save_map(cal, "map.json"); cal2 = calibcli.load_map("map.json")
     >>> calibcli.evaluate(labels, p, fields=countries)   # {"log_loss": ..., "field_rce": ...}
+
+K classes: scores of shape (n, K) and labels of any hashable values give a `ClassMap`:
+
+    >>> cm = calibcli.fit(P, y, method="temperature")   # or "dirichlet", "isotonic" (one-vs-rest), ...
+    >>> cm.classes_, cm.predict(P_new), cm.predict_labels(P_new)
 """
 
 from __future__ import annotations
@@ -18,8 +23,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from calibcli.calibrators import Calibrator, registry
+from calibcli.errors import UsageError
+from calibcli import classmap
+from calibcli.classmap import ClassMap
 
-__all__ = ["Calibrator", "evaluate", "fit", "load_map", "methods", "save_map"]
+__all__ = ["Calibrator", "ClassMap", "evaluate", "fit", "load_map", "methods", "save_map"]
 
 
 def methods() -> list[str]:
@@ -35,15 +43,32 @@ def fit(
     weights: Sequence[float] | np.ndarray | None = None,
     features: Mapping[str, Sequence[Any]] | None = None,
     weight_kind: str = "frequency",
+    classes: Sequence[Any] | None = None,
+    score_kind: str = "auto",
     **params: Any,
-) -> Calibrator:
+) -> Calibrator | ClassMap:
     """Fit `method` on scores and 0/1 labels; `params` are the method's options (`calib methods`).
+
+    Scores of shape (n, K), K >= 2, take the K-class path and return a `ClassMap`: labels may
+    be any hashable values (`classes` gives the class of each column in order, else the sorted
+    distinct labels), `score_kind` is "auto" (rows of non-negative values summing to 1 within
+    1e-6 are probabilities), "probability" or "logit"; `method` a native K-class method
+    (temperature, vector, dirichlet) or a score-only binary method, fitted one-vs-rest.
 
     `features` maps column names to arrays for field-aware methods (categorical values may be
     any strings). `weight_kind`: "frequency" (weight k = k rows) or "importance" (only the
     weights' ratios matter), as `calib fit --weight-kind`. Returns the fitted calibrator
     (`.predict(scores, features=...)`).
     """
+    if np.ndim(scores) == 2:
+        if features is not None:
+            raise UsageError("features are for binary field-aware methods, not K-class scores")
+        return classmap.fit(scores, labels, method, classes=classes, score_kind=score_kind, weights=weights,
+                            weight_kind=weight_kind, **params)
+    if classes is not None:
+        raise UsageError("classes is for K-class scores of shape (n, K); binary labels are 0 or 1")
+    if score_kind != "auto":  # the binary methods' own score_kind parameter
+        params["score_kind"] = score_kind
     cal = registry.create(method, params)
     feats = None
     if features is not None:
@@ -54,15 +79,16 @@ def fit(
                    features=feats, weight_kind=weight_kind)
 
 
-def save_map(calibrator: Calibrator, path: str, training: Mapping[str, Any] | None = None) -> None:
+def save_map(calibrator: Calibrator | ClassMap, path: str, training: Mapping[str, Any] | None = None) -> None:
     """Write a fitted calibrator as a map file (.json or .parquet), as `calib fit -o` does."""
     from calibcli import maps
 
     maps.save_map(calibrator, path, training)
 
 
-def load_map(path: str) -> Calibrator:
-    """Read a map file written by `calib fit` or `save_map` (checked like every map calib reads)."""
+def load_map(path: str) -> Calibrator | ClassMap:
+    """Read a map file written by `calib fit` or `save_map` (checked like every map calib reads):
+    a `ClassMap` for a K-class map."""
     from calibcli import maps
 
     return maps.load_map(path)[0]

@@ -71,7 +71,7 @@ def fit_file(
     (`Calibrator.fit`). With `strict` the first warning is a FitError and no map is written.
     """
     _claim_map_output(out, out_format, [path])
-    cls = registry.get(method)
+    cls = registry.binary(method)
     if (cols.fields or cols.features) and not cls.uses_features:
         raise UsageError(
             f"method {method!r} uses only the score; --field-col/--feature-col are for field-aware methods",
@@ -134,7 +134,7 @@ def fit_summary_file(summary_path: str, method: str, params: Mapping[str, str] |
     are the weights of each score's rows, of kind `weight_kind`.
     """
     _claim_map_output(options.get("out"), options.get("out_format"), [summary_path])
-    cls = registry.get(method)
+    cls = registry.binary(method)
     if cls.uses_features:
         raise UsageError(f"method {method!r} uses feature columns, which a score summary does not have")
     return fit_summary(summary.load(summary_path), _calibrator(cls, params or {}, seed),

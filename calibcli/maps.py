@@ -6,7 +6,9 @@ Envelope (schema version 1)::
      "method": "isotonic", "params": {...}, "state": {...}, "training": {...},
      "created": "2026-11-23T10:00:00+00:00"}
 
-`state` is whatever the calibrator's `get_state()` returns, with numpy arrays as lists.
+`state` is whatever the calibrator's `get_state()` returns, with numpy arrays as lists. A
+K-class map (`classmap.ClassMap`) adds "classes", "score_kind", optionally "score_cols" and
+"one_vs_rest" (see `classmap.py`); a map without "classes" is a binary map, read as before.
 JSON is written with `sort_keys` and floats at repr precision, so float64 values reload
 bit-for-bit. A Parquet map is a one-row table: each list of numbers in the state is a column
 (float64 stays float64) and the rest of the envelope (strings included) is JSON in the schema
@@ -37,6 +39,7 @@ from calibcli import strictjson
 from calibcli._version import __version__
 from calibcli.calibrators import Calibrator, registry
 from calibcli.calibrators.statespec import MAX_KNOTS
+from calibcli.classmap import ClassMap, from_envelope
 from calibcli.errors import UPGRADE_HINT, CalibError, MapError, UsageError, shown
 
 FORMAT = "calibcli.map"
@@ -67,8 +70,10 @@ def to_plain(value: Any) -> Any:
     return value
 
 
-def make_envelope(calibrator: Calibrator, training: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The complete, JSON-safe description of a fitted calibrator."""
+def make_envelope(calibrator: Calibrator | ClassMap, training: Mapping[str, Any] | None = None
+                  ) -> dict[str, Any]:
+    """The complete, JSON-safe description of a fitted calibrator or K-class map."""
+    extra = calibrator.envelope_fields() if isinstance(calibrator, ClassMap) else {}
     return {
         "format": FORMAT,
         "schema_version": SCHEMA_VERSION,
@@ -78,6 +83,7 @@ def make_envelope(calibrator: Calibrator, training: Mapping[str, Any] | None = N
         "state": to_plain(calibrator.get_state()),
         "training": to_plain(dict(training or {})),
         "created": _created(),
+        **to_plain(extra),
     }
 
 
@@ -187,7 +193,7 @@ def map_format(path: str, explicit: str | None = None) -> str:
 
 
 def save_map(
-    calibrator: Calibrator, path: str, training: Mapping[str, Any] | None = None,
+    calibrator: Calibrator | ClassMap, path: str, training: Mapping[str, Any] | None = None,
     fmt: str | None = None,
 ) -> dict[str, Any]:
     """Write a fitted calibrator to `path` (JSON or Parquet by `fmt` or extension; `-` = stdout)."""
@@ -204,7 +210,7 @@ def save_map(
     return envelope
 
 
-def check_saved_bytes(data: bytes) -> Calibrator:
+def check_saved_bytes(data: bytes) -> Calibrator | ClassMap:
     """Read a map's bytes back as `load_map` would before they are written: a map that would be
     refused on load is refused on save, with the loader's message."""
     try:
@@ -333,15 +339,18 @@ def _check_envelope(envelope: Any, source: str) -> dict[str, Any]:
     return envelope
 
 
-def envelope_to_calibrator(envelope: Mapping[str, Any], source: str) -> Calibrator:
-    """Rebuild the fitted calibrator an envelope describes."""
+def envelope_to_calibrator(envelope: Mapping[str, Any], source: str) -> Calibrator | ClassMap:
+    """Rebuild the fitted calibrator an envelope describes: a binary `Calibrator`, or a
+    `ClassMap` when the envelope names classes."""
     method = envelope["method"]
+    if method in registry.names() and ("classes" in envelope or registry.classes(method) == "native"):
+        return from_envelope(envelope, source)
     try:
         cls = registry.get(method)
     except CalibError:
         raise MapError(
             f"{source}: map is for method {method!r:.60}, which this calibcli does not have",
-            hint="available methods: " + ", ".join(registry.available()),
+            hint="available methods: " + ", ".join(registry.names()),
         ) from None
     try:
         return cls.from_state(envelope["params"], envelope["state"])
@@ -353,8 +362,9 @@ def envelope_to_calibrator(envelope: Mapping[str, Any], source: str) -> Calibrat
         raise MapError(f"{source}: {method} map has invalid state ({exc})") from None
 
 
-def load_map(path: str) -> tuple[Calibrator, dict[str, Any]]:
-    """Read a map file (or `-` for stdin) and return (calibrator, envelope)."""
+def load_map(path: str) -> tuple[Calibrator | ClassMap, dict[str, Any]]:
+    """Read a map file (or `-` for stdin) and return (calibrator, envelope): a `ClassMap` for
+    a K-class map (its envelope has "classes")."""
     from calibcli import io
 
     source = io.display_name(path)

@@ -60,7 +60,8 @@ def test_a_fit_without_input_says_the_file_is_missing():
 def test_methods_json_lists_every_method_with_bounds():
     res = runner.invoke(app, ["methods", "--json"])
     doc = json.loads(res.stdout)
-    assert [m["name"] for m in doc] == registry.available()
+    assert [m["name"] for m in doc] == registry.names()  # binary and K-class methods
+    assert {m["name"]: m["classes"] for m in doc}["temperature"] == "native"
     for m in doc:
         for p in m["params"]:
             if p["type"] in ("int", "float"):

@@ -43,3 +43,28 @@ def test_v1_map_predicts_what_it_did(method, suffix):
         np.testing.assert_array_max_ulp(got, np.asarray(expected["predictions"]), maxulp=1)
     else:
         assert got.tolist() == expected["predictions"]
+
+
+KCLASS = V1 / "kclass"
+# K-class maps that go through exp/log (a softmax, or a one-vs-rest sigmoid): a few ulps between CPUs
+# (the softmax's division by a row sum adds rounding to the binary methods' one ulp).
+KCLASS_EXACT = {"isotonic", "binning", "boot-binning", "boot-isotonic", "bbq", "enir", "near-isotonic", "bayes-iso",
+                "venn-abers"}
+
+
+def test_every_kclass_method_has_a_v1_fixture():
+    assert sorted(p.stem for p in KCLASS.glob("*.json") if not p.name.endswith(".expected.json")) == \
+        [m for m in registry.names() if registry.classes(m) != "binary-only"]
+
+
+@pytest.mark.parametrize("method", [m for m in registry.names() if registry.classes(m) != "binary-only"])
+@pytest.mark.parametrize("suffix", [".json", ".parquet"])
+def test_v1_kclass_map_predicts_what_it_did(method, suffix):
+    expected = json.loads((KCLASS / f"{method}.expected.json").read_text())
+    cm = calibcli.load_map(str(KCLASS / f"{method}{suffix}"))
+    assert cm.classes_.tolist() == ["cat", "dog", "car"] and cm.score_kind == "probability"
+    got = cm.predict(np.asarray(expected["scores"]))
+    if method in KCLASS_EXACT:
+        assert got.tolist() == expected["predictions"]
+    else:
+        np.testing.assert_array_max_ulp(got, np.asarray(expected["predictions"]), maxulp=4)

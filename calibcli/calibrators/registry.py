@@ -1,70 +1,147 @@
-"""String-keyed registry of calibrator classes: the only place a method name is dispatched."""
+"""String-keyed registry of calibrator classes: the only place a method name is dispatched.
+
+Two kinds share one namespace: binary methods (`Calibrator`: one score column) and native
+K-class methods (`ClassCalibrator`: K score columns, e.g. `temperature`). `available()` lists
+the binary ones, `kclass_native()` the K-class ones, `names()` both; `kclass(name, params)`
+gives a K-class calibrator for any name that can take K columns (score-only binary methods
+through one-vs-rest).
+"""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
 from calibcli.calibrators.base import Calibrator, FeatureCalibrator, ScoreCalibrator
-from calibcli.errors import UsageError
+from calibcli.calibrators.kclass import ClassCalibrator
+from calibcli.errors import ParamError, UsageError
 
 _REGISTRY: dict[str, type[Calibrator]] = {}
+_KCLASS: dict[str, type[ClassCalibrator]] = {}
+_ONE_VS_REST: list[type[ClassCalibrator]] = []  # the one-vs-rest wrapper, once registered
 
 
-def register(cls: type[Calibrator]) -> type[Calibrator]:
+def register(cls: Any) -> Any:
     """Class decorator: make `cls` available as `calib fit --method <cls.name>`."""
     if not cls.name:
         raise ValueError(f"{cls.__name__} has no name")
-    if not issubclass(cls, (ScoreCalibrator, FeatureCalibrator)):
-        raise ValueError(f"{cls.__name__} must derive from ScoreCalibrator or FeatureCalibrator")
-    if cls.name in _REGISTRY:
+    if not issubclass(cls, (ScoreCalibrator, FeatureCalibrator, ClassCalibrator)):
+        raise ValueError(f"{cls.__name__} must derive from ScoreCalibrator, FeatureCalibrator or ClassCalibrator")
+    if cls.name in _REGISTRY or cls.name in _KCLASS:
         raise ValueError(f"method {cls.name!r} is registered twice")
-    _REGISTRY[cls.name] = cls
+    (_KCLASS if issubclass(cls, ClassCalibrator) else _REGISTRY)[cls.name] = cls
+    return cls
+
+
+def register_one_vs_rest(cls: type[ClassCalibrator]) -> type[ClassCalibrator]:
+    """Class decorator for the one-vs-rest wrapper `kclass` builds for score-only methods."""
+    _ONE_VS_REST[:] = [cls]
     return cls
 
 
 def available() -> list[str]:
-    """Registered method names, sorted."""
+    """Registered binary method names (one score column), sorted."""
     return sorted(_REGISTRY)
 
 
-def get(name: str) -> type[Calibrator]:
-    """The class for a method name; unknown names get the closest match as a hint."""
+def kclass_native() -> list[str]:
+    """Registered native K-class method names, sorted."""
+    return sorted(_KCLASS)
+
+
+def names() -> list[str]:
+    """Every registered method name, binary and K-class, sorted."""
+    return sorted([*_REGISTRY, *_KCLASS])
+
+
+def get(name: str) -> Any:
+    """The class for a method name (a `Calibrator` or a `ClassCalibrator`); unknown names get
+    the closest match as a hint."""
+    if name in _KCLASS:
+        return _KCLASS[name]
     try:
         return _REGISTRY[name]
     except KeyError:
         import difflib  # only for this message
 
-        close = difflib.get_close_matches(name, _REGISTRY, n=1)
+        close = difflib.get_close_matches(name, names(), n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise UsageError(
             f"unknown method {name!r}",
-            hint=hint + "available methods: " + ", ".join(available()),
+            hint=hint + "available methods: " + ", ".join(names()),
         ) from None
 
 
+def binary(name: str) -> type[Calibrator]:
+    """The binary (one score column) class of method `name`; a UsageError for a K-class method."""
+    cls = get(name)
+    if issubclass(cls, ClassCalibrator):
+        raise UsageError(f"method {name!r} calibrates K class scores, not one score column",
+                         hint="give the K score columns with --score-cols")
+    return cls
+
+
+def classes(name: str) -> str:
+    """How method `name` takes K score columns: "native", "one-vs-rest" or "binary-only"."""
+    cls = get(name)
+    if issubclass(cls, ClassCalibrator):
+        return "native"
+    return "one-vs-rest" if issubclass(cls, ScoreCalibrator) and _ONE_VS_REST else "binary-only"
+
+
+def kclass(name: str, params: Mapping[str, Any] | None = None) -> ClassCalibrator:
+    """An unfitted K-class calibrator for method `name`: the native method, or one-vs-rest of a
+    score-only binary method; a UsageError for a method that cannot take K columns."""
+    kind = classes(name)
+    if kind == "native":
+        return _KCLASS[name](**dict(params or {}))
+    if kind == "binary-only":
+        raise UsageError(f"method {name!r} takes one score column and cannot calibrate K classes",
+                         hint="K-class methods: " + ", ".join(n for n in names() if classes(n) != "binary-only"))
+    return _ONE_VS_REST[0](name, params)
+
+
+def kclass_from_cli(name: str, pairs: Mapping[str, str], **typed: Any) -> ClassCalibrator:
+    """`kclass` from `--param key=value` strings (parsed by each Param's type) plus options that
+    arrive typed (`seed`, the resolved `score_kind`)."""
+    declared = {p.name: p for p in kclass(name).declared_params()}
+    for key in [*pairs, *typed]:
+        if key not in declared:
+            raise ParamError(f"method {name!r} has no parameter {key!r}",
+                             hint=f"its parameters: {', '.join(declared) or 'none'} (see `calib methods`)")
+    return kclass(name, {**{key: declared[key].parse(text) for key, text in pairs.items()}, **typed})
+
+
 def create(name: str, params: Mapping[str, Any] | None = None) -> Calibrator:
-    """An unfitted calibrator of method `name` with typed parameters."""
+    """An unfitted calibrator of method `name` with typed parameters (a binary method, or a
+    native K-class one)."""
     return get(name)(**dict(params or {}))
 
 
 def catalogue() -> list[tuple[str, str, list[str]]]:
     """(name, description and behaviour at 0/1, parameter lines) for every method, for `calib methods`."""
     out = []
-    for name in available():
+    for name in names():
         cls = get(name)
-        extremes = cls.default_extremes()
+        extremes = _extremes(cls)
         description = f"{cls.description}; at 0/1: {extremes}" if extremes else cls.description
+        if classes(name) != "binary-only":
+            description += f"; K classes: {classes(name)}"
         out.append((name, description, [p.describe() for p in cls.params]))
     return out
+
+
+def _extremes(cls: Any) -> str:
+    return "" if issubclass(cls, ClassCalibrator) else cls.default_extremes()
 
 
 def catalogue_json() -> list[dict[str, Any]]:
     """Every registered method as data, for `calib methods --json` and tools built on it."""
     return [{
-        "name": name, "description": get(name).description, "extremes": get(name).default_extremes(),
+        "name": name, "description": get(name).description, "extremes": _extremes(get(name)),
+        "classes": classes(name),
         "monotone": get(name).monotone, "needs_probabilities": get(name).needs_probabilities,
         "uses_features": get(name).uses_features,
         "params": [{"name": p.name, "type": p.type.__name__, "default": p.default, "low": p.low,
                     "high": p.high, "choices": list(p.choices) if p.choices else None,
                     "optional": p.optional, "help": p.help} for p in get(name).params],
-    } for name in available()]
+    } for name in names()]

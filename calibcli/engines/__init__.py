@@ -62,7 +62,7 @@ def check_step(step: float | None) -> float | None:
 
 def make_calibrator(method: str, params: Mapping[str, Any] | None, seed: int | None) -> Calibrator:
     """An unfitted score-only calibrator from Python parameter values."""
-    cls = registry.get(method)
+    cls = registry.binary(method)
     if cls.uses_features:
         raise UsageError(f"method {method!r} uses feature columns, which a score summary does not have",
                          hint="fit it with `calib fit --field-col ...` on the rows")

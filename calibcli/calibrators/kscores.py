@@ -1,0 +1,115 @@
+"""K-class scores: what kind they are, their logs, and a softmax that never gives NaN.
+
+Scores are an (n, K) float64 array, one column per class, either probabilities (rows of
+non-negative values summing to 1) or logits (any finite values). Native K-class methods work
+on logits; probabilities become logits through `log_probabilities`:
+
+    z = ln p  (p > 0),   z = ln 2^-1075 = -745.13  (p = 0)
+
+Every positive probability, subnormals included, keeps its exact logarithm (no offset: the
+ratios between small probabilities are what temperature and Dirichlet scaling rescale). An
+exact 0 becomes the log of 2^-1075, half the smallest positive float64: finite (no -inf, so
+no inf - inf = NaN in a fit's sums) and below the log of every positive value, so the order
+of a row is kept. scikit-learn takes ln(p + 1e-12) instead, which moves every
+probability below about 1e-10 (1e-15 and 1e-300 both become about -27.6) and so flattens
+exactly the tail a 100-class model's confident predictions live in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import math
+
+import numpy as np
+
+from calibcli.errors import FitError
+
+SCORE_KINDS = ("probability", "logit")
+ROW_SUM_TOL = 1e-6  # probabilities: |row sum - 1| at most this
+ZERO_LOG = -1075 * math.log(2)  # ln 2^-1075: what ln 0 is taken as
+_CHUNK = 1 << 20  # values per chunk of a row-wise pass
+
+
+def as_score_matrix(scores: Any, what: str = "scores") -> np.ndarray:
+    """An (n, K) float64 array with K >= 2 and finite values, else a FitError."""
+    s = np.asarray(scores, dtype=np.float64)
+    if s.ndim != 2 or s.shape[1] < 2:
+        raise FitError(f"{what} must have shape (n, K) with K >= 2 classes, got shape {s.shape}")
+    finite = np.isfinite(s)
+    if not finite.all():
+        row, col = np.argwhere(~finite)[0]
+        raise FitError(f"{what} must be finite (no NaN or inf): row {row}, class column {col} is {float(s[row, col])!r}")
+    return s
+
+
+def are_probabilities(s: np.ndarray) -> bool:
+    """Every row non-negative and summing to 1 within `ROW_SUM_TOL`."""
+    return bool(np.all(s >= 0)) and bool(np.all(np.abs(s.sum(axis=1) - 1.0) <= ROW_SUM_TOL))
+
+
+def resolve_score_kind(scores: Any, kind: str = "auto") -> str:
+    """"probability" or "logit": `kind` itself, or under "auto" "probability" when every row is
+    non-negative and sums to 1 within 1e-6, else "logit"."""
+    if kind in SCORE_KINDS:
+        return kind
+    if kind != "auto":
+        raise FitError(f"score kind must be auto, probability or logit, got {kind!r}")
+    return "probability" if are_probabilities(as_score_matrix(scores)) else "logit"
+
+
+def check_probabilities(s: np.ndarray) -> None:
+    """A FitError naming the first row that is not a probability vector (negative, or a sum
+    more than 1e-6 from 1)."""
+    negative = np.flatnonzero(np.any(s < 0, axis=1))
+    sums = s.sum(axis=1)
+    off = np.flatnonzero(np.abs(sums - 1.0) > ROW_SUM_TOL)
+    if negative.size and (not off.size or negative[0] <= off[0]):
+        row = int(negative[0])
+        col = int(np.argmax(s[row] < 0))
+        raise FitError(f"probabilities must be non-negative: row {row}, class column {col} is {float(s[row, col])!r}",
+                       hint="pass logits with score kind logit")
+    if off.size:
+        row = int(off[0])
+        raise FitError(f"probabilities must sum to 1 in each row (within {ROW_SUM_TOL:g}): row {row} sums to "
+                       f"{float(sums[row])!r}", hint="pass logits with score kind logit")
+
+
+def log_probabilities(p: np.ndarray) -> np.ndarray:
+    """ln p, with ln 2^-1075 for p = 0: a new array (see the module docstring)."""
+    return np.log(p, out=np.full(p.shape, ZERO_LOG), where=p > 0)
+
+
+def as_logits(s: np.ndarray, kind: str) -> np.ndarray:
+    """The logits a native method fits on: logs of probabilities, logits as they are."""
+    return log_probabilities(s) if kind == "probability" else s
+
+
+def softmax(a: np.ndarray) -> np.ndarray:
+    """Row-wise softmax (a new array) of finite or infinite values, never NaN: +inf entries
+    share a row's mass, a row of -inf is uniform. Rows sum to 1 within K ulps."""
+    top = np.finfo(np.float64).max
+    e = np.nan_to_num(a, nan=0.0, posinf=top, neginf=-top)
+    with np.errstate(over="ignore", invalid="ignore"):
+        e -= e.max(axis=1, keepdims=True)  # now in [-inf, 0]: exp in [0, 1], 1 at the max
+    np.exp(e, out=e)
+    e /= e.sum(axis=1, keepdims=True)
+    return e
+
+
+def affine_logits(z: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """z @ w.T + b (w (K, K) full or (K,) diagonal); rows where extreme logits overflow are
+    recomputed from z scaled by a power of two, keeping their direction (the limit of the
+    softmax as the logits grow), so they are never inf - inf = NaN."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        a = z * w if w.ndim == 1 else z @ w.T
+        a += b
+    bad = ~np.all(np.isfinite(a), axis=1)
+    if bad.any():
+        zb = z[bad]
+        scale = np.ldexp(1.0, -np.frexp(np.max(np.abs(zb), axis=1, keepdims=True))[1])
+        zb = zb * scale
+        d = zb * w if w.ndim == 1 else zb @ w.T
+        top = np.max(np.abs(d), axis=1, keepdims=True)
+        a[bad] = d / np.where(top > 0, top, 1.0) * 1e300
+    return a
