@@ -241,3 +241,8 @@ def test_api_labels_and_classes():
         calibcli.evaluate(y, P, ece_bins=0)
     with pytest.raises(UsageError, match="ece_strategy"):
         calibcli.evaluate(y, P, ece_strategy="wide")
+
+
+def test_arrow_state_is_one_record_batch():
+    y, P, _ = sample(50, 3, seed=1)
+    assert len(KClassState.from_arrays(y, P).to_arrow().to_batches()) == 1  # engines ship batches

@@ -7,6 +7,7 @@
     fitted = cd.fit(df, "isotonic", output="map.json")            # FitResult
     scored = cd.apply(df, "map.json", out_col="p")                # lazy, map_partitions
     report = cd.evaluate(scored, prob_cols=["p"], field_col="field")
+    kreport = cd.evaluate_kclass(df, ["p_*"], label_col="label")   # K-class predictions
 
 Every partition is summarised with `calibcli.summary.summarize` (the CLI's own code) and
 the partial summaries are merged pairwise in a tree of delayed tasks, so maps are
@@ -140,3 +141,29 @@ def evaluate(df, prob_cols=(), maps=(), *, label_col: str = "label", score_col: 
     return engines.evaluation(SOURCE, columns, states, bad, label_col=label_col, score_col=score_col,
                               field_col=field_col, weight_col=weight_col, step=step,
                               calbin_window=calbin_window)
+
+
+def _merge_kclass(a, b):
+    from calibcli.engines.kclass import joint_how
+    from calibcli.evaluation.kclass_state import merge_kclass_states
+
+    return ([merge_kclass_states([u, v]) for u, v in zip(a[0], b[0])],
+            [joint_how([u, v]) for u, v in zip(a[1], b[1])], a[2] + b[2])
+
+
+def evaluate_kclass(df, kclass_cols, *, label_col: str = "label", weight_col: str | None = None,
+                    classes=None, ece_bins: int = 10, ece_strategy: str = "uniform"):
+    """The report of `calib evaluate --prob-cols SPEC ...` for K-class predictions (an `Evaluation`).
+
+    `kclass_cols`: one SPEC per prediction (a comma list or a pattern such as "p_*"); `classes`
+    names the columns' classes (default: their suffixes). Each partition becomes one
+    `KClassState` per prediction; the states merge pairwise in a tree of delayed tasks.
+    """
+    from calibcli.engines import kclass
+
+    cols = kclass.plan(list(df.columns), SOURCE, kclass_cols, classes, label_col, weight_col, ece_bins, ece_strategy)
+    keep = list(dict.fromkeys([label_col, *(c for k in cols for c in k.columns), *([weight_col] if weight_col else [])]))
+    parts = [dask.delayed(kclass.partition_states)(p, cols, label_col, weight_col) for p in df[keep].to_delayed()]
+    states, hows, bad = dask.compute(tree_reduce(parts, _merge_kclass))[0]
+    return kclass.evaluation(SOURCE, cols, states, hows, bad, label_col=label_col, weight_col=weight_col,
+                             ece_bins=ece_bins, ece_strategy=ece_strategy)

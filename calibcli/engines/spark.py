@@ -5,6 +5,7 @@
     fitted = cs.fit(df, "isotonic", output="map.json")                     # FitResult
     scored = cs.apply(df, "map.json", score_col="score", out_col="p")      # lazy DataFrame
     report = cs.evaluate(scored, prob_cols=["p"], field_col="field")       # Evaluation (.to_json())
+    kreport = cs.evaluate_kclass(df, ["p_*"], label_col="label")           # K-class predictions
 
 `summarize` and `fit` run one `groupBy` on the (optionally bucketed) score and collect one
 row per distinct key to the driver, where the same code as `calib fit --from-summary` fits:
@@ -205,11 +206,12 @@ def apply(df: DataFrame, map: Any, score_col: str = "score", out_col: str = "cal
     return df.mapInArrow(predict_partition, schema)
 
 
-_STATE_SCHEMA = ("header string, p array<double>, n0 array<double>, n1 array<double>, "
-                 "cell_field array<bigint>, ece_p array<double>, ece_y array<double>, "
-                 "field_names array<string>, field_w array<double>, field_y array<double>, "
-                 "field_p array<double>, ece_w array<double>, spiegel array<double>, column int, "
-                 "bad array<bigint>")  # EvalState.to_arrow's columns, in order, then ours
+_EVAL_STATE = ("header string, p array<double>, n0 array<double>, n1 array<double>, "
+               "cell_field array<bigint>, ece_p array<double>, ece_y array<double>, "
+               "field_names array<string>, field_w array<double>, field_y array<double>, "
+               "field_p array<double>, ece_w array<double>, spiegel array<double>")  # EvalState.to_arrow's columns
+_STATE_SCHEMA = _EVAL_STATE + ", column int, bad array<bigint>"  # then ours
+_KCLASS_SCHEMA = _EVAL_STATE + ", kclass_part bigint, kclass_header string, column int, bad array<bigint>, how string"
 
 
 def evaluate(df: DataFrame, prob_cols: Sequence[str] = (), maps: Sequence[Any] = (), *,
@@ -256,3 +258,52 @@ def evaluate(df: DataFrame, prob_cols: Sequence[str] = (), maps: Sequence[Any] =
     return engines.evaluation(SOURCE, columns, states, bad, label_col=label_col, score_col=score_col,
                               field_col=field_col, weight_col=weight_col, step=step,
                               calbin_window=calbin_window)
+
+
+def evaluate_kclass(df: DataFrame, kclass_cols: Sequence[str], *, label_col: str = "label",
+                    weight_col: str | None = None, classes: Sequence[str] | None = None, ece_bins: int = 10,
+                    ece_strategy: str = "uniform"):
+    """The report of `calib evaluate --prob-cols SPEC ...` for K-class predictions (an `Evaluation`).
+
+    `kclass_cols`: one SPEC per prediction (a comma list or a pattern such as "p_*"); `classes`
+    names the columns' classes (default: their suffixes). Each partition (`mapInArrow`) ships
+    one `KClassState` per prediction (`KClassState.to_arrow` rows); the driver merges them.
+    """
+    from calibcli.engines import kclass
+
+    check_python_workers(df)
+    cols = kclass.plan(df.columns, SOURCE, kclass_cols, classes, label_col, weight_col, ece_bins, ece_strategy)
+    keep = list(dict.fromkeys([label_col, *(c for k in cols for c in k.columns), *([weight_col] if weight_col else [])]))
+
+    def partition_state(batches):
+        import pyarrow as pa
+
+        from calibcli.engines import kclass as shared
+        from calibcli.evaluation.kclass_state import merge_kclass_states
+
+        parts = [shared.partition_states(b.to_pandas(), cols, label_col, weight_col) for b in batches if b.num_rows]
+        if not parts:
+            return
+        bad = sum(b for _, _, b in parts)
+        for i in range(len(cols)):
+            table = merge_kclass_states([states[i] for states, _, _ in parts]).to_arrow()
+            n = table.num_rows
+            how = shared.joint_how([hows[i] for _, hows, _ in parts])
+            yield from pa.table({**{c: table.column(c) for c in table.column_names},
+                                 "column": pa.array([i] * n, pa.int32()),
+                                 "bad": pa.array([bad.tolist()] * n, pa.list_(pa.int64())),
+                                 "how": pa.array([how] * n, pa.string())}).to_batches()
+
+    shipped = df.select(*(quote(c) for c in keep)).mapInArrow(partition_state, _KCLASS_SCHEMA).toArrow()
+    from calibcli.evaluation.kclass_state import KClassState
+
+    column, part = shipped.column("column").to_numpy(), shipped.column("kclass_part").to_numpy()
+    first = part == 0  # one row per partition and prediction
+    hows = [kclass.joint_how(shipped.filter(first & (column == i)).column("how").to_pylist()) for i in range(len(cols))]
+    states = [KClassState.from_arrow(shipped.filter(column == i).drop_columns(["column", "bad", "how"]))
+              for i in range(len(cols))] if shipped.num_rows else []
+    width = 1 + 2 * len(cols)
+    bad = np.sum(np.array(shipped.filter(first & (column == 0)).column("bad").to_pylist(), dtype=np.int64)
+                 .reshape(-1, width), axis=0) if shipped.num_rows else np.zeros(width, dtype=np.int64)
+    return kclass.evaluation(SOURCE, cols, states, hows, bad, label_col=label_col, weight_col=weight_col,
+                             ece_bins=ece_bins, ece_strategy=ece_strategy)

@@ -6,7 +6,8 @@
 - `state`: the mergeable evaluation state and `compute_all` (every metric of rows);
   `builder`: streams batches into a state.
 - `kclass_metrics`: the K-class metrics (log-loss, Brier, accuracy, top-label and classwise
-  ECE, macro one-vs-rest AUC); `kclass_state`: their mergeable state.
+  ECE, macro one-vs-rest AUC); `kclass_state`: their mergeable state; `kclass_evaluate`:
+  the driver for K-class predictions (`--prob-cols`, multiclass maps).
 - `evaluate`: the driver, `evaluate_file` (read the input, metrics per column and map).
 - `bootstrap`: seeded percentile confidence intervals.
 - `results`: the result types (the report and its JSON schema, gate checks, a baseline).

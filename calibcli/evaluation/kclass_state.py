@@ -95,7 +95,7 @@ class KClassState:
         table = pa.concat_tables([s.to_arrow().replace_schema_metadata(None) for s in parts])
         table = table.append_column("kclass_part", pa.array(np.arange(len(parts)), pa.int64()))
         table = table.append_column("kclass_header", pa.array([header] * len(parts)))
-        return table.replace_schema_metadata({ARROW_KEY: str(KCLASS_STATE_VERSION).encode()})
+        return table.combine_chunks().replace_schema_metadata({ARROW_KEY: str(KCLASS_STATE_VERSION).encode()})
 
     @classmethod
     def from_arrow(cls, table: pa.Table) -> "KClassState":

@@ -1,0 +1,123 @@
+"""K-class `evaluate` on Spark and Dask: what both engines share.
+
+Each partition (a pandas frame) becomes one `KClassState` per prediction (`kclass_cols`,
+each a SPEC of K probability columns as `calib evaluate --prob-cols` takes it: a comma list
+or a pattern; list columns are for files only), with counts of its invalid rows; the
+engine merges the states and `evaluation` reads the report off them, so the numbers are
+those of `calib evaluate --prob-cols` on the same rows.
+
+Labels are read as the CLI reads them: class names when any label of the partition is one,
+else 0-based indices; partitions that disagree, like a file whose batches do, are refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from calibcli import engines
+from calibcli.errors import InputError, UsageError
+
+NAMES, INDICES = "class names", "0-based class indices"
+
+
+def plan(columns: Sequence[str], source: str, kclass_cols: Any, classes: Sequence[str] | None,
+         label_col: str, weight_col: str | None, ece_bins: int, ece_strategy: str) -> list:
+    """The `ScoreCols` of each prediction, resolved against the DataFrame's columns; options checked."""
+    import pyarrow as pa
+
+    from calibcli import bounds
+    from calibcli.evaluation.metrics import ECE_STRATEGIES
+    from calibcli.io import score_cols
+
+    if isinstance(kclass_cols, str):
+        raise UsageError("kclass_cols is a list of SPECs (one per prediction), e.g. ['p_*']")
+    bounds.check(ece_bins=ece_bins)
+    if ece_strategy not in ECE_STRATEGIES:
+        raise UsageError(f"ece_strategy {ece_strategy!r}: expected one of {', '.join(ECE_STRATEGIES)}")
+    engines.check_columns(list(columns), source, label_col=label_col, weight_col=weight_col)
+    schema = pa.schema([(str(c), pa.float64()) for c in columns])
+    names = None if classes is None else tuple(str(c) for c in classes)
+    return [score_cols.resolve(spec, schema, source, names, flag="kclass_cols") for spec in kclass_cols]
+
+
+def label_texts(series) -> np.ndarray:
+    """Labels as the text `calib evaluate` matches to classes (3.0 -> '3'); missing -> None."""
+    import pandas as pd
+
+    if pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
+        v = engines.floats(series)
+        whole = np.isfinite(v) & (v == np.floor(v)) & (np.abs(v) < 2 ** 53)
+        text = np.where(whole, np.where(whole, v, 0).astype(np.int64).astype(str), v.astype(str))
+        return np.where(np.isnan(v), None, text).astype(object)
+    out = series.astype("string").str.strip()
+    if pd.api.types.is_bool_dtype(series):
+        out = out.str.lower()
+    return out.to_numpy(dtype=object, na_value=None)
+
+
+def label_codes(text: np.ndarray, classes: Sequence[str]) -> tuple[np.ndarray, str | None]:
+    """(codes, how): class names when any label is one, else 0-based indices; -1 where a label
+    is no class (or missing). `how` is None when no label is either."""
+    import pandas as pd
+
+    codes = pd.Index(list(classes)).get_indexer(pd.Series(text, dtype=object))
+    if (codes >= 0).any():
+        return codes.astype(np.int64), NAMES
+    v = pd.to_numeric(pd.Series(text, dtype=object), errors="coerce").to_numpy(dtype=np.float64)
+    ok = np.isfinite(v) & (v == np.floor(v)) & (v >= 0) & (v < len(classes))
+    how = INDICES if ok.any() else None  # no label read either way: no say in how labels read
+    return np.where(ok, np.where(ok, v, 0), -1).astype(np.int64), how
+
+
+def partition_states(pdf, cols: list, label_col: str, weight_col: str | None):
+    """One state per prediction of a pandas partition, how its labels read, and bad-row counts
+    [weights invalid, then per prediction labels not a class, probability rows invalid]."""
+    from calibcli.evaluation.kclass_state import KClassState
+    from calibcli.io import score_cols
+
+    text = label_texts(pdf[label_col])
+    w = engines.floats(pdf[weight_col]) if weight_col else None
+    bad_w = (~np.isfinite(w) | (w < 0)) if w is not None else np.zeros(len(pdf), dtype=bool)
+    bad, states, hows = [int(bad_w.sum())], [], []
+    for cols_k in cols:
+        P = np.column_stack([engines.floats(pdf[c]) for c in cols_k.columns]) if len(pdf) else \
+            np.zeros((0, len(cols_k.columns)))
+        with np.errstate(invalid="ignore"):
+            bad_p = ~np.isfinite(P).all(axis=1) | score_cols.probability_problems(P)
+        codes, how = label_codes(text, cols_k.classes)
+        bad_y = codes < 0
+        ok = ~(bad_w | bad_y | bad_p)
+        bad += [int(bad_y.sum()), int(bad_p.sum())]
+        hows.append(how)
+        states.append(KClassState.from_arrays(codes[ok], P[ok], None if w is None else w[ok], cols_k.classes))
+    return states, hows, np.array(bad, dtype=np.int64)
+
+
+def joint_how(hows: Sequence[str | None]) -> str | None:
+    """How the labels of several partitions read together ("mixed" when they disagree)."""
+    seen = {h for h in hows if h is not None}
+    return seen.pop() if len(seen) == 1 else ("mixed" if seen else None)
+
+
+def evaluation(source: str, cols: list, states: list, hows: list, bad: np.ndarray, *, label_col: str,
+               weight_col: str | None, ece_bins: int, ece_strategy: str):
+    """The `calib evaluate --prob-cols` report from merged states (one per prediction)."""
+    from calibcli.evaluation.results import EvalRow, Evaluation
+
+    engines.check_bad_rows(source, {weight_col: ("a null, negative or non-finite weight", int(bad[0]))}
+                           if weight_col else {})
+    for i, cols_k in enumerate(cols):
+        if hows[i] == "mixed":
+            raise InputError(f"{source}: column {label_col!r}: labels are class names in some partitions "
+                             "and not in others", hint="classes: " + ", ".join(cols_k.classes))
+        engines.check_bad_rows(source, {
+            label_col: ("a label that is not a class", int(bad[1 + 2 * i])),
+            cols_k.spec: ("probabilities that are null, negative or do not sum to 1", int(bad[2 + 2 * i]))})
+    if not states or states[0].rows == 0:
+        raise InputError(f"{source}: no data rows")
+    results = [EvalRow(c.spec, "column", s.metrics(ece_bins, ece_strategy), classes=list(c.classes))
+               for c, s in zip(cols, states)]
+    return Evaluation(source, states[0].rows, None, None, 100, results, weight_col=weight_col,
+                      ece_bins=ece_bins, ece_strategy=ece_strategy, label_col=label_col)

@@ -1,0 +1,94 @@
+"""K-class `evaluate_kclass` of every engine module, against `calib evaluate --prob-cols`.
+
+Imported by tests/test_spark.py and tests/test_dask.py, which define the fixtures `engine`
+and `read` (see engine_contract.py). The rows have ties in the probabilities, integer
+weights and string labels; the CLI on the same file is the reference (1e-12).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from calibcli.cli import app
+from calibcli.errors import InputError, UsageError
+
+_runner = CliRunner()
+_CLASSES = ["a", "b", "c", "d"]
+
+
+@pytest.fixture(scope="module")
+def kclass_data(tmp_path_factory):
+    """3 000 rows, 4 classes: `p_*` rounded (ties), `q_*` sharpened; weights 0..3."""
+    rng = np.random.default_rng(21)
+    n = 3000
+    z = rng.normal(size=(n, 4)) * 1.5
+    P = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    P = np.round(P, 2)
+    P[:, 3] = 1 - P[:, :3].sum(axis=1)
+    P = np.clip(P, 0, 1)
+    P /= P.sum(axis=1, keepdims=True)
+    Q = P ** 2 / (P ** 2).sum(axis=1, keepdims=True)
+    y = np.array([rng.choice(4, p=row) for row in P])
+    path = tmp_path_factory.mktemp("kclass-engine") / "k.parquet"
+    pq.write_table(pa.table({"label": np.array(_CLASSES)[y],
+                             **{f"p_{c}": P[:, j] for j, c in enumerate(_CLASSES)},
+                             **{f"q_{c}": Q[:, j] for j, c in enumerate(_CLASSES)},
+                             "w": rng.integers(0, 4, n).astype(float)}), path, row_group_size=500)
+    return str(path)
+
+
+def _cli_json(*args: str) -> dict:
+    result = _runner.invoke(app, ["-q", "evaluate", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("extra", [{}, {"weight_col": "w", "ece_bins": 7, "ece_strategy": "quantile"}])
+def test_evaluate_kclass_equals_calib_evaluate(engine, read, kclass_data, extra):
+    flags = [f for k, v in extra.items() for f in (f"--{k.replace('_', '-')}", str(v))]
+    want = _cli_json(kclass_data, "--prob-cols", "p_*", "--prob-cols", "q_a,q_b,q_c,q_d", *flags)
+    got = engine.evaluate_kclass(read(kclass_data), ["p_*", "q_a,q_b,q_c,q_d"], **extra).to_json()
+    assert (got["rows"], got["positives"], got["weight_col"], got["ece_bins"], got["ece_strategy"]) == \
+        (want["rows"], None, want["weight_col"], want["ece_bins"], want["ece_strategy"])
+    for g, w in zip(got["results"], want["results"], strict=True):
+        assert (g["name"], g["kind"], g["classes"]) == (w["name"], w["kind"], w["classes"])
+        assert list(g["metrics"]) == list(w["metrics"])
+        for metric, value in w["metrics"].items():
+            assert g["metrics"][metric] == pytest.approx(value, rel=1e-12, abs=1e-12), (g["name"], metric)
+
+
+def test_evaluate_kclass_counts_bad_rows(engine, read, tmp_path):
+    path = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"label": ["a", "b", "z", "a"], "p_a": [0.5, 0.2, 0.3, 0.9],
+                             "p_b": [0.5, 0.8, 0.7, 0.9]}), path)
+    with pytest.raises(InputError, match="column 'label': 1 row with a label that is not a class"):
+        engine.evaluate_kclass(read(str(path)), ["p_*"])
+    pq.write_table(pa.table({"label": ["a", "b", "b", "a"], "p_a": [0.5, 0.2, 0.3, 0.9],
+                             "p_b": [0.5, 0.8, 0.7, 0.9]}), path)
+    with pytest.raises(InputError, match="'p_\\*': 1 row with probabilities that are null, negative or do not sum"):
+        engine.evaluate_kclass(read(str(path)), ["p_*"])
+    with pytest.raises(UsageError, match="kclass_cols is a list"):
+        engine.evaluate_kclass(read(str(path)), "p_*")
+    with pytest.raises(InputError, match="matches no column"):
+        engine.evaluate_kclass(read(str(path)), ["x_*"])
+
+
+def test_evaluate_kclass_integer_labels_are_indices_as_in_the_cli(engine, read, kclass_data, tmp_path):
+    table = pq.read_table(kclass_data)
+    codes = pa.array([_CLASSES.index(v) for v in table.column("label").to_pylist()])
+    path = tmp_path / "codes.parquet"
+    pq.write_table(table.set_column(0, "label", codes), path, row_group_size=500)
+    want = _cli_json(str(path), "--prob-cols", "p_*")["results"][0]["metrics"]
+    got = engine.evaluate_kclass(read(str(path)), ["p_*"]).to_json()["results"][0]["metrics"]
+    assert got == pytest.approx(want, rel=1e-12, abs=1e-12)
+    mixed = tmp_path / "mixed.parquet"
+    labels = ["a"] * 1500 + [str(_CLASSES.index(v)) for v in table.column("label").to_pylist()[1500:]]
+    pq.write_table(table.set_column(0, "label", pa.array(labels)), mixed, row_group_size=500)
+    with pytest.raises(InputError, match="label"):
+        engine.evaluate_kclass(read(str(mixed)), ["p_*"])
