@@ -195,3 +195,62 @@ def test_bad_rows_name_file_column_and_row(tmp_path):
     assert f"{path}: columns p_a,p_b, row 2: the probabilities sum to 1.4" in result.stderr
     path.write_text("label,p_a,p_b\na,0.5,0.5\nb,-0.5,1.5\n")
     assert "column 'p_a', row 2: probability -0.5 is negative" in run(path, "--prob-cols", "p_*").stderr
+
+
+@pytest.fixture(scope="module")
+def kmaps(data):
+    """A temperature map fitted on `q_*` (it records those columns), and a one-vs-rest
+    isotonic map fitted on `p_*`, both saved as JSON."""
+    from calibcli import classmap, maps
+
+    y = np.array(CLASSES)[data["y"]]
+    temp = classmap.fit(data["Q"], y, "temperature", score_cols=[f"q_{c}" for c in CLASSES])
+    ovr = classmap.fit(data["P"], y, "isotonic", score_cols=[f"p_{c}" for c in CLASSES])
+    paths = []
+    for name, fitted in (("temp.json", temp), ("ovr.json", ovr)):
+        maps.save_map(fitted, str(data["dir"] / name))
+        paths.append(str(data["dir"] / name))
+    return {"temp": (paths[0], temp), "ovr": (paths[1], ovr)}
+
+
+def test_multiclass_maps_read_their_score_columns(data, kmaps):
+    temp_path, temp = kmaps["temp"]
+    ovr_path, ovr = kmaps["ovr"]
+    out = report(data["dir"] / "k.parquet", "--prob-cols", "q_*", "--map", temp_path, "--map", ovr_path)
+    assert [(r["name"], r["kind"]) for r in out["results"]] == [("q_*", "column"), (temp_path, "map"),
+                                                                 (ovr_path, "map")]
+    for r, P in zip(out["results"], (data["Q"], temp.predict(data["Q"]), ovr.predict(data["P"]))):
+        direct = km.compute_all(data["y"], P)
+        for k in direct:
+            assert r["metrics"][k] == pytest.approx(direct[k], rel=1e-10, abs=1e-14), (r["name"], k)
+    # temperature scaling fixes the overconfident q_*
+    assert out["results"][1]["metrics"]["log_loss"] < out["results"][0]["metrics"]["log_loss"]
+    assert out["results"][1]["metrics"]["top_label_ece"] < out["results"][0]["metrics"]["top_label_ece"]
+
+
+def test_score_cols_points_a_map_at_other_columns(data, kmaps):
+    temp_path, temp = kmaps["temp"]
+    out = report(data["dir"] / "k.parquet", "--map", temp_path, "--score-cols", "p_*")
+    assert out["score_col"] == "p_*"
+    direct = km.compute_all(data["y"], temp.predict(data["P"]))
+    assert out["results"][0]["metrics"]["log_loss"] == pytest.approx(direct["log_loss"], rel=1e-12)
+
+
+def test_multiclass_map_refusals(data, kmaps, tmp_path):
+    from calibcli import maps
+
+    temp_path, _ = kmaps["temp"]
+    binary = tmp_path / "binary.json"
+    import calibcli
+
+    maps.save_map(calibcli.fit(data["P"][:, 0], (data["y"] == 0).astype(float), "logistic"), str(binary))
+    mixed = run(data["dir"] / "k.parquet", "--map", temp_path, "--map", binary, "--score-col", "p_car")
+    assert mixed.exit_code == 2 and "cannot be evaluated in one run" in mixed.stderr
+    wrong_k = run(data["dir"] / "k.parquet", "--map", temp_path, "--score-cols", "p_car,p_cat")
+    assert wrong_k.exit_code == 2
+    assert f"columns p_car,p_cat give 2 scores a row, but the map {temp_path} has 3 classes" in wrong_k.stderr
+    bad = tmp_path / "bad.csv"
+    bad.write_text("label,q_car,q_cat,q_dog\ncar,0.2,0.3,0.5\ndog,0.2,0.3,0.6\n")
+    out = run(bad, "--map", temp_path)
+    assert out.exit_code == 2 and f"{bad}: columns q_car,q_cat,q_dog, row 2: the probabilities sum to" in out.stderr
+    assert run(data["dir"] / "k.parquet", "--prob-col", "p_car", "--score-cols", "p_*").exit_code == 2

@@ -65,11 +65,9 @@ class Prediction:
         S = score_cols.matrix_from(batch, self.cols, source, offset)
         if self.cols.k is None:  # a list column: K from its first row
             self.cols = self.cols.with_k(S.shape[1], source, self.cols.classes or None)
-        if self.cal is None:
+        if self.cal is None or self.cal.score_kind == "probability":
             score_cols.check_probabilities(S, self.cols, source, offset)
-            P = S
-        else:
-            P = self.cal.predict(S)
+        P = S if self.cal is None else self.cal.predict(S)
         codes, self.how = score_cols.label_codes(batch, label_col, self.cols.classes, source, offset, self.how)
         self.states.append(KClassState.from_arrays(codes, P, w, self.cols.classes))
         if keep_rows:
@@ -117,7 +115,10 @@ def _map_columns(map_path: str, cal: Any, schema, source: str, opts: Any) -> sco
         raise UsageError(f"{io.display_name(map_path)} does not record its score columns",
                          hint="name them with --score-cols")
     classes = [str(c) for c in cal.classes_]
-    cols = score_cols.resolve(spec, schema, source, classes, flag="--score-cols")
+    cols = score_cols.resolve(spec, schema, source, None, flag="--score-cols")
+    if cols.k is not None and cols.k != len(classes):
+        raise InputError(f"{source}: {cols.shown} give {cols.k} scores a row, but the map "
+                         f"{io.display_name(map_path)} has {len(classes)} classes")
     return cols.with_k(len(classes), source, classes)
 
 
