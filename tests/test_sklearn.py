@@ -7,7 +7,6 @@ X is the K score columns, `predict_proba` is bit-for-bit the K-class `calibcli.f
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import warnings
@@ -24,11 +23,6 @@ from sklearn.metrics import accuracy_score, log_loss, roc_auc_score  # noqa: E40
 from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_val_predict  # noqa: E402
 
 from calibcli.sklearn import Calibrator  # noqa: E402
-
-# The K-class `calibcli.fit` (a `ClassMap` from (n, K) scores) lives in calibcli/classmap.py.
-KCLASS = importlib.util.find_spec("calibcli.classmap") is not None
-needs_kclass = pytest.mark.skipif(not KCLASS, reason="the K-class calibcli.fit is not in this tree")
-
 
 def _binary(n=600, seed=0, labels=("no", "yes")):
     """Scores in [0, 1] and labels drawn with P(labels[1]) = score**2 (miscalibrated)."""
@@ -203,7 +197,9 @@ def test_what_the_inapplicable_checks_test_holds_for_one_score_column():
 def test_bad_input_raises_value_errors_that_say_what():
     s, y, _ = _binary(seed=3)
     three = np.where(np.arange(s.size) % 3 == 0, "maybe", y)
-    cases = [
+    P = np.random.default_rng(0).dirichlet([1, 1, 1], s.size)
+    abc = np.array(["a", "b", "c"])[np.arange(s.size) % 3]
+    cases = [  # (X, labels, estimator parameters, what the error says)
         (np.c_[s, s, s], y, {}, "X has 3 score columns for 2 classes"),
         (s[:, None], three, {}, "one score column calibrates two classes, got 3"),
         (s[:, None], np.full(s.size, "no"), {}, "at least 2 classes"),
@@ -212,17 +208,20 @@ def test_bad_input_raises_value_errors_that_say_what():
         (np.r_[s[:-1], np.nan][:, None], y, {}, "NaN"),
         (s[:, None], s, {}, "Unknown label type"),
         (s[:, None], y, {"nonsense": 1}, "no parameter 'nonsense'"),
+        (s[:, None] + 1, y, {"method": "beta"}, "needs probability scores in"),
+        (P[:, :2], abc, {}, "X has 2 score columns for 3 classes"),
+        (P - 0.1, abc, {"score_kind": "probability"}, "probabilities must be non-negative"),
+        (P * 2, abc, {"score_kind": "probability"}, "probabilities must sum to 1"),
+        (P, abc, {"classes": ["a", "b", "d"]}, "label 'c' is not one of the classes"),
+        (P, abc, {"method": "venn-abers-nonsense"}, "unknown method"),
     ]
     for X, labels, params, message in cases:
         with pytest.raises(ValueError, match=re.escape(message)):
-            Calibrator("isotonic", **params).fit(X, labels)
+            Calibrator(**params).fit(X, labels)
     with pytest.raises(ValueError, match="weight"):
         Calibrator().fit(s[:, None], y, sample_weight=np.zeros(s.size))
-    with pytest.raises(ValueError, match="needs probability scores in"):
-        Calibrator("beta").fit(s[:, None] + 1, y)
 
 
-@needs_kclass
 @pytest.mark.parametrize("method", ["temperature", "isotonic", "logistic"])
 def test_kclass_proba_is_the_library_fit_bit_for_bit(method):
     P, y = _kclass()
@@ -238,7 +237,6 @@ def test_kclass_proba_is_the_library_fit_bit_for_bit(method):
     assert not hasattr(est, "decision_function")  # K > 2: no single log-odds
 
 
-@needs_kclass
 def test_kclass_classes_option_orders_the_columns():
     P, y = _kclass(seed=1)
     order = ["dog", "car", "cat"]
@@ -253,7 +251,6 @@ def test_kclass_classes_option_orders_the_columns():
     assert est.predict_proba(logits).tobytes() == lib.predict(logits).tobytes()
 
 
-@needs_kclass
 def test_kclass_cross_val_predict_and_grid_search():
     P, y = _kclass(n=600, seed=2)
     folds = StratifiedKFold(3, shuffle=True, random_state=0)
@@ -268,7 +265,6 @@ def test_kclass_cross_val_predict_and_grid_search():
     assert grid.best_estimator_.predict_proba(P).shape == P.shape
 
 
-@needs_kclass
 def test_two_score_columns_are_the_kclass_path_with_a_log_odds():
     P, y = _kclass(k=2, seed=3)
     est = Calibrator("temperature").fit(P, y)
@@ -298,19 +294,6 @@ EXPECTED_FAILURES = {
     # reach the check's training accuracy bar (0.83), which is about learning from features.
     "check_classifiers_train": ("fits on 2 blob coordinates as 2 classes' scores: below its accuracy bar", "^$"),
 }
-# Until the K-class calibcli.fit is in the tree, two columns for two classes cannot be fitted.
-_NO_KCLASS = ("two score columns need the K-class calibcli.fit", "has no parameter 'classes'")
-if not KCLASS:
-    EXPECTED_FAILURES.update(dict.fromkeys([
-        "check_fit_score_takes_y", "check_dont_overwrite_parameters",
-        "check_sample_weights_pandas_series", "check_sample_weights_not_an_array",
-        "check_sample_weights_list", "check_sample_weights_shape", "check_sample_weights_not_overwritten",
-        "check_f_contiguous_array_estimator", "check_classifier_data_not_an_array",
-        "check_supervised_y_2d", "check_decision_proba_consistency", "check_methods_sample_order_invariance",
-        "check_methods_subset_invariance", "check_dict_unchanged", "check_fit_idempotent",
-        "check_fit_check_is_fitted", "check_n_features_in", "check_fit2d_predict1d", "check_classifiers_train",
-        "check_classifiers_classes",
-    ], _NO_KCLASS))
 
 
 def _messages(exc: BaseException | None) -> str:
