@@ -89,8 +89,10 @@ class Calibrator(ClassifierMixin, BaseEstimator):
             raise ValueError(f"one score column calibrates two classes, got {classes.size}: "
                              f"X must be the {classes.size} score columns of a {classes.size}-class prediction")
         if k != 1 and k != classes.size:
+            absent = "; a class without rows here needs classes=[...] naming every column's class" \
+                if given is None and k > classes.size else ""
             raise ValueError(f"X has {k} score columns for {classes.size} classes: X must be one score "
-                             "column (two classes) or one column per class")
+                             f"column (two classes) or one column per class{absent}")
         return classes
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "Calibrator":

@@ -22,6 +22,7 @@ from sklearn.base import clone  # noqa: E402
 from sklearn.metrics import accuracy_score, log_loss, roc_auc_score  # noqa: E402
 from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_val_predict  # noqa: E402
 
+from calibcli.errors import CalibWarning  # noqa: E402
 from calibcli.sklearn import Calibrator  # noqa: E402
 
 def _binary(n=600, seed=0, labels=("no", "yes")):
@@ -249,6 +250,19 @@ def test_kclass_classes_option_orders_the_columns():
     lib = calibcli.fit(logits, y, method="temperature", classes=order, score_kind="logit")
     assert lib.score_kind == "logit" and est.calibrator_.score_kind == "logit"
     assert est.predict_proba(logits).tobytes() == lib.predict(logits).tobytes()
+
+
+def test_kclass_class_without_rows_needs_the_classes_option():
+    P, y = _kclass(seed=4)
+    seen = y != "dog"
+    with pytest.raises(ValueError, match=re.escape("a class without rows here needs classes=[...]")):
+        Calibrator("temperature").fit(P[seen], y[seen])
+    with pytest.warns(CalibWarning, match="no rows"):
+        est = Calibrator("isotonic", classes=["car", "cat", "dog"]).fit(P[seen], y[seen])
+        lib = calibcli.fit(P[seen], y[seen], method="isotonic", classes=["car", "cat", "dog"])
+    proba = est.predict_proba(P)
+    assert proba.tobytes() == lib.predict(P).tobytes()
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=0, atol=1e-12)
 
 
 def test_kclass_cross_val_predict_and_grid_search():
