@@ -73,7 +73,7 @@ def test_evaluate_kclass_counts_bad_rows(engine, read, tmp_path):
                              "p_b": [0.5, 0.8, 0.7, 0.9]}), path)
     with pytest.raises(InputError, match="'p_\\*': 1 row with probabilities that are null, negative or do not sum"):
         engine.evaluate_kclass(read(str(path)), ["p_*"])
-    with pytest.raises(UsageError, match="kclass_cols is a list"):
+    with pytest.raises(UsageError, match="kclass_cols and maps are lists"):
         engine.evaluate_kclass(read(str(path)), "p_*")
     with pytest.raises(InputError, match="matches no column"):
         engine.evaluate_kclass(read(str(path)), ["x_*"])
@@ -92,3 +92,28 @@ def test_evaluate_kclass_integer_labels_are_indices_as_in_the_cli(engine, read, 
     pq.write_table(table.set_column(0, "label", pa.array(labels)), mixed, row_group_size=500)
     with pytest.raises(InputError, match="label"):
         engine.evaluate_kclass(read(str(mixed)), ["p_*"])
+
+
+def test_evaluate_kclass_with_multiclass_maps_equals_calib_evaluate(engine, read, kclass_data, tmp_path):
+    from calibcli import classmap, maps
+
+    table = pq.read_table(kclass_data)
+    y = np.array(table.column("label").to_pylist())
+    Q = np.column_stack([table.column(f"q_{c}").to_numpy() for c in _CLASSES])
+    temp = classmap.fit(Q, y, "temperature", score_cols=[f"q_{c}" for c in _CLASSES])
+    ovr = classmap.fit(Q, y, "isotonic", platt_correction=False)
+    temp_path, ovr_path = str(tmp_path / "temp.json"), str(tmp_path / "ovr.parquet")
+    maps.save_map(temp, temp_path)
+    maps.save_map(ovr, ovr_path)
+    want = _cli_json(kclass_data, "--prob-cols", "p_*", "--map", temp_path, "--weight-col", "w")
+    got = engine.evaluate_kclass(read(kclass_data), ["p_*"], [temp_path], weight_col="w").to_json()
+    assert [(r["name"], r["kind"]) for r in got["results"]] == [(r["name"], r["kind"]) for r in want["results"]]
+    for g, w in zip(got["results"], want["results"], strict=True):
+        assert g["metrics"] == pytest.approx(w["metrics"], rel=1e-12, abs=1e-12), g["name"]
+    # a map without recorded columns reads score_cols; a ClassMap object works as a path does
+    want = _cli_json(kclass_data, "--map", ovr_path, "--score-cols", "q_*")["results"][0]["metrics"]
+    got = engine.evaluate_kclass(read(kclass_data), maps=[ovr], score_cols="q_*").to_json()
+    assert got["results"][0]["metrics"] == pytest.approx(want, rel=1e-12, abs=1e-12)
+    assert got["results"][0]["name"] == "isotonic" and got["score_col"] == "q_*"
+    with pytest.raises(UsageError, match="does not record its score columns"):
+        engine.evaluate_kclass(read(kclass_data), maps=[ovr])

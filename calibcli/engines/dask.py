@@ -151,19 +151,22 @@ def _merge_kclass(a, b):
             [joint_how([u, v]) for u, v in zip(a[1], b[1])], a[2] + b[2])
 
 
-def evaluate_kclass(df, kclass_cols, *, label_col: str = "label", weight_col: str | None = None,
-                    classes=None, ece_bins: int = 10, ece_strategy: str = "uniform"):
-    """The report of `calib evaluate --prob-cols SPEC ...` for K-class predictions (an `Evaluation`).
+def evaluate_kclass(df, kclass_cols=(), maps=(), *, label_col: str = "label", weight_col: str | None = None,
+                    classes=None, score_cols: str | None = None, ece_bins: int = 10, ece_strategy: str = "uniform"):
+    """The report of `calib evaluate --prob-cols SPEC ... --map M ...` for K-class predictions
+    (an `Evaluation`).
 
     `kclass_cols`: one SPEC per prediction (a comma list or a pattern such as "p_*"); `classes`
-    names the columns' classes (default: their suffixes). Each partition becomes one
-    `KClassState` per prediction; the states merge pairwise in a tree of delayed tasks.
+    names their classes (default: the suffixes); `maps`: multiclass maps (paths, `ClassMap`s
+    or envelopes), applied to `score_cols` (default: the columns each was fitted on). Each
+    partition becomes one `KClassState` per prediction; the states merge in a tree of tasks.
     """
     from calibcli.engines import kclass
 
-    cols = kclass.plan(list(df.columns), SOURCE, kclass_cols, classes, label_col, weight_col, ece_bins, ece_strategy)
-    keep = list(dict.fromkeys([label_col, *(c for k in cols for c in k.columns), *([weight_col] if weight_col else [])]))
-    parts = [dask.delayed(kclass.partition_states)(p, cols, label_col, weight_col) for p in df[keep].to_delayed()]
+    preds = kclass.plan(list(df.columns), SOURCE, kclass_cols, maps, classes=classes, score_cols_spec=score_cols,
+                        label_col=label_col, weight_col=weight_col, ece_bins=ece_bins, ece_strategy=ece_strategy)
+    keep = list(dict.fromkeys([label_col, *(c for k in preds for c in k.columns), *([weight_col] if weight_col else [])]))
+    parts = [dask.delayed(kclass.partition_states)(p, preds, label_col, weight_col) for p in df[keep].to_delayed()]
     states, hows, bad = dask.compute(tree_reduce(parts, _merge_kclass))[0]
-    return kclass.evaluation(SOURCE, cols, states, hows, bad, label_col=label_col, weight_col=weight_col,
-                             ece_bins=ece_bins, ece_strategy=ece_strategy)
+    return kclass.evaluation(SOURCE, preds, states, hows, bad, label_col=label_col, weight_col=weight_col,
+                             ece_bins=ece_bins, ece_strategy=ece_strategy, score_cols_spec=score_cols)

@@ -2,7 +2,8 @@
 
 Each partition (a pandas frame) becomes one `KClassState` per prediction (`kclass_cols`,
 each a SPEC of K probability columns as `calib evaluate --prob-cols` takes it: a comma list
-or a pattern; list columns are for files only), with counts of its invalid rows; the
+or a pattern, list columns being for files only; and multiclass `maps`, applied to their
+score columns in the partition), with counts of its invalid rows; the
 engine merges the states and `evaluation` reads the report off them, so the numbers are
 those of `calib evaluate --prob-cols` on the same rows.
 
@@ -12,6 +13,7 @@ else 0-based indices; partitions that disagree, like a file whose batches do, ar
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -22,24 +24,72 @@ from calibcli.errors import InputError, UsageError
 NAMES, INDICES = "class names", "0-based class indices"
 
 
-def plan(columns: Sequence[str], source: str, kclass_cols: Any, classes: Sequence[str] | None,
-         label_col: str, weight_col: str | None, ece_bins: int, ece_strategy: str) -> list:
-    """The `ScoreCols` of each prediction, resolved against the DataFrame's columns; options checked."""
+@dataclass(frozen=True)
+class Prediction:
+    """One K-class prediction: its report name and kind, its K columns (`ScoreCols`), and for a
+    map its envelope (rebuilt in each partition, as the binary engines ship maps)."""
+
+    name: str
+    kind: str  # "column" or "map"
+    cols: Any
+    envelope: dict | None = None
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.cols.columns
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        return self.cols.classes
+
+
+def plan(columns: Sequence[str], source: str, kclass_cols: Any, maps_: Any, *, classes: Sequence[str] | None,
+         score_cols_spec: str | None, label_col: str, weight_col: str | None, ece_bins: int,
+         ece_strategy: str) -> list[Prediction]:
+    """Each prediction resolved against the DataFrame's columns (a multiclass map reads
+    `score_cols_spec`, else the columns it was fitted on); options checked."""
     import pyarrow as pa
 
     from calibcli import bounds
     from calibcli.evaluation.metrics import ECE_STRATEGIES
     from calibcli.io import score_cols
 
-    if isinstance(kclass_cols, str):
-        raise UsageError("kclass_cols is a list of SPECs (one per prediction), e.g. ['p_*']")
+    if isinstance(kclass_cols, str) or isinstance(maps_, str):
+        raise UsageError("kclass_cols and maps are lists (SPECs such as 'p_*', maps), one per prediction")
     bounds.check(ece_bins=ece_bins)
     if ece_strategy not in ECE_STRATEGIES:
         raise UsageError(f"ece_strategy {ece_strategy!r}: expected one of {', '.join(ECE_STRATEGIES)}")
+    if not kclass_cols and not maps_:
+        raise UsageError("nothing to evaluate: give kclass_cols or maps")
     engines.check_columns(list(columns), source, label_col=label_col, weight_col=weight_col)
     schema = pa.schema([(str(c), pa.float64()) for c in columns])
     names = None if classes is None else tuple(str(c) for c in classes)
-    return [score_cols.resolve(spec, schema, source, names, flag="kclass_cols") for spec in kclass_cols]
+    out = [Prediction(spec, "column", score_cols.resolve(spec, schema, source, names, flag="kclass_cols"))
+           for spec in kclass_cols]
+    for m in maps_:
+        cal, envelope = _resolve_map(m)
+        spec = score_cols_spec or ",".join(cal.score_cols or [])
+        if not spec:
+            raise UsageError(f"the map {engines.map_name(m, cal)} does not record its score columns",
+                             hint="name them with score_cols")
+        k = [str(c) for c in cal.classes_]
+        cols = score_cols.resolve(spec, schema, source, None, flag="score_cols")
+        if cols.k != len(k):
+            raise InputError(f"{source}: {cols.shown} give {cols.k} scores a row, but the map "
+                             f"{engines.map_name(m, cal)} has {len(k)} classes")
+        out.append(Prediction(engines.map_name(m, cal), "map", cols.with_k(len(k), source, k), envelope))
+    return out
+
+
+def _resolve_map(m: Any):
+    """(ClassMap, envelope) of a multiclass map given as a path, a `ClassMap` or an envelope."""
+    from calibcli import maps
+    from calibcli.classmap import ClassMap
+
+    cal, envelope = (m, maps.make_envelope(m)) if isinstance(m, ClassMap) else engines.resolve_map(m)
+    if not isinstance(cal, ClassMap):
+        raise UsageError(f"{engines.map_name(m, cal)} is a binary map: evaluate it with evaluate()")
+    return cal, envelope
 
 
 def label_texts(series) -> np.ndarray:
@@ -71,9 +121,11 @@ def label_codes(text: np.ndarray, classes: Sequence[str]) -> tuple[np.ndarray, s
     return np.where(ok, np.where(ok, v, 0), -1).astype(np.int64), how
 
 
-def partition_states(pdf, cols: list, label_col: str, weight_col: str | None):
+def partition_states(pdf, preds: list[Prediction], label_col: str, weight_col: str | None):
     """One state per prediction of a pandas partition, how its labels read, and bad-row counts
-    [weights invalid, then per prediction labels not a class, probability rows invalid]."""
+    [weights invalid, then per prediction labels not a class, score rows invalid (not
+    finite; not probabilities where probabilities are read)]."""
+    from calibcli import maps
     from calibcli.evaluation.kclass_state import KClassState
     from calibcli.io import score_cols
 
@@ -81,17 +133,21 @@ def partition_states(pdf, cols: list, label_col: str, weight_col: str | None):
     w = engines.floats(pdf[weight_col]) if weight_col else None
     bad_w = (~np.isfinite(w) | (w < 0)) if w is not None else np.zeros(len(pdf), dtype=bool)
     bad, states, hows = [int(bad_w.sum())], [], []
-    for cols_k in cols:
-        P = np.column_stack([engines.floats(pdf[c]) for c in cols_k.columns]) if len(pdf) else \
-            np.zeros((0, len(cols_k.columns)))
-        with np.errstate(invalid="ignore"):
-            bad_p = ~np.isfinite(P).all(axis=1) | score_cols.probability_problems(P)
-        codes, how = label_codes(text, cols_k.classes)
+    for pred in preds:
+        S = np.column_stack([engines.floats(pdf[c]) for c in pred.columns]) if len(pdf) else \
+            np.zeros((0, len(pred.columns)))
+        cal = None if pred.envelope is None else maps.envelope_to_calibrator(pred.envelope, "map")
+        bad_s = ~np.isfinite(S).all(axis=1)
+        if cal is None or cal.score_kind == "probability":
+            with np.errstate(invalid="ignore"):
+                bad_s |= score_cols.probability_problems(S)
+        codes, how = label_codes(text, pred.classes)
         bad_y = codes < 0
-        ok = ~(bad_w | bad_y | bad_p)
-        bad += [int(bad_y.sum()), int(bad_p.sum())]
+        ok = ~(bad_w | bad_y | bad_s)
+        P = S[ok] if cal is None or not ok.any() else cal.predict(S[ok])
+        bad += [int(bad_y.sum()), int(bad_s.sum())]
         hows.append(how)
-        states.append(KClassState.from_arrays(codes[ok], P[ok], None if w is None else w[ok], cols_k.classes))
+        states.append(KClassState.from_arrays(codes[ok], P, None if w is None else w[ok], pred.classes))
     return states, hows, np.array(bad, dtype=np.int64)
 
 
@@ -101,23 +157,27 @@ def joint_how(hows: Sequence[str | None]) -> str | None:
     return seen.pop() if len(seen) == 1 else ("mixed" if seen else None)
 
 
-def evaluation(source: str, cols: list, states: list, hows: list, bad: np.ndarray, *, label_col: str,
-               weight_col: str | None, ece_bins: int, ece_strategy: str):
+def evaluation(source: str, preds: list[Prediction], states: list, hows: list, bad: np.ndarray, *,
+               label_col: str, weight_col: str | None, ece_bins: int, ece_strategy: str,
+               score_cols_spec: str | None = None):
     """The `calib evaluate --prob-cols` report from merged states (one per prediction)."""
     from calibcli.evaluation.results import EvalRow, Evaluation
 
     engines.check_bad_rows(source, {weight_col: ("a null, negative or non-finite weight", int(bad[0]))}
                            if weight_col else {})
-    for i, cols_k in enumerate(cols):
+    for i, pred in enumerate(preds):
         if hows[i] == "mixed":
             raise InputError(f"{source}: column {label_col!r}: labels are class names in some partitions "
-                             "and not in others", hint="classes: " + ", ".join(cols_k.classes))
-        engines.check_bad_rows(source, {
-            label_col: ("a label that is not a class", int(bad[1 + 2 * i])),
-            cols_k.spec: ("probabilities that are null, negative or do not sum to 1", int(bad[2 + 2 * i]))})
+                             "and not in others", hint="classes: " + ", ".join(pred.classes))
+        what = ("probabilities that are null, negative or do not sum to 1" if pred.envelope is None
+                or pred.envelope.get("score_kind") == "probability" else "a null, NaN or infinite score")
+        engines.check_bad_rows(source, {label_col: ("a label that is not a class", int(bad[1 + 2 * i])),
+                                        pred.cols.spec: (what, int(bad[2 + 2 * i]))})
     if not states or states[0].rows == 0:
         raise InputError(f"{source}: no data rows")
-    results = [EvalRow(c.spec, "column", s.metrics(ece_bins, ece_strategy), classes=list(c.classes))
-               for c, s in zip(cols, states)]
+    results = [EvalRow(p.name, p.kind, s.metrics(ece_bins, ece_strategy), classes=list(p.classes))
+               for p, s in zip(preds, states)]
+    maps_ = any(p.kind == "map" for p in preds)
     return Evaluation(source, states[0].rows, None, None, 100, results, weight_col=weight_col,
-                      ece_bins=ece_bins, ece_strategy=ece_strategy, label_col=label_col)
+                      ece_bins=ece_bins, ece_strategy=ece_strategy, label_col=label_col,
+                      score_col=score_cols_spec if maps_ else None)
