@@ -105,6 +105,10 @@ def evaluate(
     weights: Sequence[float] | np.ndarray | None = None,
     ece_bins: int = 10,
     ece_strategy: str = "uniform",
+    metrics: str = "default",
+    bands: int | None = None,
+    seed: int = 0,
+    hl_groups: int = 10,
 ) -> dict[str, float]:
     """Every metric `calib evaluate` reports for one probability column (NaN where n/a).
 
@@ -117,17 +121,19 @@ def evaluate(
 
     `fields` (any values, e.g. country names) adds Field-ECE and Field-RCE; `interval`
     ((low, high), e.g. a Venn-Abers map's `predict_interval`) the interval width and
-    coverage (NaN without it). Invalid input (lengths, labels, probabilities, a
+    coverage (NaN without it). `metrics`, `bands`, `seed`, `ece_bins`, `hl_groups`: as
+    `--metrics` ("default", "all" or a comma list), `--bands`, ... of `calib evaluate`
+    (snake_case keys: `brier_mcb`, `smece`, ...). Invalid input (lengths, labels, probabilities, a
     `calbin_window` outside `calib evaluate --calbin-window`'s range) raises
     `calibcli.errors.UsageError` with the CLI's message.
     """
-    from calibcli.evaluation import metrics, state
+    from calibcli.evaluation import metrics as metric_defs, state
     from calibcli.errors import UsageError
     from calibcli.io.columns import encode_fields
 
     if np.ndim(probs) == 2:
         return _evaluate_kclass(labels, probs, classes, weights, ece_bins, ece_strategy)
-    metrics.check_window(calbin_window)
+    metric_defs.check_window(calbin_window)
     y = np.asarray(labels, dtype=np.float64)
     p = np.asarray(probs, dtype=np.float64)
     if y.shape != p.shape or y.ndim != 1 or y.size == 0:
@@ -139,7 +145,12 @@ def evaluate(
     groups = None if fields is None else encode_fields(fields)[0]
     if groups is not None and groups.size != y.size:
         raise UsageError(f"fields has {groups.size} values for {y.size} labels")
-    out = state.compute_all(y, p, groups, int(calbin_window))
+    from calibcli import bounds
+    from calibcli.evaluation.selection import MetricChoice
+
+    bounds.check(bands=bands, seed=seed, ece_bins=ece_bins, hl_groups=hl_groups)
+    choice = MetricChoice.parse(metrics, bands=bands, seed=seed, hl_groups=hl_groups)
+    out = state.compute_all(y, p, groups, int(calbin_window), ece_bins=ece_bins, choice=choice)
     import math
 
     from calibcli.evaluation import intervals

@@ -34,9 +34,11 @@ class Bound:
 
 
 OPTIONS: dict[str, Bound] = {
+    "--bands": Bound(0, 100_000, "each round refits PAV on the distinct p: 100 rounds on 1e6 rows take seconds"),
     "--bootstrap": Bound(0, 10_000, "each resample is a pass over the rows: 10 000 on 1e5 rows take minutes"),
     "--calbin-window": Bound(1, 10_000_000, "a window larger than the data has no meaning; bounds memory"),
     "--ece-bins": Bound(1, 100_000, "more bins than that leave most of them empty on any real data"),
+    "--hl-groups": Bound(3, 100_000, "the Hosmer-Lemeshow test has groups - 2 degrees of freedom"),
     "--folds": Bound(2, 100, "each fold refits every method; 100 folds of a slow method take minutes"),
     "--max-knots": Bound(2, 10_000_000, "a simplified map keeps its two end knots; more knots than a map has change nothing"),
     "--seed": Bound(0, SEED_MAX, "seeds are 64-bit integers, stored exactly in the map"),

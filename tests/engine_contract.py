@@ -247,3 +247,22 @@ def test_evaluate_with_weights_and_step_equals_calib_evaluate(engine, read, data
             assert g["metrics"][metric] is None, metric
             continue
         assert g["metrics"][metric] == pytest.approx(value, rel=1e-12, abs=1e-12), metric
+
+
+@pytest.mark.parametrize("extra", [[], ["--weight-col", "weight"], ["--step", "0.01"]])
+def test_evaluate_every_metric_equals_calib_evaluate(engine, read, data, extra):
+    """`--metrics all` with consistency-band rounds: the merged state gives the CLI's numbers."""
+    want = json.loads(cli("evaluate", data["single"], "--prob-col", "prob", "--field-col", "field",
+                          "--metrics", "all", "--bands", "20", "--seed", "3", "--hl-groups", "8", *extra, "--json"))
+    kwargs = {"weight_col": "weight"} if "--weight-col" in extra else {"step": 0.01} if extra else {}
+    got = engine.evaluate(read(data["single"]), ["prob"], field_col="field", metrics="all", bands=20, seed=3,
+                          hl_groups=8, **kwargs).to_json()
+    assert got["hl_groups"] == want["hl_groups"] == 8
+    g, w = got["results"][0], want["results"][0]
+    assert list(g["metrics"]) == list(w["metrics"]) and "corp_p" in w["metrics"] and "kuiper_p" in w["metrics"]
+    assert g["step_bounds"] == w["step_bounds"]
+    for metric, value in w["metrics"].items():
+        if value is None:
+            assert g["metrics"][metric] is None, metric
+            continue
+        assert g["metrics"][metric] == pytest.approx(value, rel=1e-12, abs=1e-12), metric

@@ -45,9 +45,14 @@ def test_evaluate_accepts_string_fields_and_matches_codes():
     by_name = calibcli.evaluate(y, s, fields=list(names))
     by_code = calibcli.evaluate(y, s, fields=np.arange(s.size) % 3)
     assert by_name == by_code
-    from calibcli.evaluation.metrics import METRICS
+    from calibcli.evaluation.metrics import INTERVAL_KEYS
+    from calibcli.evaluation.selection import ALL, DEFAULT
 
-    assert set(by_name) == set(METRICS)
+    assert set(by_name) == set(DEFAULT) | set(INTERVAL_KEYS)
+    every = calibcli.evaluate(y, s, fields=list(names), metrics="all", bands=20)
+    assert set(every) == set(ALL) | set(INTERVAL_KEYS)
+    assert {k: every[k] for k in by_name} == pytest.approx(by_name, nan_ok=True)
+    assert list(calibcli.evaluate(y, s, metrics="smece,brier")) == ["brier", "smece", *INTERVAL_KEYS]
     # Field-ECE by hand: sum over fields of |sum(y - p)| / n
     hand = sum(abs(np.sum(y[names == f] - s[names == f])) for f in ("de", "fr", "it")) / s.size
     assert by_name["field_ece"] == pytest.approx(hand, rel=1e-12)

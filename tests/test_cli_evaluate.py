@@ -68,7 +68,7 @@ def test_json_report_carries_the_gate_result(scores):
     result = run(scores, "--prob-col", "bad", "--field-col", "field", "--json", "--fail-above", "field-rce=0.05")
     assert result.exit_code == 1
     doc = json.loads(result.stdout)
-    assert doc["format"] == "calibcli.evaluation" and doc["schema_version"] == 2
+    assert doc["format"] == "calibcli.evaluation" and doc["schema_version"] == 3
     assert set(doc["results"][0]["metrics"]) == {"log_loss", "brier", "auc", "ece", "mce", "calbin", "cal_slope",
                                                  "cal_intercept", "spiegelhalter_z", "spiegelhalter_p",
                                                  "field_ece", "field_rce"}

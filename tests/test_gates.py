@@ -263,6 +263,7 @@ _SETTING_VALUES = {
     "step": [None, 0.01, 1e-6],
     "label_col": ["label", "y"],
     "score_col": [None, "score", "s"],  # None: no map evaluated
+    "hl_groups": [10, 5],
 }
 
 
@@ -278,7 +279,8 @@ def _saved_baseline(tmp_path, settings, metrics_):
                                  [results.EvalRow("p", "column", dict(metrics_))],
                                  weight_col=settings["weight_col"], step=settings["step"],
                                  ece_bins=settings["ece_bins"], ece_strategy=settings["ece_strategy"],
-                                 label_col=settings["label_col"], score_col=settings["score_col"])
+                                 label_col=settings["label_col"], score_col=settings["score_col"],
+                                 hl_groups=settings["hl_groups"])
     path = tmp_path / "base.json"
     path.write_bytes(report.to_json_bytes())
     return baseline.load_baseline(str(path))
@@ -295,7 +297,7 @@ def test_settings_refused_or_compared_property(tmp_path):
     metric is refused (one line naming the option and both values); otherwise it compares."""
     from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-    regressable = [m for m, (_, d) in metrics.METRICS.items() if d != "target"]
+    regressable = [m for m, (_, d) in metrics.METRICS.items() if d not in ("target", "data")]
 
     @given(_settings(), _settings(), st.sets(st.sampled_from(regressable), min_size=1, max_size=4))
     @hsettings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -13,6 +13,9 @@ from calibcli.commands.shared import FormatOpt, InputArg, LabelCol, PosLabelOpt,
 from calibcli.errors import ExitCode, UsageError
 
 
+DIAGRAMS = ("corp", "smooth", "binned")
+
+
 def _interval_cols(text: Optional[str]) -> Optional[tuple[str, str]]:
     """`--interval-cols LOW,HIGH` as a pair of column names."""
     if text is None:
@@ -50,11 +53,15 @@ def evaluate(
     save_baseline: Annotated[Optional[str], typer.Option("--save-baseline", metavar="FILE", help="Also write the JSON report to FILE, for a later --baseline.")] = None,
     bootstrap: Annotated[int, typer.Option("--bootstrap", metavar="N", help="Add 95% percentile confidence intervals from N row resamples." + option_range("--bootstrap"))] = 0,
     gate_on: Annotated[str, typer.Option("--gate-on", metavar="point|upper", help="point: gate on the metric; upper: fail only when the whole bootstrap interval is past the limit (ignores noise).")] = "point",
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap resamples." + option_range("--seed"))] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap resamples and of the --bands rounds." + option_range("--seed"))] = 0,
     by_field: Annotated[bool, typer.Option("--by-field", help="Show the fields with the largest absolute and relative bias (needs --field-col).")] = False,
     top: Annotated[int, typer.Option("--top", metavar="K", help="How many fields --by-field shows." + option_range("--top"))] = 5,
     plot: Annotated[Optional[str], typer.Option("--plot", metavar="FILE", help="Reliability diagram: an image (.png/.svg/.pdf, needs calibcli[plot]) or - for text on stdout.")] = None,
     format: FormatOpt = None,
+    metrics: Annotated[Optional[str], typer.Option("--metrics", metavar="LIST", help="What is computed and shown: default (the first set plus the CORP decomposition), all, or a comma list of metric names (may include default), e.g. default,smece,ks-p. Gated metrics are always computed.")] = None,
+    bands: Annotated[Optional[int], typer.Option("--bands", metavar="N", help="Rounds of the CORP consistency bands and of the corp-p test (0: none; default 100 with --plot, else 0), seeded by --seed." + option_range("--bands"))] = None,
+    hl_groups: Annotated[int, typer.Option("--hl-groups", metavar="G", help="Equal-mass groups of the Hosmer-Lemeshow test (chi-squared with G - 2 degrees of freedom)." + option_range("--hl-groups"))] = 10,
+    diagram: Annotated[str, typer.Option("--diagram", metavar="corp|smooth|binned", help="What --plot draws: the CORP reliability diagram (PAV curve, consistency band), the smooth one (smECE's kernel), or equal-mass bins.")] = "corp",
     interval_cols: Annotated[Optional[str], typer.Option("--interval-cols", metavar="LOW,HIGH", help="Interval columns of the one --prob-col (default: <col>_low and <col>_high when present): adds interval width and coverage.")] = None,
 ) -> None:
     """Print log-loss, Brier, AUC, ECE, CalBin (and Field-ECE/RCE with --field-col).
@@ -73,7 +80,8 @@ def evaluate(
     calib evaluate digits.csv --prob-cols 'p_*' --prob-cols 'calibrated_*' --fail-above top-label-ece=0.05
     """
     from calibcli import progress
-    bounds.check(calbin_window=calbin_window, bootstrap=bootstrap, seed=seed, top=top, ece_bins=ece_bins, step=step)
+    bounds.check(calbin_window=calbin_window, bootstrap=bootstrap, seed=seed, top=top, ece_bins=ece_bins, step=step,
+                 bands=bands, hl_groups=hl_groups)
     from calibcli.evaluation import baseline as evaluation_json, evaluate as evaluation, gates, report as render
     from calibcli.evaluation.bootstrap import BootstrapPlan
     from calibcli.io.score_cols import parse_classes
@@ -82,7 +90,13 @@ def evaluate(
     if ece_strategy not in ("uniform", "quantile"):
         raise UsageError(f"--ece-strategy {ece_strategy!r}: expected uniform or quantile")
     output_kind = _output_kind(output_format, output_kind, as_json)
+    if diagram not in DIAGRAMS:
+        raise UsageError(f"--diagram {diagram!r}: expected one of {', '.join(DIAGRAMS)}")
     spec = gates.GateSpec.from_options(fail_above, fail_below, max_regression, baseline, gate_on, bootstrap)
+    from calibcli.evaluation.selection import MetricChoice
+
+    choice = MetricChoice.parse(metrics, required=spec.metrics_used(), bands=bands, plot=plot is not None,
+                                seed=seed, hl_groups=hl_groups)
     if save_baseline == "-":
         raise UsageError("--save-baseline needs a file name", hint="use --json for the report on stdout")
     reads = [input, *map, *([baseline] if baseline else [])]
@@ -109,6 +123,8 @@ def evaluate(
         kclass_cols=tuple(prob_cols),
         classes=parse_classes(classes),
         score_cols=score_cols,
+        choice=choice,
+        diagram=diagram if plot is not None else None,
     )
     with progress.working("evaluate"):
         result = evaluation.evaluate_file(input, prob_col, map, label_col, score_col, field_col,

@@ -192,11 +192,13 @@ def partition_states(pdf, columns: list[str], label_col: str, field_col: str | N
 
 def evaluation(source: str, columns: list[tuple[str, str, str]], states: list, bad: np.ndarray, *,
                label_col: str, score_col: str, field_col: str | None, weight_col: str | None,
-               step: float | None, calbin_window: int):
+               step: float | None, calbin_window: int, choice: Any = None):
     """The `calib evaluate` report (`Evaluation`; `.to_json()` is --json) from merged states.
 
-    `columns` are (name, kind, column) as evaluated; `bad` the summed `partition_states` counts.
+    `columns` are (name, kind, column) as evaluated; `bad` the summed `partition_states` counts;
+    `choice`: the metrics (`selection.MetricChoice`; default: `--metrics default`).
     """
+    from calibcli.evaluation.selection import MetricChoice
     from calibcli.evaluation.results import EvalRow, Evaluation
 
     check_bad_rows(source, {
@@ -212,13 +214,24 @@ def evaluation(source: str, columns: list[tuple[str, str, str]], states: list, b
         raise InputError(f"{source}: no data rows")
     results = []
     for (name, kind, _), state in zip(columns, states):
-        row = EvalRow(name, kind, state.metrics(calbin_window))
+        choice = choice or MetricChoice()
+        row = EvalRow(name, kind, state.metrics(calbin_window, choice=choice))
         row.mce_count = state.mce_count()
-        row.step_bounds = state.step_bounds(calbin_window)
+        row.step_bounds = state.step_bounds(calbin_window, choice)
         results.append(row)
     return Evaluation(source, states[0].rows, states[0].positives, field_col, calbin_window, results,
                       weight_col=weight_col, step=step, label_col=label_col,
-                      score_col=score_col if any(kind == "map" for _, kind, _ in columns) else None)
+                      score_col=score_col if any(kind == "map" for _, kind, _ in columns) else None,
+                      hl_groups=(choice or MetricChoice()).hl_groups)
+
+
+def metric_choice(metrics: str, bands: int | None, seed: int, hl_groups: int):
+    """The engines' `metrics`, `bands`, `seed` and `hl_groups` arguments, checked as the CLI's."""
+    from calibcli import bounds
+    from calibcli.evaluation.selection import MetricChoice
+
+    bounds.check(bands=bands, seed=seed, hl_groups=hl_groups)
+    return MetricChoice.parse(metrics, bands=bands, seed=seed, hl_groups=hl_groups)
 
 
 def evaluate_columns(prob_cols, maps_, score_col: str, calbin_window: int) -> list[str]:

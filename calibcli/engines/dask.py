@@ -125,8 +125,10 @@ def _merge_evaluations(a, b):
 
 def evaluate(df, prob_cols=(), maps=(), *, label_col: str = "label", score_col: str = "score",
              field_col: str | None = None, weight_col: str | None = None, step: float | None = None,
-             calbin_window: int = 100):
-    """The report of `calib evaluate` (an `Evaluation`; `.to_json()` is its --json).
+             calbin_window: int = 100, metrics: str = "default", bands: int | None = None,
+             seed: int = 0, hl_groups: int = 10):
+    """The report of `calib evaluate` (an `Evaluation`; `.to_json()` is its --json);
+    `metrics`, `bands`, `seed`, `hl_groups` as `calib evaluate --metrics ...`.
 
     Each partition becomes one `EvalState` per probability column (and per map applied to
     `score_col`); the states merge pairwise in a tree of delayed tasks.
@@ -140,7 +142,8 @@ def evaluate(df, prob_cols=(), maps=(), *, label_col: str = "label", score_col: 
     states, bad = dask.compute(tree_reduce(parts, _merge_evaluations))[0]
     return engines.evaluation(SOURCE, columns, states, bad, label_col=label_col, score_col=score_col,
                               field_col=field_col, weight_col=weight_col, step=step,
-                              calbin_window=calbin_window)
+                              calbin_window=calbin_window, choice=engines.metric_choice(metrics, bands, seed,
+                                                                                        hl_groups))
 
 
 def _merge_kclass(a, b):

@@ -216,8 +216,10 @@ _KCLASS_SCHEMA = _EVAL_STATE + ", kclass_part bigint, kclass_header string, colu
 
 def evaluate(df: DataFrame, prob_cols: Sequence[str] = (), maps: Sequence[Any] = (), *,
              label_col: str = "label", score_col: str = "score", field_col: str | None = None,
-             weight_col: str | None = None, step: float | None = None, calbin_window: int = 100):
-    """The report of `calib evaluate` (an `Evaluation`; `.to_json()` is its --json).
+             weight_col: str | None = None, step: float | None = None, calbin_window: int = 100,
+             metrics: str = "default", bands: int | None = None, seed: int = 0, hl_groups: int = 10):
+    """The report of `calib evaluate` (an `Evaluation`; `.to_json()` is its --json);
+    `metrics`, `bands`, `seed`, `hl_groups` as `calib evaluate --metrics ...`.
 
     Each partition (`mapInArrow`) builds one `EvalState` per probability column (and per map,
     applied to `score_col` first) from its record batches and ships it as one Arrow row; the
@@ -257,7 +259,8 @@ def evaluate(df: DataFrame, prob_cols: Sequence[str] = (), maps: Sequence[Any] =
         states = []
     return engines.evaluation(SOURCE, columns, states, bad, label_col=label_col, score_col=score_col,
                               field_col=field_col, weight_col=weight_col, step=step,
-                              calbin_window=calbin_window)
+                              calbin_window=calbin_window, choice=engines.metric_choice(metrics, bands, seed,
+                                                                                        hl_groups))
 
 
 def evaluate_kclass(df: DataFrame, kclass_cols: Sequence[str] = (), maps: Sequence[Any] = (), *,

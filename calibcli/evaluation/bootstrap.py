@@ -61,21 +61,25 @@ def poisson_counts(state: EvalState, plan: BootstrapPlan) -> Iterator[np.ndarray
         yield rng.poisson(lam).astype(np.float64)
 
 
-def state_replicates(state: EvalState, calbin_window: int, plan: BootstrapPlan, **ece: Any
+def state_replicates(state: EvalState, calbin_window: int, plan: BootstrapPlan, choice: Any = None, **ece: Any
                      ) -> dict[str, np.ndarray]:
-    """Every metric on `plan.replicates` Poisson resamples of the rows behind `state`."""
+    """Every metric (of `selection.BASE`, or those of a `selection.MetricChoice` but its
+    p-values and tests) on `plan.replicates` Poisson resamples of the rows behind `state`."""
+    from calibcli.evaluation import selection
+
+    choice = None if choice is None else choice.without_tests()
     m = state.p.size
     y = np.concatenate([np.zeros(m), np.ones(m)])
     p = np.concatenate([state.p, state.p])
     groups = None if state.cell_field is None else np.concatenate([state.cell_field, state.cell_field])
     order = np.argsort(p, kind="stable")
-    keys = [k for k in metrics.METRICS if (groups is not None or not k.startswith("field_"))
-            and k not in metrics.INTERVAL_KEYS]
+    keys = [k for k in (selection.BASE if choice is None else choice.keys)
+            if groups is not None or not k.startswith("field_")]
     out = {k: np.full(plan.replicates, math.nan) for k in keys}
     for b, w in enumerate(poisson_counts(state, plan)):
         if w.sum() > 0:
             for k, v in compute_all(y, p, groups, calbin_window, sample_weight=w, order=order,
-                                            **ece).items():
+                                    choice=choice, **ece).items():
                 out[k][b] = v
     return out
 
@@ -137,8 +141,8 @@ def kclass_intervals(y: np.ndarray, P: np.ndarray, plan: BootstrapPlan, ece_bins
     return percentile_intervals(out, plan.level)
 
 
-def state_intervals(state: EvalState, calbin_window: int, plan: BootstrapPlan, **ece: Any
+def state_intervals(state: EvalState, calbin_window: int, plan: BootstrapPlan, choice: Any = None, **ece: Any
                     ) -> dict[str, tuple[float, float]]:
     """Seeded percentile confidence intervals of every metric, drawn from an evaluation state
-    (`ece`: the ECE/MCE bin options of `state.compute_all`)."""
-    return percentile_intervals(state_replicates(state, calbin_window, plan, **ece), plan.level)
+    (`choice`: as `state_replicates`; `ece`: the ECE/MCE bin options of `state.compute_all`)."""
+    return percentile_intervals(state_replicates(state, calbin_window, plan, choice, **ece), plan.level)

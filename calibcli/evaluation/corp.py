@@ -12,6 +12,7 @@ API::
     bands = corp.consistency_bands(p, pos_w + neg_w, rounds=100, seed=0, level=0.9, pos_w=pos_w)
     bands.x, bands.lower, bands.upper                       # pointwise band of the PAV curve
     bands.p_value                                           # corp-p (None without pos_w)
+    corp.diagram(p, pos_w, neg_w, rounds=100, seed=0)       # the curve, band and p-value, as lists
 
 - `pav_recalibration`: weighted pool-adjacent-violators of the positive rate at each
   distinct p (ties are pooled by construction), the isotonic regression of y on p.
@@ -51,11 +52,10 @@ def _positive(p, pos_w, neg_w):
 
 
 def _pav(rate: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    from scipy.optimize import isotonic_regression  # scipy.optimize loads only when asked
+    """The weighted PAV fit of `rate` (a new array; `rate` and `weight` are left as they were)."""
+    from calibcli.pava import pav_inplace
 
-    if rate.size == 0:
-        return rate.copy()
-    return isotonic_regression(rate, weights=weight, increasing=True).x
+    return pav_inplace(np.array(rate, dtype=np.float64), np.array(weight, dtype=np.float64))
 
 
 def pav_recalibration(p, pos_w, neg_w) -> np.ndarray:
@@ -81,11 +81,17 @@ def brier_of(q: np.ndarray, pos: np.ndarray, total: np.ndarray) -> float:
     return float((pos @ (1.0 - q) ** 2 + (total - pos) @ q ** 2) / total.sum())
 
 
+def _xlogy(a: np.ndarray, q: np.ndarray) -> float:
+    """sum a log q with 0 log 0 = 0 (`scipy.special.xlogy`, summed)."""
+    used = a != 0
+    if used.all():
+        return float(a @ np.log(q))
+    return float(a[used] @ np.log(q[used]))
+
+
 def log_loss_of(q: np.ndarray, pos: np.ndarray, total: np.ndarray) -> float:
     """Mean log-loss of q (0 log 0 = 0, no clipping) for `pos` positives among `total` rows."""
-    from scipy.special import xlogy
-
-    return float(-(np.sum(xlogy(pos, q)) + np.sum(xlogy(total - pos, 1.0 - q))) / total.sum())
+    return -(_xlogy(pos, q) + _xlogy(total - pos, 1.0 - q)) / float(total.sum())
 
 
 def _clipped_log_loss(p: np.ndarray, pos: np.ndarray, total: np.ndarray) -> float:
@@ -197,5 +203,25 @@ def consistency_bands(p, weights, rounds: int, seed: int, level: float = 0.9, po
     return Bands(v[idx], q[0], q[1], level, rounds, p_value)
 
 
+CURVE_POINTS = 4096  # the most points of a recalibration curve kept for a diagram
+
+
+def diagram(p, pos_w, neg_w, rounds: int, seed: int, level: float = 0.9) -> dict:
+    """What a CORP reliability diagram draws, as JSON-ready lists: the PAV recalibration
+    curve (`p`, `recalibrated`: the ends of each constant block, at most `CURVE_POINTS`),
+    the consistency band (`band_p`, `band_lower`, `band_upper`; empty without rounds), its
+    `level` and `rounds`, and the test's `p_value` (None without rounds)."""
+    v, pos, total = _positive(p, pos_w, neg_w)
+    fitted = _pav(pos / total, total)
+    change = np.flatnonzero(np.diff(fitted) != 0) if fitted.size > 1 else np.zeros(0, dtype=np.int64)
+    ends = np.unique(np.concatenate([[0, max(v.size - 1, 0)], change, change + 1])) if v.size else change
+    if ends.size > CURVE_POINTS:
+        ends = band_points(v, total, CURVE_POINTS)
+    bands = consistency_bands(v, total, rounds, seed, level, pos_w=pos)
+    return {"p": v[ends].tolist(), "recalibrated": fitted[ends].tolist(), "band_p": bands.x.tolist(),
+            "band_lower": bands.lower.tolist(), "band_upper": bands.upper.tolist(), "level": level,
+            "rounds": bands.rounds, "p_value": bands.p_value if rounds > 0 else None}
+
+
 __all__ = ["BAND_POINTS", "Bands", "DECOMPOSITION_KEYS", "band_points", "brier_of", "consistency_bands",
-           "decomposition", "log_loss_of", "pav_recalibration"]
+           "decomposition", "diagram", "log_loss_of", "pav_recalibration"]

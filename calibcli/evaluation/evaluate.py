@@ -17,6 +17,7 @@ from calibcli.evaluation.baseline import load_baseline
 from calibcli.evaluation.results import EvalRow, Evaluation
 from calibcli.evaluation.bootstrap import BootstrapPlan, state_intervals
 from calibcli.evaluation.builder import StateBuilder
+from calibcli.evaluation.selection import MetricChoice, row_metrics
 from calibcli.evaluation.state import STEP_QUANTILE, EvalState
 
 
@@ -33,6 +34,8 @@ class EvaluateOptions:
     ece_bins: int = metrics.ECE_BINS  # bins of ECE and MCE
     ece_strategy: str = "uniform"  # uniform (equal width) or quantile (equal mass) bins
     interval_cols: tuple[str, str] | None = None  # (low, high) of the one --prob-col; else <col>_low/_high
+    choice: MetricChoice = field(default_factory=MetricChoice)  # --metrics, --bands, --seed, --hl-groups
+    diagram: str | None = None  # with --plot: corp, smooth or binned (the data the figure draws)
     pos_label: str | None = None  # --pos-label: the positive value of two labels that are not 0/1
     kclass_cols: tuple[str, ...] = ()  # --prob-cols: each SPEC one K-class prediction (kclass_evaluate)
     classes: tuple[str, ...] | None = None  # --classes: the class of each --prob-cols column
@@ -112,23 +115,26 @@ def _evaluate_file(path, prob_cols, map_paths, label_col, score_col, field_col, 
         gates.check_baseline(baseline, [*prob_cols, *(io.display_name(m) for m, _ in loaded)],
                        field_col, calbin_window, opts.gates, ece_bins=opts.ece_bins,
                        ece_strategy=opts.ece_strategy, weight_col=opts.weight_col, step=opts.step,
-                       label_col=label_col, score_col=score_col if loaded else None)
+                       label_col=label_col, score_col=score_col if loaded else None,
+                       hl_groups=opts.choice.hl_groups)
     source, rows, positives, columns, bounds = _evaluation_states(
         path, fmt, label_col, score_col, prob_cols, loaded, field_col, opts)
 
     def evaluate_one(name: str, kind: str, state: EvalState) -> EvalRow:
         ece = {"ece_bins": opts.ece_bins, "ece_strategy": opts.ece_strategy}
-        row = EvalRow(name, kind, state.metrics(calbin_window, **ece))
+        values, corp_data, smooth_data = row_metrics(state, calbin_window, opts.ece_bins, opts.ece_strategy,
+                                                     opts.choice, opts.diagram)
+        row = EvalRow(name, kind, values, corp=corp_data, smooth=smooth_data)
         row.mce_count = state.mce_count(opts.ece_bins, opts.ece_strategy)
         if opts.bootstrap is not None:
-            row.intervals = state_intervals(state, calbin_window, opts.bootstrap, **ece)
+            row.intervals = state_intervals(state, calbin_window, opts.bootstrap, opts.choice, **ece)
         if opts.by_field_top is not None and state.field_names is not None:
             row.by_field = diagnostics.field_breakdown_sums(state.field_w, state.field_y, state.field_p,
                                                             state.field_names, opts.by_field_top)
         if opts.reliability_bins is not None:
             row.reliability = diagnostics.reliability_from_distribution(*state.pooled(), opts.reliability_bins)
             row.histogram = diagnostics.histogram_of_distribution(*state.pooled())
-        row.step_bounds = state.step_bounds(calbin_window)
+        row.step_bounds = state.step_bounds(calbin_window, opts.choice)
         if bounds:  # every row gets the keys (n/a without an interval), so tables stay rectangular
             row.metrics.update(bounds[name].metrics(opts.ece_bins, opts.ece_strategy) if name in bounds
                                else dict.fromkeys(intervals.KEYS))
@@ -138,7 +144,7 @@ def _evaluate_file(path, prob_cols, map_paths, label_col, score_col, field_col, 
     report = Evaluation(source, rows, positives, field_col, calbin_window, results, opts.bootstrap,
                         weight_col=opts.weight_col, step=opts.step, ece_bins=opts.ece_bins,
                         ece_strategy=opts.ece_strategy, label_col=label_col,
-                        score_col=score_col if loaded else None)
+                        score_col=score_col if loaded else None, hl_groups=opts.choice.hl_groups)
     report.gate = gates.decide(opts.gates, [(r.name, r.metrics, r.intervals) for r in results],
                                baseline, field_col)
     return report

@@ -54,6 +54,11 @@ lower_is_better = metrics.lower_is_better
 def refuse_targets(limits: Sequence["Limit"]) -> None:
     """A regression needs a direction: metrics best at a target (slope 1, z 0) take thresholds."""
     for lim in limits:
+        if metrics.ALL_METRICS[lim.metric][1] == "data":
+            name = lim.metric.replace("_", "-")
+            raise UsageError(f"--max-regression {name}: {name} is a property of the labels, not of the "
+                             "probabilities, so it has no better or worse",
+                             hint=f"bound it with --fail-above/--fail-below {name}=X instead")
         if metrics.ALL_METRICS[lim.metric][1] == "target":
             name = lim.metric.replace("_", "-")
             raise UsageError(f"--max-regression {name}: {name} is best at {metrics.TARGETS[lim.metric]:g}, "

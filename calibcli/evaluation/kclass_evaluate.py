@@ -40,6 +40,10 @@ def refuse_binary_options(prob_cols: Sequence[str], binary_maps: Sequence[str], 
                          hint="run calib evaluate once for the binary columns and once for the K-class ones")
     refused = [("--field-col", field_col), ("--step", opts.step), ("--interval-cols", opts.interval_cols),
                ("--by-field", opts.by_field_top), ("--pos-label", opts.pos_label)]
+    from calibcli.evaluation.selection import DEFAULT
+
+    if set(opts.choice.keys) - {"corp_p"} != set(DEFAULT):
+        refused.append(("--metrics", opts.choice.keys))
     for flag, value in refused:
         if value is not None:
             raise UsageError(f"{flag} applies to binary probabilities; K-class predictions do not take it")

@@ -44,7 +44,8 @@ CALBIN_WINDOW = 100
 ECE_STRATEGIES = ("uniform", "quantile")
 
 # Display name and direction of every metric, in table order: "lower" or "higher" is better,
-# or "target": best at the value in TARGETS (gates can bound it, not count a regression).
+# "target": best at the value in TARGETS, or "data": a property of the labels alone (the
+# uncertainty terms); gates can bound the last two, not count a regression.
 METRICS: dict[str, tuple[str, str]] = {
     "log_loss": ("log-loss", "lower"),
     "brier": ("Brier", "lower"),
@@ -58,6 +59,22 @@ METRICS: dict[str, tuple[str, str]] = {
     "spiegelhalter_p": ("Spiegelhalter p", "higher"),
     "field_ece": ("Field-ECE", "lower"),
     "field_rce": ("Field-RCE", "lower"),
+    # the CORP decomposition (corp.py): miscalibration, discrimination, uncertainty of each score
+    "brier_mcb": ("Brier MCB", "lower"),
+    "brier_dsc": ("Brier DSC", "higher"),
+    "brier_unc": ("Brier UNC", "data"),
+    "log_loss_mcb": ("log-loss MCB", "lower"),
+    "log_loss_dsc": ("log-loss DSC", "higher"),
+    "log_loss_unc": ("log-loss UNC", "data"),
+    "corp_p": ("CORP p", "higher"),  # with consistency bands (--bands) or asked by name
+    "smece": ("smECE", "lower"),  # smooth.py
+    "ece_debiased": ("ECE debiased", "lower"),  # gof.py, as the tests below
+    "hl_stat": ("HL", "lower"),
+    "hl_p": ("HL p", "higher"),
+    "ks": ("KS", "lower"),
+    "ks_p": ("KS p", "higher"),
+    "kuiper": ("Kuiper", "lower"),
+    "kuiper_p": ("Kuiper p", "higher"),
     "interval_width": ("interval width", "lower"),  # with interval columns (evaluation.intervals)
     "interval_coverage": ("interval coverage", "higher"),
 }

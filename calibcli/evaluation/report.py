@@ -18,7 +18,7 @@ from calibcli.console import cell, data_console
 from calibcli.evaluation.metrics import ALL_METRICS as METRICS
 
 BAR_WIDTH = 40
-_ARROWS = {"lower": "↓", "higher": "↑", "target": "◎"}  # ◎: best at its target (slope 1, z 0)
+_ARROWS = {"lower": "↓", "higher": "↑", "target": "◎", "data": "·"}  # ◎: best at its target (slope 1, z 0); ·: of the labels alone
 
 
 def _fmt(value: float | None) -> str:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from calibcli.evaluation.bootstrap import BootstrapPlan
 
 EVALUATION_FORMAT = "calibcli.evaluation"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 @dataclass
@@ -31,6 +31,8 @@ class EvalRow:
     histogram: list[int] | None = None  # with --plot: rows per p in [k/20, (k+1)/20)
     mce_count: float | None = None  # rows (weight) of the bin where MCE is reached
     classes: list[str] | None = None  # a K-class prediction: the class of each probability column
+    corp: dict[str, Any] | None = None  # with --plot (--diagram corp): `corp.diagram`
+    smooth: dict[str, Any] | None = None  # with --plot --diagram smooth: the smoothed curve
 
 
 @dataclass
@@ -49,6 +51,7 @@ class Evaluation:
     ece_strategy: str = "uniform"
     label_col: str = "label"
     score_col: str | None = None  # the score column the maps were applied to (None: no map)
+    hl_groups: int = 10  # groups of the Hosmer-Lemeshow test
 
     @property
     def headline(self) -> str:
@@ -72,9 +75,10 @@ class Evaluation:
     def to_json(self) -> dict[str, Any]:
         """The machine-readable report (`calib evaluate --json`, `--save-baseline`); NaN becomes null.
 
-        Schema (version 2; version 1 had only the keys marked *):
+        Schema (version 3; version 1 had only the keys marked *; version 3 added the metrics
+        of `selection.NEW`, `corp` and `smooth`):
 
-        - `format`: "calibcli.evaluation"; `schema_version`: 2; `calibcli_version`
+        - `format`: "calibcli.evaluation"; `schema_version`: 3; `calibcli_version`
         - `input`*, `rows`*, `positives`*, `field_col`*, `calbin_window`*
         - `results`*: one object per --prob-col and --map, in order: `name`*, `kind`*
           ("column" or "map"), `metrics`* (snake_case keys of `metrics.METRICS`, null when
@@ -84,16 +88,23 @@ class Evaluation:
           `histogram` (with --plot: rows with p in each of 20 equal-width bins, else null),
           `reliability` (with --plot: equal-mass bins {rows, mean_p, positive_rate, p_min,
           p_max}, else null), `step_bounds` (with --step: per metric, the largest possible
-          distance from its exact value: 0 where it is exact, null where it is n/a; else null),
+          distance from its exact value: 0 where it is exact, null where it is n/a or has no
+          finite bound; else null),
           `mce_count` (the rows, or weight, of the bin where MCE is reached; null when n/a),
           `classes` (a K-class prediction, `--prob-cols` or a multiclass map: the class of each
           probability column, in order; its `metrics` are the keys of
           `metrics.KCLASS_METRICS`, `histogram` and `reliability` are of the confidence
-          max_k p_k with the top label's accuracy as `positive_rate`; else null)
+          max_k p_k with the top label's accuracy as `positive_rate`; else null),
+          `corp` (with --plot and the CORP diagram: `p` and
+          `recalibrated`, the PAV curve at the ends of its constant blocks; `band_p`,
+          `band_lower`, `band_upper`, the consistency band; `level`, `rounds`, `p_value`),
+          `smooth` (with --plot --diagram smooth: `p`, `rate`, `density` of the smoothed
+          reliability curve)
         - K-class reports have `positives` null and `field_col` null
         - `weight_col`, `step`: the --weight-col and --step options (null when not given)
         - `ece_bins`, `ece_strategy`: the bins of ECE and MCE (--ece-bins, --ece-strategy)
         - `label_col`; `score_col` (the column the maps were applied to; null without --map)
+        - `hl_groups`: the groups of the Hosmer-Lemeshow test (--hl-groups)
         - `bootstrap`: {replicates, seed, level, method: "percentile", resampling: "poisson"} or null
         - `gate`: {passed, gate_on, baseline (path or null), checked, failed, checks}; each
           check is {result, metric, kind ("above", "below", "regression"), value, compared,
@@ -101,7 +112,7 @@ class Evaluation:
           options `passed` is true and `checks` is empty.
 
         Keys are only ever added within a schema version; a removal or change of meaning
-        bumps it. `--baseline` reads versions 1 and 2.
+        bumps it. `--baseline` reads versions 1 to 3.
         """
         from calibcli._version import __version__
 
@@ -121,6 +132,8 @@ class Evaluation:
                 "histogram": r.histogram,
                 "mce_count": count_json(r.mce_count),
                 "classes": r.classes,
+                "corp": r.corp,
+                "smooth": r.smooth,
             }
 
         gate = self.gate or GateReport("point", None, [])
@@ -139,6 +152,7 @@ class Evaluation:
             "ece_strategy": self.ece_strategy,
             "label_col": self.label_col,
             "score_col": self.score_col,
+            "hl_groups": self.hl_groups,
             "results": [result(r) for r in self.results],
             "bootstrap": self.bootstrap.to_json() if self.bootstrap else None,
             "gate": gate.to_json(),
@@ -243,11 +257,14 @@ _ALL = frozenset(metrics_table.ALL_METRICS)
 _BINNED = frozenset({"ece", "mce", "top_label_ece", "top_label_mce", "classwise_ece"})
 # --step keeps log-loss, Brier, ECE/MCE (equal-width bins), Spiegelhalter and the field
 # metrics exact (state.py); only these move with it.
-STEP_METRICS = frozenset({"auc", "calbin", "cal_slope", "cal_intercept"})
+STEP_METRICS = frozenset({"auc", "calbin", "cal_slope", "cal_intercept", "brier_mcb", "brier_dsc", "log_loss_mcb",
+                          "log_loss_dsc", "corp_p", "smece", "ece_debiased", "hl_stat", "hl_p", "ks", "ks_p",
+                          "kuiper", "kuiper_p"})
 GATED_SETTINGS: dict[str, GatedSetting] = {
     "field_col": GatedSetting("--field-col", frozenset({"field_ece", "field_rce"}), None),
     "calbin_window": GatedSetting("--calbin-window", frozenset({"calbin"}), metrics_table.CALBIN_WINDOW),
-    "ece_bins": GatedSetting("--ece-bins", _BINNED, metrics_table.ECE_BINS),
+    "ece_bins": GatedSetting("--ece-bins", _BINNED | {"ece_debiased"}, metrics_table.ECE_BINS),
+    "hl_groups": GatedSetting("--hl-groups", frozenset({"hl_stat", "hl_p"}), 10),
     "ece_strategy": GatedSetting("--ece-strategy", _BINNED, "uniform"),
     "weight_col": GatedSetting("--weight-col", _ALL, None),
     "step": GatedSetting("--step", STEP_METRICS, None),

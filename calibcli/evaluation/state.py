@@ -149,8 +149,9 @@ class EvalState:
                 np.add.reduceat(n1, starts) if starts.size else n1)
 
     def metrics(self, calbin_window: int = _metrics.CALBIN_WINDOW, ece_bins: int = _metrics.ECE_BINS,
-                ece_strategy: str = "uniform") -> dict[str, float]:
-        """Every metric, in `metrics.METRICS` order (field metrics when the state has fields).
+                ece_strategy: str = "uniform", choice: Any = None) -> dict[str, float]:
+        """Every metric, in `metrics.METRICS` order (field metrics when the state has fields):
+        those of `selection.BASE`, or with `choice` (a `selection.MetricChoice`) the chosen ones.
 
         With `step`, the metrics that read the distribution of p come from exact row sums
         instead where they can (ECE and MCE of equal-width bins, Spiegelhalter), AUC and
@@ -159,10 +160,11 @@ class EvalState:
         gives and no useful bound covers, are n/a (NaN)."""
         _metrics.check_window(calbin_window)
         nan = float("nan")
+        from calibcli.evaluation import selection
+
+        chosen = selection.BASE if choice is None else choice.keys
         if self.weight <= 0:
-            keys = [k for k in _metrics.METRICS if (self.field_names is not None or not k.startswith("field_"))
-                    and k not in _metrics.INTERVAL_KEYS]
-            return {k: nan for k in keys}
+            return {k: nan for k in chosen if self.field_names is not None or not k.startswith("field_")}
         v, n0, n1 = self.pooled()
         with np.errstate(all="ignore"):
             out = {
@@ -180,7 +182,9 @@ class EvalState:
                 sums = (self.field_w, self.field_y, self.field_p)
                 out["field_ece"] = _metrics.field_ece_from_sums(*sums)
                 out["field_rce"] = _metrics.field_rce_from_sums(*sums)
-        return {k: out[k] for k in _metrics.METRICS if k in out}
+            if choice is not None:
+                out.update(selection.new_metrics(v, n0, n1, choice, ece_bins, out["brier"], out["log_loss"]))
+        return {k: out[k] for k in chosen if k in out}
 
     def _ece(self, v: np.ndarray, n0: np.ndarray, n1: np.ndarray, bins: int, strategy: str) -> float:
         """ECE of exact p: from the row sums for the default 10 equal-width bins (what every
@@ -212,7 +216,8 @@ class EvalState:
         keep = self.ece_w > 0
         return _metrics.mce_bin_weight(self.ece_w[keep], np.abs(self.ece_p[keep] - self.ece_y[keep]) / self.ece_w[keep])
 
-    def step_bounds(self, calbin_window: int = _metrics.CALBIN_WINDOW) -> dict[str, float | None] | None:
+    def step_bounds(self, calbin_window: int = _metrics.CALBIN_WINDOW, choice: Any = None
+                    ) -> dict[str, float | None] | None:
         """With `step`: how far each metric may be from its exact value (None without step).
 
         0 for the metrics computed from exact sums (log-loss, Brier, ECE and MCE of
@@ -222,7 +227,9 @@ class EvalState:
         (2 N0 N1). CalBin: each p moves by at most step/2, and a window's pooled positive
         rate only through the buckets cut by its two ends, each by at most half its rows,
         so |error| <= step/2 + min(1, c_max / s) with c_max the most rows (weight) in one
-        bucket. docs/algorithms.md has the derivation.
+        bucket. docs/algorithms.md has the derivation. Of the metrics a `choice` adds, the
+        uncertainty terms are exact (0); the others read the bucketed distribution and have
+        no finite bound here (None; the README says how each moves).
         """
         if self.step is None:
             return None
@@ -232,12 +239,14 @@ class EvalState:
         c_max = float((n0 + n1).max()) if v.size else 0.0
         s = min(float(calbin_window), max(self.weight, 1.0))
         # the bounds are inflated by a relative 1e-9 (AUC) and a few ulps (p / step rounding)
-        bounds: dict[str, float | None] = {k: 0.0 for k in _metrics.METRICS if k not in _metrics.INTERVAL_KEYS}
+        from calibcli.evaluation import selection
+
+        bounds: dict[str, float | None] = {k: 0.0 for k in selection.BASE}
         bounds.update(auc=auc, calbin=self.step / 2 * (1 + 1e-12) + 1e-15 + min(1.0, c_max / s),
                       cal_slope=None, cal_intercept=None)
-        if self.field_names is None:
-            del bounds["field_ece"], bounds["field_rce"]
-        return bounds
+        bounds.update({k: 0.0 if k.endswith("_unc") else None for k in selection.NEW})
+        return {k: bounds[k] for k in (selection.BASE if choice is None else choice.keys)
+                if self.field_names is not None or not k.startswith("field_")}
 
     # ------------------------------------------------------------------------ Arrow
 
@@ -291,10 +300,10 @@ class EvalState:
 
 def compute_all(y: np.ndarray, p: np.ndarray, groups: Any = None, calbin_window: int = _metrics.CALBIN_WINDOW,
                 sample_weight: Any = None, order: np.ndarray | None = None, ece_bins: int = _metrics.ECE_BINS,
-                ece_strategy: str = "uniform") -> dict[str, float]:
+                ece_strategy: str = "uniform", choice: Any = None) -> dict[str, float]:
     """Every metric of rows in memory, in `metrics.METRICS` order: the `EvalState` of the rows,
     read by `EvalState.metrics`. `groups`: integer field codes (or a `(codes, names)` pair),
-    for the field metrics; `order`: an argsort of p if known. Degenerate input (no weight,
+    for the field metrics; `order`: an argsort of p if known; `choice`: as `EvalState.metrics`. Degenerate input (no weight,
     one class) gives NaN for what is undefined, silently."""
     _metrics.check_window(calbin_window)
     if groups is not None and not isinstance(groups, tuple):
@@ -303,7 +312,7 @@ def compute_all(y: np.ndarray, p: np.ndarray, groups: Any = None, calbin_window:
     with np.errstate(all="ignore"):
         state = EvalState.from_arrays(y, p, groups, sample_weight, distribution=False)
         state.p, state.n0, state.n1 = _metrics.distribution(np.asarray(y, dtype=np.float64).ravel(), np.asarray(p, dtype=np.float64).ravel(), sample_weight, order)
-        return state.metrics(calbin_window, ece_bins, ece_strategy)
+        return state.metrics(calbin_window, ece_bins, ece_strategy, choice)
 
 
 # ---------------------------------------------------------------------------- helpers

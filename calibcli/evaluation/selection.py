@@ -1,0 +1,142 @@
+"""Which metrics `calib evaluate` computes and shows (`--metrics`), and the metrics beyond the
+original set, read off an evaluation state: the CORP decomposition and test (`corp.py`),
+the smooth ECE (`smooth.py`), the debiased ECE, Hosmer-Lemeshow, KS and Kuiper (`gof.py`).
+
+Each costs at most a pass over the distinct p (PAV is linear on them), except `corp_p`,
+which refits PAV once per resampling round (`--bands N`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from calibcli.errors import UsageError
+from calibcli.evaluation import metrics
+
+DECOMPOSITION = ("brier_mcb", "brier_dsc", "brier_unc", "log_loss_mcb", "log_loss_dsc", "log_loss_unc")
+EXTRA = ("corp_p", "smece", "ece_debiased", "hl_stat", "hl_p", "ks", "ks_p", "kuiper", "kuiper_p")
+NEW = DECOMPOSITION + EXTRA
+# The metrics of the first releases, in table order (field metrics only with --field-col).
+BASE = tuple(k for k in metrics.METRICS if k not in NEW and k not in metrics.INTERVAL_KEYS)
+DEFAULT = BASE + DECOMPOSITION
+ALL = BASE + NEW
+# p-values and resampling tests get no bootstrap interval (an interval of a p-value says nothing)
+NO_INTERVAL = frozenset({"corp_p", "hl_p", "ks_p", "kuiper_p"})
+BANDS_WITH_PLOT = 100  # rounds of the consistency bands when --plot is asked and --bands is not
+CORP_ROUNDS = 100  # rounds of corp-p asked for by name without --bands
+HL_GROUPS = 10
+
+
+@dataclass(frozen=True)
+class MetricChoice:
+    """The metrics a run computes (`keys`, in table order) and the settings of the new ones."""
+
+    keys: tuple[str, ...] = DEFAULT
+    bands: int = 0  # resampling rounds of the consistency bands and corp-p (0: none)
+    seed: int = 0
+    hl_groups: int = HL_GROUPS
+
+    @classmethod
+    def parse(cls, text: str | None = None, *, required: Iterable[str] = (), bands: int | None = None,
+              plot: bool = False, seed: int = 0, hl_groups: int = HL_GROUPS) -> "MetricChoice":
+        """`--metrics TEXT` ("default", "all", or a comma list of names, which may include
+        "default"); `required`: metrics a gate reads (always computed). `bands`: --bands
+        (None: `BANDS_WITH_PLOT` rounds with --plot, else none); corp-p is computed when
+        bands are, or when named (then with `CORP_ROUNDS` rounds unless --bands says)."""
+        if bands is not None and bands < 0:
+            raise UsageError(f"--bands must be 0 or more, got {bands}")
+        if hl_groups < 3:
+            raise UsageError(f"--hl-groups must be at least 3 (the test has groups - 2 degrees of freedom), "
+                             f"got {hl_groups}")
+        rounds = (BANDS_WITH_PLOT if plot else 0) if bands is None else bands
+        named: set[str] = set()
+        chosen: set[str] = set()
+        for word in ("default" if text is None else text).split(","):
+            word = word.strip()
+            if word.lower() in ("default", "all"):
+                chosen.update(DEFAULT if word.lower() == "default" else ALL)
+                continue
+            key = word.lower().replace("-", "_")
+            if key not in metrics.METRICS or key in metrics.INTERVAL_KEYS:
+                names = ", ".join(k.replace("_", "-") for k in ALL)
+                raise UsageError(f"--metrics: unknown metric {word!r}", hint=f"default, all, or of: {names}")
+            named.add(key)
+        chosen |= named | set(required)
+        if "corp_p" in named | set(required) and rounds == 0:
+            if bands == 0:
+                raise UsageError("corp-p is a resampling test: it needs --bands N with N > 0")
+            rounds = CORP_ROUNDS
+        if rounds > 0:
+            chosen.add("corp_p")
+        else:
+            chosen.discard("corp_p")
+        return cls(tuple(k for k in ALL if k in chosen), rounds, seed, hl_groups)
+
+    def wants(self, *keys: str) -> bool:
+        return any(k in self.keys for k in keys)
+
+    def without_tests(self) -> "MetricChoice":
+        """The same choice less the p-values and resampling tests (what a bootstrap replicates)."""
+        return MetricChoice(tuple(k for k in self.keys if k not in NO_INTERVAL), 0, self.seed, self.hl_groups)
+
+
+def new_metrics(v, n0, n1, choice: MetricChoice, ece_bins: int, brier: float, log_loss: float
+                ) -> dict[str, float]:
+    """The chosen metrics of `NEW` from a distribution of p (ascending distinct p `v`, the
+    weight n0 of negatives and n1 of positives at each) and the exact mean Brier score and
+    log-loss."""
+    from calibcli.evaluation import corp, gof, smooth
+
+    out: dict[str, float] = {}
+    if choice.wants(*DECOMPOSITION):
+        out.update(corp.decomposition(v, n1, n0, brier, log_loss))
+    if choice.wants("corp_p"):
+        out["corp_p"] = corp_test(v, n0, n1, choice)
+    if choice.wants("smece"):
+        out["smece"] = smooth.smece(v, n0, n1)[0]
+    if choice.wants("ece_debiased"):
+        out["ece_debiased"] = gof.ece_debiased(v, n0, n1, ece_bins)
+    if choice.wants("hl_stat", "hl_p"):
+        out["hl_stat"], out["hl_p"] = gof.hosmer_lemeshow(v, n0, n1, choice.hl_groups)
+    if choice.wants("ks", "ks_p", "kuiper", "kuiper_p"):
+        out.update(gof.cumulative_tests(v, n0, n1))
+    return out
+
+
+def row_metrics(state, calbin_window: int, ece_bins: int, ece_strategy: str, choice: MetricChoice,
+                diagram: str | None = None) -> tuple[dict[str, float], dict | None, dict | None]:
+    """(metrics, CORP diagram data, smooth diagram data) of one state: `diagram` "corp" adds
+    the PAV curve and its consistency band (whose resamples also give corp-p, so they are
+    drawn once), "smooth" the smoothed curve (`smooth.smooth_curve`); None, "binned": neither."""
+    from calibcli.evaluation import corp, smooth
+
+    resample = diagram == "corp" and choice.bands > 0 and "corp_p" in choice.keys
+    if resample:
+        choice_now = MetricChoice(choice.keys, 0, choice.seed, choice.hl_groups)
+        values = state.metrics(calbin_window, ece_bins, ece_strategy, choice_now)
+    else:
+        values = state.metrics(calbin_window, ece_bins, ece_strategy, choice)
+    v, n0, n1 = state.pooled()
+    corp_data = smooth_data = None
+    if diagram == "corp" and v.size and state.weight > 0:
+        corp_data = corp.diagram(v, n1, n0, choice.bands, choice.seed)
+        if resample:
+            values["corp_p"] = corp_data["p_value"]
+    if diagram == "smooth" and v.size and state.weight > 0:
+        t, rate, density = smooth.smooth_curve(v, n0, n1)
+        smooth_data = {"p": t.tolist(), "rate": rate.tolist(), "density": density.tolist()}
+    return values, corp_data, smooth_data
+
+
+def corp_test(v, n0, n1, choice: MetricChoice) -> float:
+    from calibcli.evaluation import corp
+    from calibcli.pooling import as_weights
+
+    pos = as_weights(n1)
+    bands = corp.consistency_bands(v, as_weights(n0) + pos, choice.bands, choice.seed, pos_w=pos, points=2)
+    return float("nan") if bands.p_value is None else bands.p_value
+
+
+__all__ = ["ALL", "BASE", "DECOMPOSITION", "DEFAULT", "EXTRA", "MetricChoice", "NEW", "NO_INTERVAL",
+           "new_metrics"]
