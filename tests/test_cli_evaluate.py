@@ -71,7 +71,8 @@ def test_json_report_carries_the_gate_result(scores):
     assert doc["format"] == "calibcli.evaluation" and doc["schema_version"] == 3
     assert set(doc["results"][0]["metrics"]) == {"log_loss", "brier", "auc", "ece", "mce", "calbin", "cal_slope",
                                                  "cal_intercept", "spiegelhalter_z", "spiegelhalter_p",
-                                                 "field_ece", "field_rce"}
+                                                 "field_ece", "field_rce", "brier_mcb", "brier_dsc",
+                                                 "brier_unc", "log_loss_mcb", "log_loss_dsc", "log_loss_unc"}
     gate = doc["gate"]
     assert gate["passed"] is False and gate["checked"] == 1
     (failed,) = gate["failed"]

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from calibcli.evaluation import gof, smooth
+from calibcli.evaluation.prefix import Prefix
 from calibcli.evaluation.state import EvalState
 
 
@@ -65,8 +66,7 @@ def test_ece_debiased_equals_uncertainty_calibration(n, seed, power, decimals, b
 def test_ece_debiased_edges_are_get_equal_bins():
     calibration = pytest.importorskip("calibration")
     y, p = _data(997, 8, decimals=2)
-    v, n0, n1 = _dist(y, p)
-    np.testing.assert_array_equal(gof.equal_mass_edges(v, n0 + n1, 10), calibration.get_equal_bins(p, 10))
+    np.testing.assert_array_equal(gof.equal_mass_edges(Prefix(*_dist(y, p)), 10), calibration.get_equal_bins(p, 10))
 
 
 def test_ece_debiased_removes_the_plug_in_bias_on_calibrated_data():
@@ -77,7 +77,7 @@ def test_ece_debiased_removes_the_plug_in_bias_on_calibrated_data():
         y = (rng.uniform(size=p.size) < p).astype(int)
         v, n0, n1 = _dist(y, p)
         debiased.append(gof.debiased_squared_error(v, n0, n1, 10))
-        edges = gof.equal_mass_edges(v, n0 + n1, 10)
+        edges = gof.equal_mass_edges(Prefix(v, n0, n1), 10)
         k = np.searchsorted(edges, p)
         plugin.append(sum(np.mean(k == b) * (p[k == b].mean() - y[k == b].mean()) ** 2 for b in np.unique(k)))
     se = np.std(debiased) / math.sqrt(len(debiased))
@@ -206,3 +206,19 @@ def test_chi2_sf_equals_scipy(df):
 
     for x in (0.0, 0.01, 0.5, df * 0.7, df, df * 1.6, df + 40.0, 500.0):
         assert gof.chi2_sf(x, df) == pytest.approx(chi2.sf(x, df), rel=1e-10, abs=1e-300)
+
+
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 70001])
+def test_prefix_reads_equal_cumulative_sums(n):
+    rng = np.random.default_rng(n)
+    v = np.sort(rng.random(n))
+    n1, n0 = rng.integers(0, 3, n).astype(np.uint8), rng.integers(0, 2, n).astype(np.uint8)
+    pre = Prefix(v, n0, n1)
+    m = n0 + n1.astype(float)
+    idx = np.concatenate([rng.integers(0, n + 1, 40), [0, n]])
+    for key, terms in {"m": m, "y": n1.astype(float), "mp": m * v, "mpp": m * v * v, "yp": n1 * v}.items():
+        np.testing.assert_allclose(pre.at(idx)[key], np.concatenate([[0], np.cumsum(terms)])[idx], rtol=1e-12,
+                                   atol=1e-9)
+    q = np.concatenate([rng.uniform(-1, m.sum() + 2, 40), np.cumsum(m)[rng.integers(0, n, 20)]])
+    for side in ("left", "right"):
+        np.testing.assert_array_equal(pre.rank(q, side), np.searchsorted(np.cumsum(m), q, side))

@@ -52,10 +52,10 @@ def _positive(p, pos_w, neg_w):
 
 
 def _pav(rate: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """The weighted PAV fit of `rate` (a new array; `rate` and `weight` are left as they were)."""
+    """The weighted PAV fit of `rate`, written over `rate` (`weight` is left as it was)."""
     from calibcli.pava import pav_inplace
 
-    return pav_inplace(np.array(rate, dtype=np.float64), np.array(weight, dtype=np.float64))
+    return pav_inplace(rate, np.array(weight, dtype=np.float64))
 
 
 def pav_recalibration(p, pos_w, neg_w) -> np.ndarray:
@@ -112,11 +112,15 @@ def decomposition(p, pos_w, neg_w, brier: float | None = None, log_loss: float |
     rate = float(pos.sum() / total.sum())
     ybar = np.array([rate])
     one = np.array([pos.sum()]), np.array([total.sum()])
+    # p-hat is constant on each PAV block: score the blocks, not the entries
+    starts = np.concatenate([[0], np.flatnonzero(fitted[1:] != fitted[:-1]) + 1])
+    blocks = fitted[starts], np.add.reduceat(pos, starts), np.add.reduceat(total, starts)
+    del fitted
     out = {}
     for name, score, s_p in (("brier", brier_of, brier if brier is not None else brier_of(v, pos, total)),
                              ("log_loss", log_loss_of,
                               log_loss if log_loss is not None else _clipped_log_loss(v, pos, total))):
-        s_hat, unc = score(fitted, pos, total), score(ybar, *one)
+        s_hat, unc = score(*blocks), score(ybar, *one)
         out[f"{name}_mcb"], out[f"{name}_dsc"], out[f"{name}_unc"] = s_p - s_hat, unc - s_hat, unc
     return out
 

@@ -29,74 +29,76 @@ import math
 
 import numpy as np
 
+from calibcli import pooling
+from calibcli.evaluation.prefix import Prefix
 from calibcli.pooling import as_weights
 
 HL_GROUPS = 10
 _EPS = float(np.finfo(np.float64).eps)
 
 
-def _rows(n0, n1) -> tuple[np.ndarray, np.ndarray]:
-    pos = as_weights(n1)
-    return as_weights(n0) + pos, pos
+def _prefix(p, n0, n1, prefix: Prefix | None) -> Prefix:
+    return prefix if prefix is not None else Prefix(p, n0, n1)
 
 
-def equal_mass_edges(v: np.ndarray, mass: np.ndarray, bins: int) -> np.ndarray:
-    """The bin edges of `calibration.get_equal_bins` for rows at distinct p `v` (whole-number
-    `mass`; other weights split the total weight into equal parts)."""
-    cum = np.cumsum(mass)
-    total = float(cum[-1])
-    whole = float(total).is_integer() and np.array_equal(mass, np.rint(mass))
+def _whole(n0, n1) -> bool:
+    """Whether every count is a whole number (always for integer arrays: unweighted states)."""
+    if np.issubdtype(np.asarray(n0).dtype, np.integer) and np.issubdtype(np.asarray(n1).dtype, np.integer):
+        return True
+    return all(bool(np.all(np.mod(as_weights(a[lo:lo + pooling.CHUNK]), 1.0) == 0))
+               for a in (n0, n1) for lo in range(0, len(a), pooling.CHUNK))
+
+
+def equal_mass_edges(pre: Prefix, bins: int, whole: bool = True) -> np.ndarray:
+    """The bin edges of `calibration.get_equal_bins` for the rows of a distribution (`whole`
+    counts; otherwise the total weight is split into equal parts)."""
+    total = pre.total["m"]
+    v = pre.v
     if whole:
-        n = int(total)
+        n = int(round(total))
         bins = min(bins, n)
         q, rem = divmod(n, bins)
         starts = np.arange(1, bins) * q + np.minimum(np.arange(1, bins), rem)
     else:
         starts = np.arange(1, bins) * (total / bins)
-    last = v[np.minimum(np.searchsorted(cum, starts, side="left"), v.size - 1)]
-    first = v[np.minimum(np.searchsorted(cum, starts, side="right"), v.size - 1)]
+    last = v[np.minimum(pre.rank(starts, "left"), v.size - 1)]
+    first = v[np.minimum(pre.rank(starts, "right"), v.size - 1)]
     return np.unique(np.concatenate([(last + first) / 2.0, [1.0]]))
 
 
-def ece_debiased(p, n0, n1, bins: int) -> float:
+def ece_debiased(p, n0, n1, bins: int, prefix: Prefix | None = None) -> float:
     """sqrt of Kumar et al.'s debiased squared L2 calibration error over equal-mass bins."""
-    squared = debiased_squared_error(p, n0, n1, bins)
+    squared = debiased_squared_error(p, n0, n1, bins, prefix)
     return math.sqrt(max(squared, 0.0)) if squared == squared else squared
 
 
-def debiased_squared_error(p, n0, n1, bins: int) -> float:
+def debiased_squared_error(p, n0, n1, bins: int, prefix: Prefix | None = None) -> float:
     """Kumar et al.'s debiased estimate of the squared L2 calibration error, not clipped at 0
     (unbiased per bin: its mean over data sets of a calibrated forecast is near 0)."""
-    v = np.asarray(p, dtype=np.float64)
-    mass, pos = _rows(n0, n1)
-    keep = mass > 0
-    v, mass, pos = v[keep], mass[keep], pos[keep]
-    if v.size == 0:
+    pre = _prefix(p, n0, n1, prefix)
+    if pre.v.size == 0 or not pre.total["m"] > 0:
         return float("nan")
-    edges = equal_mass_edges(v, mass, bins)
-    k = np.searchsorted(edges, v, side="left")
-    nb = np.bincount(k, mass, minlength=edges.size)
-    sp = np.bincount(k, mass * v, minlength=edges.size)
-    sy = np.bincount(k, pos, minlength=edges.size)
+    edges = equal_mass_edges(pre, bins, _whole(n0, n1))
+    sums = pre.between(np.concatenate([[0], np.searchsorted(pre.v, edges, side="right")]))
+    nb, sp, sy = sums["m"], sums["mp"], sums["y"]
     ok = nb >= 2
     nb, sp, sy = nb[ok], sp[ok], sy[ok]
     ybar = sy / nb
     err = (sp / nb - ybar) ** 2 - ybar * (1 - ybar) / (nb - 1)
-    return float(np.dot(nb / mass.sum(), err))
+    return float(np.dot(nb / pre.total["m"], err))
 
 
-def hosmer_lemeshow(p, n0, n1, groups: int = HL_GROUPS) -> tuple[float, float]:
+def hosmer_lemeshow(p, n0, n1, groups: int = HL_GROUPS, prefix: Prefix | None = None) -> tuple[float, float]:
     """(C statistic, p-value) of the Hosmer-Lemeshow test over `groups` equal-mass groups."""
-    v = np.asarray(p, dtype=np.float64)
-    mass, pos = _rows(n0, n1)
-    total = float(mass.sum())
-    if v.size == 0 or total <= 0:
+    pre = _prefix(p, n0, n1, prefix)
+    total = pre.total["m"]
+    if pre.v.size == 0 or not total > 0:
         return float("nan"), float("nan")
-    before = np.cumsum(mass) - mass
-    g = np.minimum((before * groups / total).astype(np.int64), groups - 1)
-    n = np.bincount(g, mass, minlength=groups)
-    obs = np.bincount(g, pos, minlength=groups)
-    exp = np.bincount(g, mass * v, minlength=groups)
+    # an entry is in group g = floor(weight before it * groups / total): group k starts at the
+    # first entry whose weight before reaches k total / groups
+    cuts = np.minimum(pre.rank(np.arange(1, groups) * (total / groups), "left") + 1, pre.v.size)
+    sums = pre.between(np.concatenate([[0], cuts, [pre.v.size]]))
+    n, obs, exp = sums["m"], sums["y"], sums["mp"]
     ok = (n > 0) & (exp > 0) & (exp < n)
     df = int(np.count_nonzero(n > 0)) - 2
     if df < 1:
@@ -143,15 +145,23 @@ def kuiper_cdf(x: float) -> float:
 def cumulative_tests(p, n0, n1) -> dict[str, float]:
     """`ks`, `kuiper` and their p-values `ks_p`, `kuiper_p` (NaN without variance)."""
     v = np.asarray(p, dtype=np.float64)
-    mass, pos = _rows(n0, n1)
-    total = float(mass.sum())
     nan = float("nan")
-    var = float(mass @ (v * (1 - v))) if v.size else 0.0
+    total = var = carry = 0.0
+    hi, lo = -math.inf, math.inf
+    for start in range(0, v.size, pooling.CHUNK):  # one chunked pass: running sum, its extremes, the variance
+        x = v[start:start + pooling.CHUNK]
+        y = as_weights(n1[start:start + pooling.CHUNK])
+        m = as_weights(n0[start:start + pooling.CHUNK]) + y
+        mp = m * x
+        total += float(m.sum())
+        var += float(mp.sum() - mp @ x)
+        steps = np.cumsum(y - mp)
+        steps += carry
+        carry = float(steps[-1])
+        hi, lo = max(hi, float(steps.max())), min(lo, float(steps.min()))
     if total <= 0 or not var > 0:
         return {"ks": nan, "kuiper": nan, "ks_p": nan, "kuiper_p": nan}
-    steps = np.cumsum(pos - mass * v) / total
-    sigma = math.sqrt(var) / total
-    hi, lo = float(steps.max()), float(steps.min())
+    sigma = math.sqrt(var)  # the running sums are not divided by the total: the ratio is the same
     ks = max(hi, -lo) / sigma
     kuiper = (hi - lo) / sigma
     return {"ks": ks, "kuiper": kuiper, "ks_p": _unit(1 - ks_cdf(ks)), "kuiper_p": _unit(1 - kuiper_cdf(kuiper))}

@@ -87,18 +87,21 @@ def new_metrics(v, n0, n1, choice: MetricChoice, ece_bins: int, brier: float, lo
     weight n0 of negatives and n1 of positives at each) and the exact mean Brier score and
     log-loss."""
     from calibcli.evaluation import corp, gof, smooth
+    from calibcli.evaluation.prefix import Prefix
 
     out: dict[str, float] = {}
     if choice.wants(*DECOMPOSITION):
         out.update(corp.decomposition(v, n1, n0, brier, log_loss))
     if choice.wants("corp_p"):
         out["corp_p"] = corp_test(v, n0, n1, choice)
+    # one pass of running sums serves smECE's grids, the debiased ECE's bins and HL's groups
+    pre = Prefix(v, n0, n1) if choice.wants("smece", "ece_debiased", "hl_stat", "hl_p") else None
     if choice.wants("smece"):
-        out["smece"] = smooth.smece(v, n0, n1)[0]
+        out["smece"] = smooth.smece(v, n0, n1, pre)[0]
     if choice.wants("ece_debiased"):
-        out["ece_debiased"] = gof.ece_debiased(v, n0, n1, ece_bins)
+        out["ece_debiased"] = gof.ece_debiased(v, n0, n1, ece_bins, pre)
     if choice.wants("hl_stat", "hl_p"):
-        out["hl_stat"], out["hl_p"] = gof.hosmer_lemeshow(v, n0, n1, choice.hl_groups)
+        out["hl_stat"], out["hl_p"] = gof.hosmer_lemeshow(v, n0, n1, choice.hl_groups, pre)
     if choice.wants("ks", "ks_p", "kuiper", "kuiper_p"):
         out.update(gof.cumulative_tests(v, n0, n1))
     return out

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from calibcli.pooling import as_weights
+from calibcli.evaluation.prefix import Prefix
 
 DENSITY_EPS = 1e-4  # relplot's BaseKernelMixin.smooth
 MESH_POINTS = 200  # relplot.config.smECE_mesh_pts and plot_mesh_pts
@@ -28,14 +28,27 @@ SIGMA_EPS = 0.001  # relplot.smECE's eps
 REFINE = 10
 
 
-def _grid(v: np.ndarray, values: tuple[np.ndarray, ...], points: int) -> list[np.ndarray]:
-    """Spread each of `values` at p = `v` linearly onto `points` equally spaced points of [0, 1]."""
-    scaled = v * (points - 1)
-    bins = scaled.astype(np.int64).clip(0, points - 2)
-    frac = scaled - bins
-    del scaled
-    return [np.bincount(bins, (1 - frac) * a, minlength=points) + np.bincount(bins + 1, frac * a, minlength=points)
-            for a in values]
+def _grid(pre: Prefix, values: tuple[tuple[str, str, str, str], ...], points: int) -> list[np.ndarray]:
+    """Spread quantities of a distribution linearly onto `points` equally spaced points of
+    [0, 1], as relplot's `smooth_round_to_grid`: an entry at p in cell b = floor(p (points - 1))
+    gives a (1 - frac) to point b and a frac to point b + 1, frac = p (points - 1) - b. Per
+    cell that is sum a and sum a p, so the spread reads them off running sums; each value is
+    (a, a p) as sums `plus` minus `minus` of `prefix.QUANTITIES` (minus may be "")."""
+    v = pre.v
+    scale = points - 1
+    cuts = np.searchsorted(v, np.arange(1, points - 1) / scale, side="left")
+    sums = pre.between(np.concatenate([[0], cuts, [v.size]]))
+    b = np.arange(points - 1, dtype=np.float64)
+    out = []
+    for plus, minus, plus_p, minus_p in values:
+        a = sums[plus] - (sums[minus] if minus else 0.0)
+        ap = sums[plus_p] - (sums[minus_p] if minus_p else 0.0)
+        right = scale * ap - b * a
+        grid = np.zeros(points)
+        grid[:-1] += a - right
+        grid[1:] += right
+        out.append(grid)
+    return out
 
 
 def _smooth_grid(grid: np.ndarray, x_eval: np.ndarray, sigma: float) -> np.ndarray:
@@ -57,17 +70,22 @@ def _smooth_grid(grid: np.ndarray, x_eval: np.ndarray, sigma: float) -> np.ndarr
     return smooth[idx] * (1 - resid) + smooth[idx + 1] * resid
 
 
-class _Spread:
-    """The residuals and the mass of a distribution spread onto relplot's grids, each grid
-    size computed once (the bisection visits a few sizes, the distribution may be large)."""
+RESIDUAL = ("mp", "y", "mpp", "yp")  # sum m p - y, and times p
+MASS = ("m", "", "mp", "")
+POSITIVES = ("y", "", "yp", "")
 
-    def __init__(self, v: np.ndarray, *values: np.ndarray):
-        self.v, self.values, self.grids = v, values, {}
+
+class _Spread:
+    """Two quantities of a distribution spread onto relplot's grids, each grid size computed
+    once (the bisection visits a few sizes, the distribution may be large)."""
+
+    def __init__(self, pre: Prefix, *values: tuple[str, str, str, str]):
+        self.pre, self.values, self.grids = pre, values, {}
 
     def smoothed(self, k: int, x_eval: np.ndarray, sigma: float) -> np.ndarray:
         points = max(2000, round(20 / sigma)) // 2 + 1
         if points not in self.grids:
-            self.grids[points] = _grid(self.v, self.values, points)
+            self.grids[points] = _grid(self.pre, self.values, points)
         return _smooth_grid(self.grids[points][k], x_eval, sigma)
 
     def at_sigma(self, sigma: float) -> float:
@@ -78,25 +96,22 @@ class _Spread:
         return float(np.sum(np.abs(rs) * dens) / np.sum(dens))
 
 
-def _parts(p, n0, n1):
-    v = np.asarray(p, dtype=np.float64)
-    pos = as_weights(n1)
-    mass = as_weights(n0) + pos
-    return v, mass * v - pos, mass
+def _prefix(p, n0, n1, prefix: Prefix | None) -> Prefix:
+    return prefix if prefix is not None else Prefix(p, n0, n1)
 
 
-def smece_at(p, n0, n1, sigma: float) -> float:
+def smece_at(p, n0, n1, sigma: float, prefix: Prefix | None = None) -> float:
     """smECE_σ at a fixed bandwidth (`relplot.smECE_sigma`)."""
-    v, resid, mass = _parts(p, n0, n1)
-    return _Spread(v, resid, mass).at_sigma(sigma) if v.size else float("nan")
+    pre = _prefix(p, n0, n1, prefix)
+    return _Spread(pre, RESIDUAL, MASS).at_sigma(sigma) if pre.v.size else float("nan")
 
 
-def smece(p, n0, n1) -> tuple[float, float]:
+def smece(p, n0, n1, prefix: Prefix | None = None) -> tuple[float, float]:
     """(smECE, σ): the smooth ECE at the bandwidth where smECE_σ = σ (`relplot.smECE`)."""
-    v, resid, mass = _parts(p, n0, n1)
-    if v.size == 0 or mass.sum() <= 0:
+    pre = _prefix(p, n0, n1, prefix)
+    if pre.v.size == 0 or not pre.total["m"] > 0:
         return float("nan"), float("nan")
-    spread = _Spread(v, resid, mass)
+    spread = _Spread(pre, RESIDUAL, MASS)
 
     def wide_enough(sigma: float) -> bool:
         return sigma < SIGMA_EPS or sigma < spread.at_sigma(sigma)
@@ -119,16 +134,16 @@ def smooth_curve(p, n0, n1, sigma: float | None = None, points: int = MESH_POINT
     """(t, smoothed positive rate at t, density of p at t) on `points` equally spaced t, with
     the smECE bandwidth unless `sigma` is given: the curve of the smooth reliability diagram
     (`--diagram smooth`). The density integrates to about 1 over [0, 1]."""
-    v, _, mass = _parts(p, n0, n1)
+    pre = Prefix(p, n0, n1)
     if sigma is None:
-        sigma = smece(p, n0, n1)[1]
+        sigma = smece(p, n0, n1, pre)[1]
     t = np.linspace(0, 1, points)
-    if v.size == 0 or not sigma == sigma:
+    if pre.v.size == 0 or not sigma == sigma:
         return t, np.full(points, np.nan), np.zeros(points)
-    spread = _Spread(v, as_weights(n1), mass)
+    spread = _Spread(pre, POSITIVES, MASS)
     dens = spread.smoothed(1, t, sigma)
     rate = spread.smoothed(0, t, sigma) / (dens + DENSITY_EPS)
-    return t, np.clip(rate, 0.0, 1.0), dens / mass.sum()
+    return t, np.clip(rate, 0.0, 1.0), dens / pre.total["m"]
 
 
 __all__ = ["smece", "smece_at", "smooth_curve"]
