@@ -254,3 +254,18 @@ def test_multiclass_map_refusals(data, kmaps, tmp_path):
     out = run(bad, "--map", temp_path)
     assert out.exit_code == 2 and f"{bad}: columns q_car,q_cat,q_dog, row 2: the probabilities sum to" in out.stderr
     assert run(data["dir"] / "k.parquet", "--prob-col", "p_car", "--score-cols", "p_*").exit_code == 2
+
+
+def test_baseline_with_other_bins_is_refused_for_binned_metrics(data, tmp_path):
+    path = data["dir"] / "k.parquet"
+    base = tmp_path / "base.json"
+    assert run(path, "--prob-cols", "p_*", "--save-baseline", base).exit_code == 0
+    refused = run(path, "--prob-cols", "p_*", "--ece-bins", "15", "--baseline", base,
+                  "--max-regression", "classwise-ece=0.01")
+    assert refused.exit_code == 2
+    assert "baseline was computed with --ece-bins 10, this run uses --ece-bins 15" in refused.stderr
+    # log-loss does not depend on the bins: the same baseline compares
+    assert run(path, "--prob-cols", "p_*", "--ece-bins", "15", "--baseline", base,
+               "--max-regression", "log-loss=0").exit_code == 0
+    other = run(path, "--prob-cols", "q_*", "--baseline", base, "--max-regression", "log-loss=0")
+    assert other.exit_code == 2 and "baseline is for 'p_*', this run evaluates 'q_*'" in other.stderr
