@@ -57,8 +57,12 @@ def apply_file(
     force: bool = False,
     on_invalid: str = "error",
     interval: bool = False,
+    score_cols: str | None = None,
 ) -> Applied:
     """Stream `path` through a saved map into `out`.
+
+    A K-class map reads the score columns it was fitted on, or `score_cols` (a `--score-cols`
+    SPEC), and adds one column `<output_col>_<class>` per class (`applying_kclass`).
 
     With `interval`, the map's `predict_interval` (Venn-Abers maps) adds the columns
     `<output_col>_low` and `<output_col>_high`.
@@ -72,31 +76,72 @@ def apply_file(
     parts = io.is_parts(path)
     targets.check_output(out, [map_path, path], directory=parts, force=force)
     if parts:
-        return _apply_parts(map_path, path, out, score_col=score_col, output_col=output_col,
-                            input_format=input_format, output_format=output_format, on_batch=on_batch,
-                            force=force, on_invalid=on_invalid, interval=interval)
+        return _apply_parts(map_path, path, out, output_format=output_format, force=force,
+                            plan=lambda loaded: _plan(loaded, map_path, score_col, output_col, on_invalid,
+                                                      interval, score_cols),
+                            input_format=input_format, on_batch=on_batch)
     if out != "-" and not targets.is_special(out):
         targets.output_format(out, output_format, "csv")  # an unknown extension fails before any work
-    calibrator, _ = maps.load_map(map_path)
-    return _apply_one(calibrator, map_path, path, out, score_col=score_col, output_col=output_col,
-                      input_format=input_format, output_format=output_format, on_batch=on_batch,
-                      on_invalid=on_invalid, interval=interval)
+    plan = _plan(maps.load_map(map_path), map_path, score_col, output_col, on_invalid, interval, score_cols)
+    return _apply_one(plan, path, out, input_format=input_format, output_format=output_format, on_batch=on_batch)
 
 
-def _apply_one(calibrator, map_path: str, path: str, out: str, *, score_col: str, output_col: str,
-               input_format: str | None, output_format: str | None,
-               on_batch: Callable[[int], None] | None, on_invalid: str, interval: bool) -> Applied:
-    added = [output_col, *interval_columns(calibrator, output_col, map_path, interval)]
-    categorical, numeric = calibrator.input_features()
-    source, schema, batches = io.iter_batches(path, input_format, string_columns=tuple(categorical),
-                                              float_columns=() if on_invalid == "error" else (score_col,))
+def _plan(loaded, map_path: str, score_col: str, output_col: str, on_invalid: str, interval: bool,
+          score_cols: str | None):
+    """How each batch is read and what it gains: a binary map's `_BinaryPlan`, a K-class
+    map's `applying_kclass.ClassPlan`."""
+    calibrator, envelope = loaded
+    if "classes" in envelope:
+        from calibcli.applying_kclass import ClassPlan
+
+        return ClassPlan(calibrator, envelope, map_path, score_cols, output_col, on_invalid, interval)
+    if score_cols is not None:
+        raise UsageError(f"{map_path}: --score-cols is for K-class maps; this {calibrator.name} map reads one "
+                         "score column", hint="give it with --score-col")
+    return _BinaryPlan(calibrator, map_path, score_col, output_col, on_invalid, interval)
+
+
+class _BinaryPlan:
+    """A binary map: reads --score-col (and the map's feature columns), adds --output-col (and
+    with --interval its low and high)."""
+
+    def __init__(self, calibrator, map_path: str, score_col: str, output_col: str, on_invalid: str,
+                 interval: bool):
+        self.calibrator, self.map_path, self.score_col = calibrator, map_path, score_col
+        self.on_invalid, self.interval = on_invalid, interval
+        self.added = [output_col, *interval_columns(calibrator, output_col, map_path, interval)]
+        self.categorical, self.numeric = calibrator.input_features()
+        self.string_columns = tuple(self.categorical)
+        self.float_columns = () if on_invalid == "error" else (score_col,)
+
+    def check(self, schema: pa.Schema, name: str) -> None:
+        if self.score_col not in schema.names:
+            raise io.missing_column(self.score_col, schema.names, name, "--score-col")
+        missing = [c for c in (*self.categorical, *self.numeric) if c not in schema.names]
+        if missing:
+            raise InputError(f"{name}: the map needs feature column(s) {', '.join(map(repr, missing))}, "
+                             f"which the input does not have")
+
+    def predict(self, batch: pa.RecordBatch, name: str, offset: int
+                ) -> tuple[pa.RecordBatch, list[pa.Array], int]:
+        """(rows to write, their added columns, how many rows had an invalid score)."""
+        calibrator, score_col = self.calibrator, self.score_col
+        if self.on_invalid != "error":
+            return _predict_valid(calibrator, batch, score_col, name, offset, self.categorical, self.numeric,
+                                  skip=self.on_invalid == "skip", interval=self.interval)
+        s = io.scores_from(batch, score_col, name, offset=offset)
+        io.check_scores_for(calibrator, s, score_col, name, self.map_path, offset)
+        feats = io.map_features(batch, self.categorical, self.numeric, name, offset) or None
+        return batch, [pa.array(v) for v in _predictions(calibrator, s, feats, self.interval)], 0
+
+
+def _apply_one(plan, path: str, out: str, *, input_format: str | None, output_format: str | None,
+               on_batch: Callable[[int], None] | None) -> Applied:
+    added = plan.added
+    source, schema, batches = io.iter_batches(path, input_format, string_columns=plan.string_columns,
+                                              float_columns=plan.float_columns)
     name = source.name
-    if score_col not in schema.names:
-        raise io.missing_column(score_col, schema.names, name, "--score-col")
-    missing = [c for c in (*categorical, *numeric) if c not in schema.names]
-    if missing:
-        raise InputError(f"{name}: the map needs feature column(s) {', '.join(map(repr, missing))}, "
-                         f"which the input does not have")
+    plan.check(schema, name)
     for col in added:
         if col in schema.names:
             raise UsageError(f"{name}: input already has a column {col!r}",
@@ -112,17 +157,8 @@ def _apply_one(calibrator, map_path: str, path: str, out: str, *, score_col: str
         writer = None  # created after the first batch checks out, so a bad first batch prints nothing
         try:
             for batch in batches:
-                if on_invalid == "error":
-                    s = io.scores_from(batch, score_col, name, offset=done.rows)
-                    io.check_scores_for(calibrator, s, score_col, name, map_path, done.rows)
-                    feats = io.map_features(batch, categorical, numeric, name, done.rows) or None
-                    columns = [pa.array(v) for v in _predictions(calibrator, s, feats, interval)]
-                    kept = batch
-                else:
-                    kept, columns, invalid = _predict_valid(calibrator, batch, score_col, name, done.rows,
-                                                            categorical, numeric, skip=on_invalid == "skip",
-                                                            interval=interval)
-                    done.invalid += invalid
+                kept, columns, invalid = plan.predict(batch, name, done.rows)
+                done.invalid += invalid
                 out_batch = pa.RecordBatch.from_arrays([*kept.columns, *columns], schema=out_schema)
                 writer = writer or writing.BatchWriter(fh, out_fmt, out_schema, gzip=gz)
                 writer.write(out_batch)
@@ -176,10 +212,8 @@ def _predict_valid(calibrator, batch: pa.RecordBatch, score_col: str, name: str,
     return batch, columns, n_invalid
 
 
-def _apply_parts(map_path: str, path: str, out: str, *, score_col: str, output_col: str,
-                 input_format: str | None, output_format: str | None,
-                 on_batch: Callable[[int], None] | None, force: bool, on_invalid: str,
-                 interval: bool = False) -> Applied:
+def _apply_parts(map_path: str, path: str, out: str, *, plan, input_format: str | None,
+                 output_format: str | None, on_batch: Callable[[int], None] | None, force: bool) -> Applied:
     """Apply a map to every Parquet part of a directory or glob, mirroring the parts under `out`.
 
     The output directory appears only when every part succeeded; its marker records the
@@ -191,8 +225,7 @@ def _apply_parts(map_path: str, path: str, out: str, *, score_col: str, output_c
         raise UsageError("with a directory or glob of parts the map must be a file, not stdin")
     parts = io.list_parts(path)
     io.check_format(output_format)
-    calibrator, _ = maps.load_map(map_path)
-    interval_columns(calibrator, output_col, map_path, interval)  # refused before any part
+    part_plan = plan(maps.load_map(map_path))  # a map the options do not fit is refused before any part
     done = Applied()
     with targets.atomic_output_dir(out, force=force) as tmp:
         for part, relative in parts:
@@ -201,10 +234,9 @@ def _apply_parts(map_path: str, path: str, out: str, *, score_col: str, output_c
             if fmt != io.format_from_path(part):
                 target = target.with_suffix("." + fmt)
             target.parent.mkdir(parents=True, exist_ok=True)
-            done.add(_apply_one(calibrator, map_path, part, str(target), score_col=score_col,
-                                output_col=output_col, input_format=input_format, output_format=fmt,
-                                on_batch=on_batch, on_invalid=on_invalid, interval=interval))
-        tmp.extra.update({"rows": done.rows, "written": done.written, "on_invalid": on_invalid,
+            done.add(_apply_one(part_plan, part, str(target), input_format=input_format, output_format=fmt,
+                                on_batch=on_batch))
+        tmp.extra.update({"rows": done.rows, "written": done.written, "on_invalid": part_plan.on_invalid,
                           "invalid_rows": done.invalid})
     return done
 

@@ -29,7 +29,9 @@ from calibcli.errors import CalibError, CalibWarning, InputError, UsageError
 from calibcli.io import targets
 
 COMPARED = ("log_loss", "brier", "ece", "calbin")
-LOWER_IS_BETTER = {"log_loss": True, "brier": True, "ece": True, "calbin": True}
+KCLASS_COMPARED = ("log_loss", "brier", "top_label_ece", "classwise_ece")  # --score-cols
+LOWER_IS_BETTER = {"log_loss": True, "brier": True, "ece": True, "calbin": True, "top_label_ece": True,
+                   "classwise_ece": True}
 TIE_LEVEL = 0.05  # two-sided level of the paired t test that makes a method clearly worse
 
 
@@ -79,7 +81,7 @@ class MethodScore:
         if self.error:
             return {"method": self.method, "error": self.error}
         return {"method": self.method, "folds": self.folds,
-                "mean": {m: self.mean(m) for m in COMPARED}, "sd": {m: self.sd(m) for m in COMPARED}}
+                "mean": {m: self.mean(m) for m in self.folds}, "sd": {m: self.sd(m) for m in self.folds}}
 
 
 @dataclass
@@ -90,6 +92,7 @@ class Comparison:
     seed: int
     metric: str
     scores: list[MethodScore]
+    compared: tuple[str, ...] = COMPARED  # the metrics each fold reports (KCLASS_COMPARED for K classes)
 
     @property
     def best(self) -> MethodScore | None:
@@ -147,21 +150,25 @@ def _params(method: str, seed: int) -> dict[str, Any]:
 
 
 def compare(s: np.ndarray, y: np.ndarray, methods: Sequence[str], folds: int, seed: int,
-            calbin_window: int = metrics.CALBIN_WINDOW) -> list[MethodScore]:
-    """Cross-validated scores of each method on scores `s` and labels `y`."""
-    ids = fold_ids(s.size, folds, seed)
+            calbin_window: int = metrics.CALBIN_WINDOW, make=None, fold_metrics=None) -> list[MethodScore]:
+    """Cross-validated scores of each method on scores `s` ((n,), or (n, K) with class codes
+    `y`) and labels `y`. `make(method)` gives an unfitted calibrator (default: the binary
+    method with `seed`), `fold_metrics(y, p)` a fold's metrics (default: `COMPARED`)."""
+    make = make or (lambda method: registry.create(method, _params(method, seed)))
+    fold_metrics = fold_metrics or (lambda y_test, p: _fold_metrics(y_test, p, calbin_window))
+    ids = fold_ids(len(s), folds, seed)
     results = []
     for method in methods:
-        score = MethodScore(method, {m: [] for m in COMPARED})
+        score = MethodScore(method, {})
         try:
             for k in range(folds):
                 test = ids == k
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", CalibWarning)
-                    cal = registry.create(method, _params(method, seed)).fit(s[~test], y[~test])
+                    cal = make(method).fit(s[~test], y[~test])
                     p = cal.predict(s[test])
-                for m, v in _fold_metrics(y[test], p, calbin_window).items():
-                    score.folds[m].append(v)
+                for m, v in fold_metrics(y[test], p).items():
+                    score.folds.setdefault(m, []).append(v)
         except CalibError as exc:
             score.error = exc.message
         results.append(score)
@@ -190,15 +197,21 @@ def compare_file(path: str, methods: Sequence[str] | None = None, folds: int = 5
     if s.size < 2 * folds:
         raise InputError(f"{source}: {s.size} rows are too few for {folds} folds")
     result = Comparison(source, int(s.size), folds, seed, metric, compare(s, y, chosen, folds, seed, calbin_window))
+    return save_best(result, out, lambda method: registry.create(method, _params(method, seed)).fit(s, y))
+
+
+def save_best(result: Comparison, out: str | None, refit, training: dict[str, Any] | None = None) -> Comparison:
+    """A comparison's tail: no method fitted is an error; with `out`, the best method refitted on
+    every row (`refit(method)`: the fitted map) is saved with how it was chosen."""
     best = result.best
     if best is None:
-        raise InputError(f"{source}: no method could be fitted: {result.scores[0].error}")
+        raise InputError(f"{result.input}: no method could be fitted: {result.scores[0].error}")
     if out is not None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", CalibWarning)
-            cal = registry.create(best.method, _params(best.method, seed)).fit(s, y)
-        maps.save_map(cal, out, {"input": source, "rows": int(s.size), "chosen_by": {
-            "compare": metric, "folds": folds, "seed": seed}})
+            fitted = refit(best.method)
+        maps.save_map(fitted, out, {"input": result.input, "rows": result.rows, **(training or {}), "chosen_by": {
+            "compare": result.metric, "folds": result.folds, "seed": result.seed}})
     return result
 
 
@@ -209,7 +222,8 @@ def grid(result: Comparison):
     from calibcli.evaluation.report import Grid
 
     best = result.best
-    names = {"log_loss": "log-loss", "brier": "Brier", "ece": "ECE", "calbin": "CalBin"}
+    names = {"log_loss": "log-loss", "brier": "Brier", "ece": "ECE", "calbin": "CalBin",
+             "top_label_ece": "top-label ECE", "classwise_ece": "classwise ECE"}
     title = [f"{cell(result.input)}:", *(f"{result.rows} rows, {result.folds}-fold cross-validation "
                                            f"(seed {result.seed}), best by {names[result.metric]}; tied: not "
                                            f"clearly worse than the best (paired t test, 5%)").split()]
@@ -218,11 +232,11 @@ def grid(result: Comparison):
         mark = " *" if best is not None and s.method == best.method else ""
         d = result.difference(s)
         if s.error or d is None:
-            rows.append([s.method, f"failed: {cell(s.error)}", *[""] * len(COMPARED)])
+            rows.append([s.method, f"failed: {cell(s.error)}", *[""] * len(result.compared)])
         else:
             versus = f"{d.mean:+.4f} ± {d.se:.4f} {'tied' if d.tied else 'worse'}"
-            rows.append([s.method + mark, *[f"{s.mean(m):.4f} ± {s.sd(m):.4f}" for m in COMPARED], versus])
-    heads = [*(f"{names[m]} ↓" for m in COMPARED), f"Δ {names[result.metric]} to best ± se"]
+            rows.append([s.method + mark, *[f"{s.mean(m):.4f} ± {s.sd(m):.4f}" for m in result.compared], versus])
+    heads = [*(f"{names[m]} ↓" for m in result.compared), f"Δ {names[result.metric]} to best ± se"]
     return Grid(title, ["method", *heads], rows, left=1)
 
 

@@ -488,13 +488,13 @@ class SQLExport(NamedTuple):
 
 
 def export_sql(map_path: str, column: str | None = "score", expression: str | None = None,
-               dialect: str = "ansi", max_knots: int | None = None) -> SQLExport:
-    """The SQL expression of the map saved at `map_path` (`calib export --sql`), the map
-    first simplified to `max_knots` when given."""
+               dialect: str = "ansi", max_knots: int | None = None, loaded: Calibrator | None = None) -> SQLExport:
+    """The SQL expression of the binary map saved at `map_path` (`calib export --sql`; `loaded`:
+    the map already read), the map first simplified to `max_knots` when given."""
     from calibcli import io, maps
 
     score = score_sql(column, expression, dialect)
-    cal, _ = maps.load_map(map_path)
+    cal = maps.load_map(map_path)[0] if loaded is None else loaded
     try:
         simplified = simplify(cal, max_knots) if max_knots is not None else None
         final = simplified.calibrator if simplified else cal

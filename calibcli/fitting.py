@@ -190,13 +190,18 @@ def _check_summary_classes(summ: summary.ScoreSummary, calibrator: Calibrator, s
 
 def _fit_and_save(calibrator: Calibrator, source: str, fit_args: dict[str, Any], training: dict[str, Any],
                   notes: list[str], strict: bool, out: str | None, out_format: str | None,
-                  quality, scores: np.ndarray, predict) -> FitResult:
-    """The tail both fits share: fit with warnings collected, --strict, the training block, save.
+                  quality, scores: np.ndarray, predict, saved: Any = None, raw: bool | None = None,
+                  said: str | None = None) -> FitResult:
+    """The tail every fit shares: fit with warnings collected, --strict, the training block, save.
 
     `quality(p, part)` gives the training log-loss and Brier of probabilities `p` for the rows
     `part` with their weight, `predict(part)` the fitted map's probabilities for those rows.
+    `scores` are (n,) or (n, K); `raw` says whether they are probabilities whose quality is
+    reported as "before" (default: all in [0, 1]). `saved` is what the map file holds (default
+    the calibrator; a K-class `ClassMap`), `said` a warning text the caller's notes already
+    say better (dropped from the calibrator's warnings).
     """
-    chunks = [slice(lo, lo + _QUALITY_CHUNK) for lo in range(0, scores.size, _QUALITY_CHUNK)]
+    chunks = [slice(lo, lo + _QUALITY_CHUNK) for lo in range(0, len(scores), _QUALITY_CHUNK)]
 
     def report(predicted, mapper=map) -> dict[str, float]:
         """Quality of all rows, chunk by chunk (cache-sized temporaries, no n-long ones; with
@@ -210,7 +215,7 @@ def _fit_and_save(calibrator: Calibrator, source: str, fit_args: dict[str, Any],
     # The raw scores' quality needs only the input: one worker thread computes it while the
     # fit runs (numpy releases the GIL in both); the fitted map's quality then uses both.
     with ThreadPoolExecutor(max_workers=2) as pool:
-        raw = scores.min() >= 0 and scores.max() <= 1
+        raw = scores.min() >= 0 and scores.max() <= 1 if raw is None else raw
         before = pool.submit(report, lambda part: scores[part]) if raw else None
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", CalibWarning)
@@ -218,7 +223,8 @@ def _fit_and_save(calibrator: Calibrator, source: str, fit_args: dict[str, Any],
                 calibrator.fit(**fit_args)
             except FitError as exc:
                 raise FitError(f"{source}: cannot fit {calibrator.name}: {exc.message}", hint=exc.hint) from None
-        messages = [str(c.message) for c in caught if issubclass(c.category, CalibWarning)] + notes
+        messages = [str(c.message) for c in caught if issubclass(c.category, CalibWarning)
+                    and (said is None or said not in str(c.message))] + notes
         if strict and messages:
             raise FitError(f"{source}: {calibrator.name}: {messages[0]} (an error with --strict)")
         training["seed"] = calibrator.params.get("seed")
@@ -228,7 +234,7 @@ def _fit_and_save(calibrator: Calibrator, source: str, fit_args: dict[str, Any],
         training["after"] = report(predict, pool.map)
     result = FitResult(calibrator, training, warnings=messages)
     if out is not None:
-        result.envelope = maps.save_map(calibrator, out, training, out_format)
+        result.envelope = maps.save_map(calibrator if saved is None else saved, out, training, out_format)
     return result
 
 

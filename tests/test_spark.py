@@ -177,3 +177,20 @@ def test_state_schema_lists_the_state_columns_in_order():
     names = [field.strip().split()[0] for field in _STATE_SCHEMA.split(",") if field.strip()[:1].isalpha()]
     state = EvalState.from_arrays(np.array([0.0, 1.0]), np.array([0.2, 0.7]))
     assert names == [*state.to_arrow().column_names, "column", "bad"]
+
+
+@pytest.mark.parametrize("case", __import__("kclass_sql_cases").KCASES, ids=lambda c: c[0])
+def test_kclass_select_list_in_spark_sql_equals_calib_apply(spark, tmp_path, case):
+    """A K-class map's select list (`--dialect spark`: backtick-quoted columns with quotes in
+    their names) runs as `SELECT <list> FROM q` and equals `calib apply` to 1e-12."""
+    from kclass_sql_cases import CLASSES, build
+
+    map_path, queries, expected = build(tmp_path, case)
+    from calibcli import export_kclass
+
+    spark.createDataFrame(queries).createOrReplaceTempView("q")
+    sql = export_kclass.export_sql(map_path, dialect="spark").sql
+    out = spark.sql(f"SELECT {sql} FROM q ORDER BY i").toArrow()
+    assert out.column_names == [f"calibrated_{c}" for c in CLASSES]
+    got = np.column_stack([out.column(j).to_numpy() for j in range(len(CLASSES))])
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)

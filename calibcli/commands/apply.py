@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from calibcli import bounds, console
-from calibcli.commands.shared import InputArg, ScoreCol, option_range, reports_errors, state
+from calibcli.commands.shared import InputArg, ScoreCol, ScoreColsOpt, option_range, reports_errors, state
 from calibcli.errors import UsageError
 
 
@@ -17,7 +17,8 @@ def apply(
     input: InputArg,
     output: Annotated[str, typer.Option("--output", "-o", help="Output file, or - (default) for stdout.")] = "-",
     score_col: ScoreCol = "score",
-    output_col: Annotated[str, typer.Option("--output-col", help="Name of the added probability column.")] = "calibrated",
+    score_cols: Annotated[Optional[str], typer.Option("--score-cols", metavar="SPEC", help="K-class maps: the K score columns (comma list, quoted pattern 'p_*' or a list column); default: the columns the map was fitted on.")] = None,
+    output_col: Annotated[str, typer.Option("--output-col", help="Name of the added probability column (K-class maps: the prefix of <output-col>_<class>).")] = "calibrated",
     format: Annotated[Optional[str], typer.Option("--format", "-f", "--input-format", help="Input format: csv, tsv, jsonl, parquet (default: from extension, else sniffed).")] = None,
     output_format: Annotated[Optional[str], typer.Option("--output-format", help="Output format: csv, tsv, jsonl, parquet (default: from -o's extension, .gz for gzip; else the input's).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing output directory of parts that calib wrote (it holds calib's .calibcli-output marker and nothing else), once the new one is complete.")] = False,
@@ -34,6 +35,7 @@ def apply(
     cat new.csv | calib apply map.json - > out.csv
     calib apply map.json 'scores/*.parquet' -o calibrated/
     calib apply map.json new.csv --on-invalid null -o out.csv
+    calib apply kmap.json new.parquet -o out.parquet      # K-class map: calibrated_<class> columns
     """
     from calibcli import io, progress
     from calibcli.applying import apply_file, check_on_invalid
@@ -44,7 +46,7 @@ def apply(
     with progress.rows("apply", total, data_to_stdout=to_stdout) as advance:
         done = apply_file(map, input, output, score_col=score_col, output_col=output_col, input_format=format,
                           output_format=output_format, on_batch=advance, force=force, on_invalid=on_invalid,
-                          interval=interval)
+                          interval=interval, score_cols=score_cols)
     if on_invalid != "error":
         what = "written with an empty calibrated value" if on_invalid == "null" else "skipped"
         console.info(f"{done.invalid} of {done.rows} rows had an invalid score (empty, NaN, infinite or "
@@ -56,27 +58,35 @@ def export(
     map: Annotated[str, typer.Argument(help="A map saved by `calib fit` (.json or .parquet).")],
     sql: Annotated[bool, typer.Option("--sql", help="Print one SQL expression computing the calibrated probability.")] = False,
     score_col: Annotated[Optional[str], typer.Option("--score-col", help="Score column the expression reads (default: score); quoted as an identifier.")] = None,
+    score_cols: Annotated[Optional[str], typer.Option("--score-cols", metavar="A,B,...", help="K-class maps: the score columns, a comma list (default: the columns the map was fitted on); quoted as identifiers.")] = None,
     score_expr: Annotated[Optional[str], typer.Option("--score-expr", help="A SQL expression giving the score, instead of --score-col; refused if it could end the statement or open a comment.")] = None,
     dialect: Annotated[str, typer.Option("--dialect", help="How identifiers and strings are quoted: ansi (\"col\": DuckDB, PostgreSQL) or spark (`col`).")] = "ansi",
     max_knots: Annotated[Optional[int], typer.Option("--max-knots", help="Simplify a knot or bin map to at most N knots (bin edges), printing the maximum error it adds." + option_range("--max-knots"))] = None,
 ) -> None:
     """Export a map for use outside calibcli (isotonic, binning, logistic, beta, ilps, ...).
 
+    A K-class map (temperature, vector, dirichlet) gives a select list, one line per class
+    `<expression> AS "calibrated_<class>"`, for `SELECT <list> FROM t`.
+
     \b
     calib export map.json --sql --score-col score
     duckdb -c "SELECT *, $(calib export map.json --sql) AS p FROM 'scores.parquet'"
+    duckdb -c "SELECT $(calib export kmap.json --sql) FROM 'digits.parquet'"
     """
-    from calibcli import export as exporting
+    from calibcli import export as exporting, export_kclass
 
     if not sql:
         raise UsageError("choose an export format", hint="--sql prints a SQL expression")
     if score_col is not None and score_expr is not None:
         raise UsageError("give --score-col or --score-expr, not both")
+    if score_cols is not None and (score_col is not None or score_expr is not None):
+        raise UsageError("--score-cols (K-class maps) cannot be combined with --score-col or --score-expr")
     if dialect not in exporting.DIALECTS:
         raise UsageError(f"--dialect {dialect!r} is not one of " + ", ".join(exporting.DIALECTS))
     bounds.check(max_knots=max_knots)
     column = None if score_expr is not None else ("score" if score_col is None else score_col)
-    result = exporting.export_sql(map, column, score_expr, dialect, max_knots)
+    columns = None if score_cols is None else [c.strip() for c in score_cols.split(",")]
+    result = export_kclass.export_sql(map, column, score_expr, dialect, max_knots, columns)
     simplified = result.simplified
     if simplified is not None and simplified.after < simplified.before:
         console.info(f"simplified {simplified.before} knots to {simplified.after}: "

@@ -9,7 +9,8 @@ from typing import Annotated, List, Optional
 import typer
 
 from calibcli import bounds, console
-from calibcli.commands.shared import FormatOpt, InputArg, LabelCol, PosLabelOpt, ScoreCol, option_range, reports_errors
+from calibcli.commands.shared import (ClassesOpt, FormatOpt, InputArg, LabelCol, PosLabelOpt, ScoreCol, ScoreColsOpt,
+                                      ScoreKindOpt, option_range, reports_errors)
 from calibcli.errors import ExitCode, UsageError
 
 
@@ -180,25 +181,45 @@ def compare(
     method: Annotated[List[str], typer.Option("--method", "-m", help="Method to compare; repeatable (default: every score-only method).")] = [],
     folds: Annotated[int, typer.Option("--folds", help="Number of cross-validation folds." + option_range("--folds"))] = 5,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the fold split and of the methods that sample." + option_range("--seed"))] = 0,
-    metric: Annotated[str, typer.Option("--metric", help="Metric that picks the best: log_loss, brier, ece or calbin.")] = "log_loss",
+    metric: Annotated[str, typer.Option("--metric", help="Metric that picks the best: log_loss, brier, ece or calbin (K classes: log_loss, brier, top_label_ece or classwise_ece).")] = "log_loss",
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="Save the best method's map, refitted on all rows (.json or .parquet).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
     score_col: ScoreCol = "score",
+    score_cols: ScoreColsOpt = None,
+    classes: ClassesOpt = None,
+    score_kind: ScoreKindOpt = "auto",
     label_col: LabelCol = "label",
     pos_label: PosLabelOpt = None,
     format: FormatOpt = None,
 ) -> None:
     """Which method calibrates these scores best? Out-of-fold metrics per method, mean ± sd.
 
+    With --score-cols, K-class methods (temperature, vector, dirichlet and one-vs-rest binary
+    methods; default the native ones and isotonic) are compared on the same folds.
+
     \b
     calib compare cal.csv
     calib compare cal.csv -m isotonic -m bayes-iso -m beta --folds 10 -o best.json
+    calib compare digits_scores.csv --score-cols 'p_*' -m temperature -m dirichlet
     """
     bounds.check(folds=folds, seed=seed)
     from calibcli import compare as comparing
 
-    result = comparing.compare_file(input, method, folds, seed, metric.replace("-", "_"), score_col, label_col,
-                                    format, output, pos_label=pos_label)
+    if score_cols is not None:
+        from calibcli import kclass_files
+        from calibcli.io import score_cols as resolving
+
+        if pos_label is not None:
+            raise UsageError("--pos-label is for binary labels; K-class labels are class names or indices")
+        kcols = kclass_files.KColumns(score_cols, label_col, None, resolving.parse_classes(classes),
+                                      resolving.check_score_kind(score_kind))
+        result = kclass_files.compare_kclass_file(input, method, folds, seed, metric.replace("-", "_"), kcols,
+                                                  format, output)
+    else:
+        if classes is not None or score_kind != "auto":
+            raise UsageError("--classes and --score-kind are for K-class scores: give the K columns with --score-cols")
+        result = comparing.compare_file(input, method, folds, seed, metric.replace("-", "_"), score_col,
+                                        label_col, format, output, pos_label=pos_label)
     with console.data_output():
         if as_json:
             typer.echo(json.dumps(result.to_json(), indent=2))

@@ -9,8 +9,8 @@ from typing import Annotated, List, Optional
 import typer
 
 from calibcli import bounds, console
-from calibcli.commands.shared import (FormatOpt, InputArg, LabelCol, PosLabelOpt, ScoreCol, option_range,
-                                      reports_errors, state)
+from calibcli.commands.shared import (ClassesOpt, FormatOpt, InputArg, LabelCol, PosLabelOpt, ScoreCol,
+                                      ScoreColsOpt, ScoreKindOpt, option_range, reports_errors, state)
 from calibcli.errors import UsageError
 
 
@@ -46,7 +46,10 @@ def fit(
     param: Annotated[List[str], typer.Option("--param", "-p", help="Method option key=value; repeatable.")] = [],
     output: Annotated[str, typer.Option("--output", "-o", help="Where to save the map: .json or .parquet; - (default) prints JSON to stdout.")] = "-",
     seed: Annotated[Optional[int], typer.Option("--seed", help="Random seed for methods that sample." + option_range("--seed"))] = None,
-    score_col: ScoreCol = "score",
+    score_col: Annotated[Optional[str], typer.Option("--score-col", help="Column with the classifier's scores (default: score).")] = None,
+    score_cols: ScoreColsOpt = None,
+    classes: ClassesOpt = None,
+    score_kind: ScoreKindOpt = "auto",
     label_col: LabelCol = "label",
     pos_label: PosLabelOpt = None,
     weight_col: Annotated[Optional[str], typer.Option("--weight-col", help="Column of non-negative row weights (see --weight-kind).")] = None,
@@ -62,9 +65,14 @@ def fit(
     calib fit --method isotonic cal.csv -o map.json
     cat cal.csv | calib fit - --method logistic > map.json
     calib fit --from-summary summary.parquet --method isotonic -o map.json
+    calib fit --score-cols 'p_*' --method temperature digits.csv -o map.json
     """
     bounds.check(seed=seed)  # before the imports: a refusal costs no library start-up
-    bounds.check_params(method, _parse_params(param))
+    if score_cols is not None:
+        _check_kclass_options(score_col, pos_label, field_col, feature_col, from_summary)
+    else:
+        _check_binary_options(classes, score_kind)
+        bounds.check_params(method, _parse_params(param))
     from calibcli.io import reading
 
     ahead = input if input is not None and from_summary is None else "-"  # "-": nothing to read ahead
@@ -80,7 +88,16 @@ def fit(
         if input is not None and from_summary is not None:
             raise UsageError("give either a score file or --from-summary FILE, not both",
                              hint="e.g. `calib fit cal.csv` or `calib fit --from-summary summary.parquet`")
-        if from_summary is not None:
+        if score_cols is not None:
+            from calibcli import kclass_files
+            from calibcli.io import score_cols as resolving
+
+            kcols = kclass_files.KColumns(score_cols, label_col, weight_col, resolving.parse_classes(classes),
+                                          resolving.check_score_kind(score_kind))
+            result = kclass_files.fit_kclass_file(input, method, _parse_params(param), cols=kcols, fmt=format,
+                                                  seed=seed, out=output, strict=state["strict"],
+                                                  out_format=output_format, weight_kind=weight_kind)
+        elif from_summary is not None:
             if weight_col or field_col or feature_col or format or pos_label is not None:
                 raise UsageError("--weight-col, --field-col, --feature-col, --pos-label and --format apply to score files, "
                                  "not to --from-summary", hint="give them to `calib summarize` instead")
@@ -88,13 +105,49 @@ def fit(
                                               strict=state["strict"], out_format=output_format,
                                               weight_kind=weight_kind)
         else:
-            cols = fitting.Columns(score_col, label_col, weight_col, tuple(field_col), tuple(feature_col), pos_label)
+            cols = fitting.Columns(score_col or "score", label_col, weight_col, tuple(field_col), tuple(feature_col),
+                                   pos_label)
             result = fitting.fit_file(input, method, _parse_params(param), cols=cols, fmt=format, seed=seed,
                                       out=output, strict=state["strict"], out_format=output_format,
                                       weight_kind=weight_kind)
     for message in result.warnings:
         console.warn(message)
-    _print_fit_summary(method, result)
+    if score_cols is not None:
+        _print_kclass_summary(method, result)
+    else:
+        _print_fit_summary(method, result)
+
+
+def _check_kclass_options(score_col, pos_label, field_col, feature_col, from_summary) -> None:
+    """Options of the binary path that K-class scores (--score-cols) cannot take."""
+    given = [flag for flag, value in (("--score-col", score_col), ("--pos-label", pos_label),
+                                      ("--field-col", field_col), ("--feature-col", feature_col),
+                                      ("--from-summary", from_summary)) if value]
+    if given:
+        raise UsageError(f"--score-cols (K classes) cannot be combined with {given[0]}",
+                         hint="--score-col, --pos-label, --field-col, --feature-col and --from-summary "
+                         "are for one binary score column")
+
+
+def _check_binary_options(classes, score_kind) -> None:
+    if classes is not None or score_kind != "auto":
+        flag = "--classes" if classes is not None else "--score-kind"
+        raise UsageError(f"{flag} is for K-class scores: give the K columns with --score-cols",
+                         hint="binary methods take --param score_kind=... where they have it")
+
+
+def _print_kclass_summary(method: str, result) -> None:
+    t = result.training
+    params = ", ".join(f"{k}={_show(v)}" for k, v in result.calibrator.params.items()) or "defaults"
+    classes = list(t["class_rows"])
+    named = ", ".join(classes[:8]) + (", ..." if len(classes) > 8 else "")
+    kind = t["score_kind"] + (" (auto)" if t["score_kind_option"] == "auto" else "")
+    console.info(f"fitted {method} ({params}) on {t['rows']} rows, {len(classes)} classes ({named}); "
+                 f"scores read as {kind}, labels as {t['labels_read_as']}")
+    fitted = ", ".join(f"{k}={_show(v)}" for k, v in t["fit"].items() if not isinstance(v, (list, dict)))
+    if fitted:
+        console.info(f"  {fitted}")
+    _print_quality(t)
 
 
 def _show(value) -> str:
@@ -114,6 +167,10 @@ def _print_fit_summary(method: str, result) -> None:
                  f"scores in [{t['score_range'][0]:.6g}, {t['score_range'][1]:.6g}]")
     if fitted:
         console.info(f"  {fitted}")
+    _print_quality(t)
+
+
+def _print_quality(t) -> None:
     before = t.get("before")
     after = t["after"]
     ll_before = _fmt(before["log_loss"]) if before else "n/a"

@@ -17,6 +17,9 @@ InputArg = Annotated[str, typer.Argument(help="Score file (CSV, TSV, JSON lines,
 FormatOpt = Annotated[Optional[str], typer.Option("--format", "-f", help="Input format: csv, tsv, jsonl, parquet (default: from extension, else sniffed).")]
 ScoreCol = Annotated[str, typer.Option("--score-col", help="Column with the classifier's scores.")]
 LabelCol = Annotated[str, typer.Option("--label-col", help="Column with 0/1 (or true/false) labels.")]
+ScoreColsOpt = Annotated[Optional[str], typer.Option("--score-cols", metavar="SPEC", help="K-class scores: the K columns of one prediction, a comma list (p_cat,p_dog), a quoted shell pattern ('p_*', natural order) or one Parquet list column; instead of --score-col.")]
+ClassesOpt = Annotated[Optional[str], typer.Option("--classes", metavar="A,B,...", help="Names of the K classes in the order of --score-cols (default: the columns' suffixes after their common prefix).")]
+ScoreKindOpt = Annotated[str, typer.Option("--score-kind", metavar="auto|probability|logit", help="What --score-cols hold: auto (rows of non-negative values summing to 1 within 1e-6 are probabilities, else logits), probability or logit.")]
 PosLabelOpt = Annotated[Optional[str], typer.Option("--pos-label", metavar="VALUE", help="Binary labels other than 0/1 (-1/1, yes/no, churn/stay): the label value of the positive class; any one other value is the negative class.")]
 
 

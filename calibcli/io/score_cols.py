@@ -131,6 +131,15 @@ def resolve(spec: str, schema: pa.Schema, source: str, classes: Sequence[str] | 
                                               k, source))
 
 
+def resolve_columns(columns: Sequence[str], schema: pa.Schema, source: str) -> ScoreCols:
+    """Exactly these columns (a map's recorded score columns), their suffixes as class names."""
+    names = list(schema.names)
+    for c in columns:
+        if c not in names:
+            raise missing_column(c, names, source, "--score-cols; the map was fitted on it")
+    return ScoreCols(",".join(columns), tuple(columns), k=len(columns), classes=class_names(columns))
+
+
 def _one_column(spec: str, source: str, flag: str, columns: Sequence[str] = ()) -> UsageError:
     got = f"only column {shown(columns[0])}" if columns else "one score a row"
     return UsageError(f"{source}: {flag} {shown(spec)} gives {got}: K-class scores need 2 or more columns",

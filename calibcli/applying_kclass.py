@@ -1,0 +1,71 @@
+"""`calib apply` with a K-class map: each batch's K score columns through the map, one output
+column `<output-col>_<class>` per class, each row summing to 1 within 1e-12.
+
+The map records the score columns it was fitted on (or the Parquet list column); `--score-cols`
+overrides them. When the columns `--score-cols` names carry the map's class names as suffixes
+in another order they are read in the map's order; otherwise by position.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+import pyarrow as pa
+
+from calibcli.errors import InputError, UsageError, shown
+from calibcli.io import score_cols
+
+
+class ClassPlan:
+    """How `applying._apply_one` reads and extends each batch for a K-class map."""
+
+    string_columns: tuple[str, ...] = ()
+    float_columns: tuple[str, ...] = ()
+    on_invalid = "error"
+
+    def __init__(self, cmap: Any, envelope: Mapping[str, Any], map_path: str, spec: str | None,
+                 output_col: str, on_invalid: str, interval: bool):
+        if on_invalid != "error":
+            raise UsageError(f"--on-invalid {on_invalid} is for binary maps: a K-class map stops at the first "
+                             "row with an invalid score", hint="drop --on-invalid, or repair those rows")
+        if interval:
+            raise UsageError(f"{map_path}: --interval needs a map with a probability interval (venn-abers); "
+                             "K-class maps have none")
+        self.cmap, self.map_path, self.spec = cmap, map_path, spec
+        self.classes = tuple(str(c) for c in cmap.classes_.tolist())
+        self.k = len(self.classes)
+        self.fitted_cols = tuple(cmap.score_cols or ())
+        self.list_col = (envelope.get("training") or {}).get("score_list_col")
+        self.added = [f"{output_col}_{c}" for c in self.classes]
+        self.cols: score_cols.ScoreCols | None = None
+
+    def check(self, schema: pa.Schema, name: str) -> None:
+        """Resolve the score columns against this input's schema: K must be the map's."""
+        if self.spec is not None:
+            cols = score_cols.resolve(self.spec, schema, name)
+            if cols.k is not None and cols.k != self.k:
+                raise InputError(f"{name}: --score-cols {shown(self.spec)} gives {cols.k} columns but the map "
+                                 f"{self.map_path} has {self.k} classes")
+            if cols.list_column is None and set(cols.classes) == set(self.classes):
+                order = {c: i for i, c in enumerate(cols.classes)}
+                cols = score_cols.ScoreCols(self.spec, tuple(cols.columns[order[c]] for c in self.classes),
+                                            k=self.k, classes=self.classes)
+        elif self.fitted_cols:
+            cols = score_cols.resolve_columns(self.fitted_cols, schema, name)
+        elif self.list_col is not None:
+            cols = score_cols.resolve(self.list_col, schema, name)
+        else:
+            raise UsageError(f"{self.map_path}: the map does not record its score columns",
+                             hint="name them with --score-cols")
+        self.cols = cols if cols.k == self.k and cols.list_column is None else cols.with_k(self.k, name, self.classes)
+
+    def predict(self, batch: pa.RecordBatch, name: str, offset: int
+                ) -> tuple[pa.RecordBatch, list[pa.Array], int]:
+        """(the batch, its K calibrated columns, 0 invalid rows: an invalid row is an error)."""
+        cols = self.cols
+        P = score_cols.matrix_from(batch, cols, name, offset)
+        if self.cmap.score_kind == "probability":
+            score_cols.check_probabilities(P, cols, name, offset)
+        Q = np.ascontiguousarray(self.cmap.predict(P).T)
+        return batch, [pa.array(column) for column in Q], 0

@@ -1,0 +1,237 @@
+"""K-class scores through the CLI: `fit --score-cols` writes a K-class map that predicts what the
+Python API predicts, `apply` streams K columns `calibrated_<class>` (files, pipes, parts),
+`compare --score-cols`, and every bad input is one line naming file, column and row, exit 2,
+no output."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+import calibcli
+from calibcli import maps
+from calibcli.cli import app
+
+DATA = Path(__file__).resolve().parent.parent / "examples" / "data"
+CLASSES = ["car", "cat", "dog"]
+runner = CliRunner()
+
+
+def _run(args):
+    result = runner.invoke(app, [str(a) for a in args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _scores(n=600, seed=0, k=3, logits=False):
+    rng = np.random.default_rng(seed)
+    z = rng.normal(0, 2.0, (n, k))
+    y = np.array([rng.choice(k, p=np.exp(r / 2) / np.exp(r / 2).sum()) for r in z])
+    if logits:
+        return z, y
+    P = np.exp(z - z.max(axis=1, keepdims=True))
+    return P / P.sum(axis=1, keepdims=True), y
+
+
+def _table(P, y, names=CLASSES, prefix="p_", labels="names"):
+    cols = {"id": pa.array(np.arange(len(y)))}
+    cols.update({f"{prefix}{c}": pa.array(P[:, j]) for j, c in enumerate(names)})
+    cols["label"] = pa.array([names[i] for i in y]) if labels == "names" else pa.array(y)
+    return pa.table(cols)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("k")
+    P, y = _scores()
+    pacsv.write_csv(_table(P, y), d / "cal.csv")
+    Pt, yt = _scores(n=900, seed=1)
+    pq.write_table(_table(Pt, yt), d / "test.parquet", row_group_size=200)
+    pacsv.write_csv(_table(Pt, yt), d / "test.csv")
+    return d, (P, y), (Pt, yt)
+
+
+@pytest.mark.parametrize("method", ["temperature", "isotonic"])
+def test_fit_map_equals_python_api_and_apply_writes_k_columns(files, tmp_path, method):
+    d, (P, y), (Pt, yt) = files
+    m = tmp_path / "m.json"
+    code, _, err = _run(["fit", d / "cal.csv", "--score-cols", "p_*", "--method", method, "-o", m])
+    assert code == 0, err
+    assert f"fitted {method}" in err and "3 classes (car, cat, dog)" in err
+    assert "labels as class names" in err and "scores read as probability (auto)" in err
+    env = json.loads(m.read_text())
+    assert env["classes"] == CLASSES and env["score_cols"] == ["p_car", "p_cat", "p_dog"]
+    assert env["score_kind"] == "probability"
+    cmap = calibcli.fit(P, np.array(CLASSES)[y], method=method)
+    out = tmp_path / "out.parquet"
+    code, _, err = _run(["apply", m, d / "test.parquet", "-o", out])
+    assert code == 0, err
+    table = pq.read_table(out)
+    assert table.column_names[-3:] == [f"calibrated_{c}" for c in CLASSES]
+    Q = np.column_stack([table.column(f"calibrated_{c}").to_numpy() for c in CLASSES])
+    np.testing.assert_array_equal(Q, cmap.predict(Pt))
+    assert np.all(np.abs(Q.sum(axis=1) - 1) <= 1e-12)
+    assert table.num_rows == 900 and table.column("id").to_pylist() == list(range(900))
+
+
+def test_apply_in_a_pipe_and_with_output_col_and_reordered_columns(files, tmp_path):
+    d, _, (Pt, yt) = files
+    m = tmp_path / "m.json"
+    assert _run(["fit", d / "cal.csv", "--score-cols", "p_*", "-m", "temperature", "-o", m])[0] == 0
+    want = maps.load_map(str(m))[0].predict(Pt)
+    bin_ = str(Path(sys.executable).parent / "calib")
+    shuffled = tmp_path / "shuffled.csv"
+    t = _table(Pt, yt)
+    pacsv.write_csv(t.select(["label", "p_dog", "id", "p_car", "p_cat"]), shuffled)
+    out = subprocess.run(f"cat '{shuffled}' | '{bin_}' apply '{m}' - --output-col q", shell=True,
+                         capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = pacsv.read_csv(pa.py_buffer(out.stdout))
+    assert got.column_names == ["label", "p_dog", "id", "p_car", "p_cat", "q_car", "q_cat", "q_dog"]
+    Q = np.column_stack([got.column(f"q_{c}").to_numpy() for c in CLASSES])
+    np.testing.assert_allclose(Q, want, rtol=0, atol=1e-15)  # CSV text round trip of the scores
+
+
+def test_score_cols_override_reads_other_columns(files, tmp_path):
+    d, _, (Pt, yt) = files
+    m = tmp_path / "m.json"
+    assert _run(["fit", d / "cal.csv", "--score-cols", "p_*", "-m", "temperature", "-o", m])[0] == 0
+    renamed = tmp_path / "renamed.parquet"
+    pq.write_table(_table(Pt, yt, prefix="prob_"), renamed)
+    out = tmp_path / "o.parquet"
+    code, _, err = _run(["apply", m, renamed, "-o", out])
+    assert code == 2 and "no column 'p_car'" in err and "--score-cols" in err and not out.exists()
+    code, _, err = _run(["apply", m, renamed, "--score-cols", "prob_*", "-o", out])
+    assert code == 0, err
+    got = pq.read_table(out)
+    Q = np.column_stack([got.column(f"calibrated_{c}").to_numpy() for c in CLASSES])
+    np.testing.assert_array_equal(Q, maps.load_map(str(m))[0].predict(Pt))
+
+
+def test_list_column_and_parts_directory(files, tmp_path):
+    _, (P, y), (Pt, yt) = files
+    cal = tmp_path / "cal.parquet"
+    pq.write_table(pa.table({"probs": pa.array(list(P)), "label": pa.array(y)}), cal)
+    m = tmp_path / "m.json"
+    code, _, err = _run(["fit", cal, "--score-cols", "probs", "-m", "temperature", "--classes", "a,b,c", "-o", m])
+    assert code == 0, err
+    assert "labels as 0-based class indices" in err
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    for i in range(3):
+        rows = slice(300 * i, 300 * (i + 1))
+        arr = pa.FixedSizeListArray.from_arrays(pa.array(Pt[rows].ravel()), 3)
+        pq.write_table(pa.table({"probs": arr}), parts / f"part-{i}.parquet")
+    out = tmp_path / "out"
+    code, _, err = _run(["apply", m, parts, "-o", out])
+    assert code == 0, err
+    got = pq.read_table(out)
+    Q = np.column_stack([got.column(f"calibrated_{c}").to_numpy() for c in "abc"])
+    np.testing.assert_array_equal(np.sort(Q, axis=0), np.sort(maps.load_map(str(m))[0].predict(Pt), axis=0))
+
+
+def test_logits_and_index_labels(tmp_path):
+    Z, y = _scores(logits=True)
+    f = tmp_path / "z.csv"
+    pacsv.write_csv(_table(Z, y, names=["0", "1", "2"], prefix="z", labels="index"), f)
+    m = tmp_path / "m.json"
+    code, _, err = _run(["fit", f, "--score-cols", "z0,z1,z2", "-m", "temperature", "-o", m])
+    assert code == 0, err
+    assert "scores read as logit (auto)" in err and "labels as class names" in err
+    env = json.loads(m.read_text())
+    assert env["score_kind"] == "logit" and env["classes"] == ["0", "1", "2"]
+    np.testing.assert_array_equal(maps.load_map(str(m))[0].predict(Z), calibcli.fit(
+        Z, y.astype(str), method="temperature", score_kind="logit", classes=["0", "1", "2"]).predict(Z))
+
+
+def test_compare_score_cols_and_best_map(files, tmp_path):
+    d, (P, y), _ = files
+    best = tmp_path / "best.json"
+    code, out, err = _run(["compare", d / "cal.csv", "--score-cols", "p_*", "-m", "temperature", "-m", "isotonic",
+                           "--json", "-o", best])
+    assert code == 0, err
+    report = json.loads(out)
+    assert [m["method"] for m in report["methods"]] == ["temperature", "isotonic"]
+    assert set(report["methods"][0]["mean"]) == {"log_loss", "brier", "top_label_ece", "classwise_ece"}
+    assert report["best"] in ("temperature", "isotonic")
+    # the folds' log-loss is the out-of-fold log-loss of the method fitted on the other folds
+    from calibcli.compare import fold_ids
+    from calibcli.evaluation import kclass_metrics
+
+    ids = fold_ids(y.size, 5, 0)
+    first = calibcli.fit(P[ids != 0], np.array(CLASSES)[y[ids != 0]], method="temperature", classes=CLASSES)
+    assert report["methods"][0]["folds"]["log_loss"][0] == pytest.approx(
+        kclass_metrics.log_loss(y[ids == 0], first.predict(P[ids == 0])), rel=1e-12)
+    assert json.loads(best.read_text())["method"] == report["best"]
+
+
+def _bad_file(tmp_path, name, columns):
+    f = tmp_path / name
+    pacsv.write_csv(pa.table(columns), f)
+    return f
+
+
+@pytest.mark.parametrize("columns, args, message", [
+    ({"p_a": [0.5, 0.5], "q": [0.5, 0.5], "label": ["a", "a"]}, ["--score-cols", "p_a"],
+     "--score-cols 'p_a' gives only column 'p_a': K-class scores need 2 or more columns"),
+    ({"p_a": [0.5, 0.5], "p_b": [0.5, 0.5], "label": ["a", "b"]}, ["--score-cols", "q_*"],
+     "--score-cols pattern 'q_*' matches no column"),
+    ({"p_a": [0.5, -0.5], "p_b": [0.5, 1.5], "label": ["a", "b"]}, ["--score-cols", "p_*", "--score-kind", "probability"],
+     "column 'p_a', row 2: probability -0.5 is negative"),
+    ({"p_a": [0.5, 0.5], "p_b": [0.5, 0.6], "label": ["a", "b"]}, ["--score-cols", "p_*", "--score-kind", "probability"],
+     "columns p_a,p_b, row 2: the probabilities sum to 1.1, not 1"),
+    ({"p_a": [0.5, float("nan")], "p_b": [0.5, 0.5], "label": ["a", "b"]}, ["--score-cols", "p_*"],
+     "column 'p_a', row 2: score nan is not finite"),
+    ({"p_a": [0.5, 0.5, 0.5], "p_b": [0.5, 0.5, 0.5], "label": ["a", "b", "c"]}, ["--score-cols", "p_*"],
+     "column 'label', row 3: label 'c' is not a class"),
+    ({"p_a": [0.5, 0.5], "p_b": [0.5, 0.5], "label": ["a", "b"]}, ["--score-cols", "p_*", "--classes", "x,x"],
+     "class name 'x' appears twice"),
+])
+def test_bad_input_is_one_line_exit_2_no_output(tmp_path, columns, args, message):
+    f = _bad_file(tmp_path, "bad.csv", columns)
+    out = tmp_path / "m.json"
+    code, stdout, err = _run(["fit", f, *args, "-o", out])
+    assert code == 2, err
+    assert err.startswith("error: ") and f"bad.csv: {message}" in err.splitlines()[0]
+    assert not out.exists() and stdout == ""
+
+
+def test_k_at_apply_time_differs_from_the_map(files, tmp_path):
+    d, _, (Pt, yt) = files
+    m = tmp_path / "m.json"
+    assert _run(["fit", d / "cal.csv", "--score-cols", "p_*", "-m", "temperature", "-o", m])[0] == 0
+    four = _bad_file(tmp_path, "four.csv", {"p_a": [0.25], "p_b": [0.25], "p_c": [0.25], "p_d": [0.25]})
+    out = tmp_path / "o.csv"
+    code, _, err = _run(["apply", m, four, "--score-cols", "p_*", "-o", out])
+    assert code == 2 and "four.csv: --score-cols 'p_*' gives 4 columns but the map" in err
+    assert "has 3 classes" in err and not out.exists()
+
+
+def test_absent_class_warns_and_strict_refuses(tmp_path):
+    f = _bad_file(tmp_path, "absent.csv", {"p_a": [0.7, 0.2, 0.6, 0.1], "p_b": [0.2, 0.7, 0.3, 0.8],
+                                           "p_c": [0.1, 0.1, 0.1, 0.1], "label": ["a", "b", "a", "b"]})
+    out = tmp_path / "m.json"
+    code, _, err = _run(["fit", f, "--score-cols", "p_*", "-m", "temperature", "-o", out])
+    assert code == 0, err
+    assert "warning: class(es) c have no rows in" in err and "class code" not in err
+    assert maps.load_map(str(out))[0].predict(np.array([[0.1, 0.1, 0.8]]))[0, 2] > 0
+    out.unlink()
+    code, _, err = _run(["--strict", "fit", f, "--score-cols", "p_*", "-m", "temperature", "-o", out])
+    assert code == 2 and "class(es) c have no rows" in err and "(an error with --strict)" in err
+    assert not out.exists()
+
+
+def test_binary_and_kclass_options_do_not_mix(files, tmp_path):
+    d, _, _ = files
+    code, _, err = _run(["fit", d / "cal.csv", "--score-cols", "p_*", "--score-col", "p_car"])
+    assert code == 2 and "--score-cols (K classes) cannot be combined with --score-col" in err
+    code, _, err = _run(["fit", d / "cal.csv", "--classes", "a,b,c"])
+    assert code == 2 and "--classes is for K-class scores" in err
+    code, _, err = _run(["fit", d / "cal.csv", "--score-cols", "p_*", "-m", "field-aware"])
+    assert code == 2 and "field-aware" in err
