@@ -269,3 +269,16 @@ def test_baseline_with_other_bins_is_refused_for_binned_metrics(data, tmp_path):
                "--max-regression", "log-loss=0").exit_code == 0
     other = run(path, "--prob-cols", "q_*", "--baseline", base, "--max-regression", "log-loss=0")
     assert other.exit_code == 2 and "baseline is for 'p_*', this run evaluates 'q_*'" in other.stderr
+
+
+def test_diagram_data_is_of_the_top_label(data, tmp_path):
+    """--diagram corp / smooth give the binary curves of (confidence, top class right)."""
+    from calibcli.evaluation import corp, metrics, smooth
+
+    path = data["dir"] / "k.parquet"
+    conf, right = data["P"].max(1), (data["P"].argmax(1) == data["y"]).astype(float)
+    v, n0, n1 = metrics.distribution(right, conf)
+    got = report(path, "--prob-cols", "p_*", "--plot", tmp_path / "c.svg", "--bands", "20", "--seed", "2")
+    assert got["results"][0]["corp"] == corp.diagram(v, n1, n0, 20, 2)
+    got = report(path, "--prob-cols", "p_*", "--plot", tmp_path / "s.svg", "--diagram", "smooth")
+    assert got["results"][0]["smooth"]["rate"] == pytest.approx(smooth.smooth_curve(v, n0, n1)[1].tolist(), abs=1e-12)

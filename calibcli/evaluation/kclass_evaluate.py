@@ -150,7 +150,25 @@ def _result(pred: Prediction, opts: Any) -> EvalRow:
         top = state.top.pooled()
         row.reliability = diagnostics.reliability_from_distribution(*top, opts.reliability_bins)
         row.histogram = diagnostics.histogram_of_distribution(*top)
+        row.corp, row.smooth = _top_label_curves(*top, opts)
     return row
+
+
+def _top_label_curves(v: np.ndarray, n0: np.ndarray, n1: np.ndarray, opts: Any) -> tuple[dict | None, dict | None]:
+    """The `--diagram` data of the top label (the CORP or the smooth curve of whether the top
+    class is right against the confidence), as the binary rows carry for p and y."""
+    if not v.size or not float(np.sum(n0) + np.sum(n1)) > 0:
+        return None, None
+    if opts.diagram == "corp":
+        from calibcli.evaluation import corp
+
+        return corp.diagram(v, n1, n0, opts.choice.bands, opts.choice.seed), None
+    if opts.diagram == "smooth":
+        from calibcli.evaluation import smooth
+
+        t, rate, density = smooth.smooth_curve(v, n0, n1)
+        return None, {"p": t.tolist(), "rate": rate.tolist(), "density": density.tolist()}
+    return None, None
 
 
 __all__ = ["evaluate_kclass", "is_kclass_map", "refuse_binary_options"]

@@ -94,7 +94,8 @@ class Evaluation:
           `classes` (a K-class prediction, `--prob-cols` or a multiclass map: the class of each
           probability column, in order; its `metrics` are the keys of
           `metrics.KCLASS_METRICS`, `histogram` and `reliability` are of the confidence
-          max_k p_k with the top label's accuracy as `positive_rate`; else null),
+          max_k p_k with the top label's accuracy as `positive_rate`, and so are `corp` and
+          `smooth`; else null),
           `corp` (with --plot and the CORP diagram: `p` and
           `recalibrated`, the PAV curve at the ends of its constant blocks; `band_p`,
           `band_lower`, `band_upper`, the consistency band; `level`, `rounds`, `p_value`),
