@@ -22,7 +22,8 @@ def _envelope(method, **kw):
     return json.loads(maps.envelope_to_json(maps.make_envelope(cm)))
 
 
-ENVELOPES = {m: _envelope(m) for m in ("temperature", "isotonic")}
+ENVELOPES = {**{m: _envelope(m) for m in ("temperature", "isotonic")},
+             "dirichlet": _envelope("dirichlet", reg_lambda=0.01, reg_mu=0.01)}
 
 
 def _load(env):
@@ -59,6 +60,12 @@ def test_valid_maps_load():
     ("temperature", lambda e: e["state"].update(w=[1.0]), "not a field"),
     ("temperature", lambda e: e.update(one_vs_rest=True), "one-vs-rest"),
     ("temperature", lambda e: e.update(one_vs_rest="yes"), "one_vs_rest"),
+    ("dirichlet", lambda e: e["state"].update(w=e["state"]["w"][:-1]), "'w' has 8 values, expected 9"),
+    ("dirichlet", lambda e: e["state"].update(b=e["state"]["b"] + [0.0]), "'b' has 4 values, expected 3"),
+    ("dirichlet", lambda e: e["state"].update(w=[[1.0, 0, 0], [0, 1.0, 0], [0, 0, 1.0]]), r"'w'\[0\] = \[1.0, 0, 0\] is not a number"),
+    ("dirichlet", lambda e: e["state"].update(n_classes=4), "n_classes = 4"),
+    ("dirichlet", lambda e: e["params"].update(reg_lambda=-1.0), "reg_lambda"),
+    ("dirichlet", lambda e: e["params"].update(folds=1), "folds"),
     ("isotonic", lambda e: e.pop("one_vs_rest"), "binary"),
     ("isotonic", lambda e: e["state"].update(n_classes=2), "n_classes"),
     ("isotonic", lambda e: e["state"].pop("k1.x"), "class 1: .*missing state field 'x'"),
@@ -74,12 +81,30 @@ def test_damaged_maps_are_refused(method, change, message):
     assert "\n" not in err.value.message
 
 
-def test_non_finite_state_is_refused_in_both_formats(tmp_path):
-    env = _mutated("temperature", lambda e: e["state"].update(temperature=float("nan")))
+@pytest.mark.parametrize("method, field", [("temperature", "temperature"), ("dirichlet", "w"), ("dirichlet", "b")])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), "1e999999"])
+def test_non_finite_state_is_refused(method, field, bad):
+    def change(e):
+        if isinstance(e["state"][field], list):
+            e["state"][field][1] = bad
+        else:
+            e["state"][field] = bad
+    text = json.dumps(_mutated(method, change)).replace('"1e999999"', "1e999999").encode()
     with pytest.raises(MapError):
-        _load(env)
+        maps.envelope_to_calibrator(maps.parse_map_bytes(text, "m.json"), "m.json")
+
+
+def test_parquet_refuses_non_finite_state():
+    env = _mutated("dirichlet", lambda e: e["state"]["w"].__setitem__(0, float("nan")))
     with pytest.raises(MapError, match="finite"):
         maps.envelope_to_parquet_bytes(env)
+
+
+def test_huge_coefficients_still_predict_probability_rows():
+    env = _mutated("dirichlet", lambda e: e["state"].update(w=[1e300, -1e300, 1e300, 0.0, 1e300, -1e300, 5.0, 0.0, 1e300]))
+    cm = _load(env)
+    p = cm.predict(np.vstack([np.eye(3), np.full((1, 3), 1 / 3), [[1e-300, 5e-324, 1.0]]]))
+    assert np.all(np.isfinite(p)) and np.abs(p.sum(axis=1) - 1).max() <= 1e-12
 
 
 def test_a_constant_class_round_trips(tmp_path):
