@@ -15,7 +15,9 @@ import calibcli
 from calibcli import maps
 from calibcli.errors import CalibWarning
 
-METHODS = ["temperature", "isotonic", "logistic", "boot-isotonic"]
+METHODS = ["temperature", "vector", "dirichlet", "isotonic", "logistic", "boot-isotonic"]
+FAST = {"boot-isotonic": {"r": 3, "seed": 7}, "vector": {"folds": 2, "seed": 7},
+        "dirichlet": {"reg_lambda": 0.01, "reg_mu": 0.01}}
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 EXTREME = st.sampled_from([0.0, 5e-324, 1e-310, 1e-300, 1e-12, -1e300, 1e300, -1.7e308, 1.7e308, -30.0, 30.0])
 VALUE = st.one_of(st.floats(-50, 50), EXTREME)
@@ -38,8 +40,7 @@ def problems(draw, kind):
 def _fit(values, y, method, kind):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        extra = {"r": 3, "seed": 7} if method == "boot-isotonic" else {}
-        return calibcli.fit(values, y, method=method, score_kind=kind, **extra)
+        return calibcli.fit(values, y, method=method, score_kind=kind, **FAST.get(method, {}))
 
 
 def _check_rows(p):
