@@ -39,8 +39,10 @@ def affine(cmap: Any) -> tuple[np.ndarray, np.ndarray] | float:
     state = cmap.get_state()
     if cmap.name == "temperature":
         return float(state["temperature"])
-    if cmap.name in ("vector", "dirichlet"):
-        return np.asarray(state["W"], dtype=np.float64), np.asarray(state["b"], dtype=np.float64)
+    if cmap.name in ("vector", "dirichlet"):  # state: w (K values, or K*K row by row) and b
+        w = np.asarray(state["w"], dtype=np.float64)
+        k = int(state["n_classes"])
+        return (w.reshape(k, k) if cmap.name == "dirichlet" else w), np.asarray(state["b"], dtype=np.float64)
     raise MapError(f"a {cmap.name} K-class map cannot be exported as SQL",
                    hint="SQL export of K-class maps supports " + ", ".join(SQL_METHODS))
 
