@@ -182,7 +182,7 @@ def matrix_from(table: pa.Table | pa.RecordBatch, cols: ScoreCols, source: str, 
         names = [cols.list_column] * P.shape[1]
     else:
         names = list(cols.columns)
-        P = np.empty((table.num_rows, len(names)), dtype=np.float64)
+        P = np.empty((table.num_rows, len(names)), dtype=np.float64, order="F")  # columns written whole
         for j, name in enumerate(names):
             P[:, j] = _to_float(_column(table, name, source, "--score-cols"), name, source, offset)
     bad = ~np.isfinite(P)
