@@ -12,4 +12,4 @@ cat test.csv | calib apply "$out/isotonic.json" - | calib evaluate - --prob-col 
 calib evaluate test.parquet --map "$out/isotonic.json" --map "$out/bayes-iso.json" --map "$out/field-aware.parquet" --field-col field
 calib fit --score-cols 'p_*' --method temperature digits_scores.csv -o "$out/digits.json"
 cat digits_test.csv | calib apply "$out/digits.json" - | calib evaluate - --prob-cols 'calibrated_*' --fail-above top-label-ece=0.03
-calib compare digits_scores.csv --score-cols 'p_*' -m temperature -m isotonic
+calib compare digits_scores.csv --score-cols 'p_*' -m temperature -m vector -m dirichlet -m isotonic
