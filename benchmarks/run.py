@@ -15,6 +15,7 @@ the full size and are only judged there; ratios are judged at every size.
     python benchmarks/run.py --quick            # smoke run, 1e5 rows, ~1 min
     python benchmarks/run.py                    # 1e7 rows, the issue's table
     python benchmarks/run.py --big              # also the 1e8-row streamed apply (peak RSS)
+    python benchmarks/run.py --only apply --out benchmarks/results_apply.json   # the apply rows alone
 """
 
 from __future__ import annotations
@@ -266,6 +267,32 @@ def row(op, peer, peer_value, ours, unit, ratio, ratio_kind, target, met, note="
             "ratio": ratio, "ratio_kind": ratio_kind, "target": target, "met": met, "note": note}
 
 
+def apply_rows(folder: Path, full: bool) -> list[dict]:
+    """`calib apply` against its floor: the binary isotonic map, and a temperature map of
+    KCLASSES classes (whose target includes peak RSS < 1 GB at the full size)."""
+    rows = []
+    if not (folder / "map.json").exists():  # --only apply: the isotonic map measure() fits first
+        run_process(CALIB + ["fit", str(folder / "fit.parquet"), "-o", str(folder / "map.json")], 1)
+    applied, apply_floor = apply_vs_floor(folder, folder / "map.json", folder / "fit.parquet")
+    r = apply_floor["seconds"] / applied["seconds"]
+    rows.append(row("`calib apply` Parquet -> Parquet", "floor: pyarrow read + write with the new column",
+                    apply_floor["seconds"], applied["seconds"], "s", r, "floor / calibcli", ">= 0.8 of the floor",
+                    r >= 0.8, f"peak RSS {applied['rss_mb']:.0f} MB (floor {apply_floor['rss_mb']:.0f} MB); "
+                    "both whole processes"))
+    kmap = folder / "kclass.json"
+    run_process(CALIB + ["fit", "--score-cols", "p_*", "--method", "temperature", str(folder / "kclass_fit.parquet"),
+                         "-o", str(kmap)], 1)
+    applied, apply_floor = apply_vs_floor(folder, kmap, folder / "kclass.parquet")
+    r = apply_floor["seconds"] / applied["seconds"]
+    ok = r >= 0.8 and (applied["rss_mb"] < 1024 or not full)
+    rows.append(row(f"`calib apply` {KCLASSES} classes (temperature) Parquet -> Parquet",
+                    f"floor: pyarrow read + write with the {KCLASSES} new columns", apply_floor["seconds"],
+                    applied["seconds"], "s", r, "floor / calibcli", ">= 0.8 of the floor, peak RSS < 1 GB", ok,
+                    f"peak RSS {applied['rss_mb']:.0f} MB (floor {apply_floor['rss_mb']:.0f} MB); "
+                    "both whole processes"))
+    return rows
+
+
 def measure(folder: Path, n: int, repeat: int, full: bool, big: bool) -> list[dict]:
     rows = []
 
@@ -305,23 +332,7 @@ def measure(folder: Path, n: int, repeat: int, full: bool, big: bool) -> list[di
     r = sk_p["seconds"] / our_p["seconds"]
     rows.append(row("isotonic predict, in memory", "scikit-learn predict", sk_p["seconds"], our_p["seconds"],
                     "s", r, "peer / calibcli", ">= 6x faster", r >= 6))
-    applied, apply_floor = apply_vs_floor(folder, folder / "map.json", folder / "fit.parquet")
-    r = apply_floor["seconds"] / applied["seconds"]
-    rows.append(row("`calib apply` Parquet -> Parquet", "floor: pyarrow read + write with the new column",
-                    apply_floor["seconds"], applied["seconds"], "s", r, "floor / calibcli", ">= 0.8 of the floor",
-                    r >= 0.8, f"peak RSS {applied['rss_mb']:.0f} MB (floor {apply_floor['rss_mb']:.0f} MB); "
-                    "both whole processes"))
-    kmap = folder / "kclass.json"
-    run_process(CALIB + ["fit", "--score-cols", "p_*", "--method", "temperature", str(folder / "kclass_fit.parquet"),
-                         "-o", str(kmap)], 1)
-    applied, apply_floor = apply_vs_floor(folder, kmap, folder / "kclass.parquet")
-    r = apply_floor["seconds"] / applied["seconds"]
-    ok = r >= 0.8 and (applied["rss_mb"] < 1024 or not full)
-    rows.append(row(f"`calib apply` {KCLASSES} classes (temperature) Parquet -> Parquet",
-                    f"floor: pyarrow read + write with the {KCLASSES} new columns", apply_floor["seconds"],
-                    applied["seconds"], "s", r, "floor / calibcli", ">= 0.8 of the floor, peak RSS < 1 GB", ok,
-                    f"peak RSS {applied['rss_mb']:.0f} MB (floor {apply_floor['rss_mb']:.0f} MB); "
-                    "both whole processes"))
+    rows += apply_rows(folder, full)
     fit_pair("logistic", "sklearn", "scikit-learn LogisticRegression (Platt)", 2)
     fit_pair("beta", "betacal", "betacal BetaCalibration('abm')", 2)
     ev = run_process(CALIB + ["evaluate", str(folder / "eval.parquet"), "--field-col", "field"], PROCESS_REPEAT)
@@ -380,6 +391,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="1e5 rows (field-aware 2e4): a smoke run")
     ap.add_argument("--big", action="store_true", help="also stream 1e8 rows through `calib apply` (~2 GB disk)")
+    ap.add_argument("--only", choices=["apply"], help="only these rows (apply: `calib apply` against its floors)")
     ap.add_argument("--rows", type=float, default=None, help="rows (default 1e7, 1e5 with --quick)")
     ap.add_argument("--repeat", type=int, default=None, help="runs per figure, best kept (default 2, 3 quick)")
     ap.add_argument("--out", default=str(HERE / "results.json"))
@@ -405,9 +417,10 @@ def main() -> None:
         # In a child process: a worker forked from a big driver would inherit its RSS high-water mark.
         subprocess.run([sys.executable, str(Path(__file__).resolve()), "--make-data", str(folder), "--rows", str(n),
                         "--field-rows", str(FIELD_ROWS if full else 20_000)], check=True)
-        rows = measure(folder, n, repeat, full, args.big)
+        rows = apply_rows(folder, full) if args.only == "apply" else measure(folder, n, repeat, full, args.big)
     result = {
-        "command": "python benchmarks/run.py" + (" --quick" if args.quick else "") + (" --big" if args.big else ""),
+        "command": "python benchmarks/run.py" + (" --quick" if args.quick else "") + (" --big" if args.big else "")
+        + (f" --only {args.only}" if args.only else ""),
         "rows": n, "repeat": repeat, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
         "seconds": round(time.time() - started, 1),
         "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 import numpy as np
 import pyarrow as pa
 
-from calibcli.errors import InputError, UsageError, shown
+from calibcli.errors import FitError, InputError, UsageError, shown
 from calibcli.io import score_cols
 
 
@@ -65,7 +65,10 @@ class ClassPlan:
         """(the batch, its K calibrated columns, 0 invalid rows: an invalid row is an error)."""
         cols = self.cols
         P = score_cols.matrix_from(batch, cols, name, offset)
-        if self.cmap.score_kind == "probability":
-            score_cols.check_probabilities(P, cols, name, offset)
-        Q = np.ascontiguousarray(self.cmap.predict(P).T)
+        try:
+            Q = np.ascontiguousarray(self.cmap.predict(P).T)
+        except FitError as exc:  # the map refuses rows that are not probabilities: name the file and row
+            if self.cmap.score_kind == "probability":
+                score_cols.check_probabilities(P, cols, name, offset)
+            raise InputError(f"{name}: {exc.message}", hint=exc.hint) from None
         return batch, [pa.array(column) for column in Q], 0

@@ -235,3 +235,17 @@ def test_binary_and_kclass_options_do_not_mix(files, tmp_path):
     assert code == 2 and "--classes is for K-class scores" in err
     code, _, err = _run(["fit", d / "cal.csv", "--score-cols", "p_*", "-m", "field-aware"])
     assert code == 2 and "field-aware" in err
+
+
+def test_apply_names_the_row_that_is_not_a_probability(files, tmp_path):
+    d, _, (Pt, yt) = files
+    m = tmp_path / "m.json"
+    assert _run(["fit", d / "cal.csv", "--score-cols", "p_*", "-m", "temperature", "-o", m])[0] == 0
+    bad = Pt.copy()
+    bad[700, 1] += 0.01  # row 701 sums to 1.01
+    src = tmp_path / "bad.parquet"
+    pq.write_table(_table(bad, yt), src)
+    out = tmp_path / "o.parquet"
+    code, _, err = _run(["apply", m, src, "-o", out])
+    assert code == 2 and "bad.parquet: columns p_car,p_cat,p_dog, row 701: the probabilities sum to" in err
+    assert not out.exists()
