@@ -175,7 +175,7 @@ def test_bootstrap_intervals_and_gating_on_the_interval(scores):
     args = [scores, "--prob-col", "bad", "--field-col", "field", "--json", "--bootstrap", 60, "--seed", 4]
     first = json.loads(run(*args).stdout)
     assert first == json.loads(run(*args).stdout)  # seeded
-    assert first["bootstrap"] == {"replicates": 60, "seed": 4, "level": 0.95, "method": "percentile",
+    assert first["bootstrap"] == {"replicates": 60, "seed": 4, "level": 0.95, "method": "recentred-percentile",
                                   "resampling": "poisson"}
     point = first["results"][0]["metrics"]["field_rce"]
     lo, hi = first["results"][0]["intervals"]["field_rce"]

@@ -8,7 +8,18 @@ bootstrap, and each replicate is evaluated by the metric functions themselves
 (`state.compute_all` with the drawn counts as `sample_weight`; CalBin counts a cell of
 count k as k rows). The field metrics need the state kept per (p, field value) cell
 (`field_cells=True`); the other metrics only per distinct p. Intervals are percentile
-intervals of the replicates, seeded (`BootstrapPlan.seed`).
+intervals of the replicates moved onto the estimate, seeded (`BootstrapPlan.seed`).
+
+Why moved: a resample repeats rows, and statistics that look at neighbouring rows (CalBin's
+windows of s consecutive rows hold fewer distinct rows, so their positive rates are
+noisier) or at a maximum over bins (MCE) come out systematically larger on resamples than
+on the data: a plain percentile interval can then miss its own estimate entirely. The
+bootstrap measures that shift itself: with T the estimate and m the median of the
+replicates, the interval is [q_lo - (m - T), q_hi - (m - T)] (the percentile interval
+re-centred by the bootstrap's median bias; q_lo <= m <= q_hi, so it always holds T),
+clipped to the metric's range. Spiegelhalter's p-value is a fold of z, not an estimate of
+its own: its interval is the p-values of z's interval (up to 1 when that holds 0).
+`benchmarks/bootstrap_coverage.py` measures the coverage by simulation.
 
 When it is not exact, it is refused: with row weights (a cell's resampled weight depends on
 which of its rows are drawn, not only how many) and with `step` bucketing (the state no
@@ -43,7 +54,7 @@ class BootstrapPlan:
 
     def to_json(self) -> dict[str, Any]:
         return {"replicates": self.replicates, "seed": self.seed, "level": self.level,
-                "method": "percentile", "resampling": "poisson"}
+                "method": "recentred-percentile", "resampling": "poisson"}
 
 
 def poisson_counts(state: EvalState, plan: BootstrapPlan) -> Iterator[np.ndarray]:
@@ -84,13 +95,6 @@ def state_replicates(state: EvalState, calbin_window: int, plan: BootstrapPlan, 
     return out
 
 
-def bootstrap_replicates(y: np.ndarray, p: np.ndarray, groups: np.ndarray | None,
-                         calbin_window: int, plan: BootstrapPlan) -> dict[str, np.ndarray]:
-    """Every metric on `plan.replicates` Poisson resamples of the rows (y, p, field codes)."""
-    fields = None if groups is None else (groups, [str(i) for i in range(int(groups.max()) + 1 if groups.size else 0)])
-    state = EvalState.from_arrays(y, p, fields=fields, field_cells=groups is not None)
-    return state_replicates(state, calbin_window, plan)
-
 
 
 def percentile_intervals(replicates: Mapping[str, np.ndarray], level: float = CONFIDENCE
@@ -108,10 +112,61 @@ def percentile_intervals(replicates: Mapping[str, np.ndarray], level: float = CO
     return out
 
 
+UNIT_RANGE = frozenset({"brier", "auc", "ece", "mce", "calbin", "spiegelhalter_p", "interval_width",
+                        "interval_coverage", "accuracy", "top_label_ece", "top_label_mce", "classwise_ece"})
+NON_NEGATIVE = frozenset({"log_loss", "field_ece", "field_rce"})
+
+
+def recentred_intervals(replicates: Mapping[str, np.ndarray], estimates: Mapping[str, float],
+                        level: float = CONFIDENCE) -> dict[str, tuple[float, float]]:
+    """Each metric's percentile interval moved by the bootstrap's median bias onto its
+    estimate, clipped to the metric's range (module docstring); a metric n/a on the data
+    keeps its plain percentile interval."""
+    tail = (1 - level) / 2 * 100
+    out = percentile_intervals(replicates, level)
+    for key, values in replicates.items():
+        finite = values[np.isfinite(values)]
+        point = estimates.get(key, math.nan)
+        if finite.size == 0 or point != point:
+            continue
+        lo, mid, hi = np.percentile(finite, [tail, 50, 100 - tail])
+        shift = mid - point
+        lo, hi = float(min(lo - shift, point)), float(max(hi - shift, point))
+        if key in UNIT_RANGE or key in NON_NEGATIVE:
+            lo = max(lo, 0.0)
+        if key in UNIT_RANGE:
+            hi = min(hi, 1.0)
+        out[key] = (lo, hi)
+    if "spiegelhalter_p" in out and "spiegelhalter_z" in out and estimates.get("spiegelhalter_p") == estimates.get(
+            "spiegelhalter_p"):
+        out["spiegelhalter_p"] = _p_values_of(*out["spiegelhalter_z"])
+    return out
+
+
+def _p_values_of(z_lo: float, z_hi: float) -> tuple[float, float]:
+    """The two-sided normal p-values over [z_lo, z_hi]: from the largest |z| up to the smallest
+    (1 when the interval holds 0)."""
+    far = max(abs(z_lo), abs(z_hi))
+    near = 0.0 if z_lo <= 0 <= z_hi else min(abs(z_lo), abs(z_hi))
+    return math.erfc(far / math.sqrt(2)), math.erfc(near / math.sqrt(2))
+
+
+def _rows_state(y: np.ndarray, p: np.ndarray, groups: np.ndarray | None) -> EvalState:
+    """The evaluation state of rows in memory (field codes `groups` kept per cell)."""
+    fields = None if groups is None else (groups, [str(i) for i in range(int(groups.max()) + 1 if groups.size else 0)])
+    return EvalState.from_arrays(y, p, fields=fields, field_cells=groups is not None)
+
+
+def bootstrap_replicates(y: np.ndarray, p: np.ndarray, groups: np.ndarray | None,
+                         calbin_window: int, plan: BootstrapPlan) -> dict[str, np.ndarray]:
+    """Every metric on `plan.replicates` Poisson resamples of the rows (y, p, field codes)."""
+    return state_replicates(_rows_state(y, p, groups), calbin_window, plan)
+
+
 def bootstrap_intervals(y: np.ndarray, p: np.ndarray, groups: np.ndarray | None,
                         calbin_window: int, plan: BootstrapPlan) -> dict[str, tuple[float, float]]:
-    """Seeded percentile confidence intervals of every metric of one probability column."""
-    return percentile_intervals(bootstrap_replicates(y, p, groups, calbin_window, plan), plan.level)
+    """Seeded confidence intervals of every metric of one probability column (`state_intervals`)."""
+    return state_intervals(_rows_state(y, p, groups), calbin_window, plan)
 
 
 def kclass_intervals(y: np.ndarray, P: np.ndarray, plan: BootstrapPlan, ece_bins: int = metrics.ECE_BINS,
@@ -132,17 +187,22 @@ def kclass_intervals(y: np.ndarray, P: np.ndarray, plan: BootstrapPlan, ece_bins
         prepared.append((xs, group, y01))
     rng = np.random.default_rng(plan.seed)
     out = {k: np.full(plan.replicates, math.nan) for k in metrics.KCLASS_METRICS}
-    for b in range(plan.replicates):
-        w = rng.poisson(1.0, y.size).astype(np.float64)
+
+    def resampled(w: np.ndarray) -> dict[str, float]:
         dists = [(xs, np.bincount(g, w * (1 - y01), xs.size), np.bincount(g, w * y01, xs.size))
                  for xs, g, y01 in prepared]
-        for k, v in metrics_of(terms @ w, dists[0], dists[1:], ece_bins, ece_strategy).items():
+        return metrics_of(terms @ w, dists[0], dists[1:], ece_bins, ece_strategy)
+
+    for b in range(plan.replicates):
+        for k, v in resampled(rng.poisson(1.0, y.size).astype(np.float64)).items():
             out[k][b] = v
-    return percentile_intervals(out, plan.level)
+    return recentred_intervals(out, resampled(np.ones(y.size)), plan.level)
 
 
 def state_intervals(state: EvalState, calbin_window: int, plan: BootstrapPlan, choice: Any = None, **ece: Any
                     ) -> dict[str, tuple[float, float]]:
-    """Seeded percentile confidence intervals of every metric, drawn from an evaluation state
-    (`choice`: as `state_replicates`; `ece`: the ECE/MCE bin options of `state.compute_all`)."""
-    return percentile_intervals(state_replicates(state, calbin_window, plan, choice, **ece), plan.level)
+    """Seeded confidence intervals of every metric, drawn from an evaluation state (`choice`:
+    as `state_replicates`; `ece`: the ECE/MCE bin options of `state.compute_all`): percentile
+    intervals re-centred on the estimate (`recentred_intervals`)."""
+    return recentred_intervals(state_replicates(state, calbin_window, plan, choice, **ece),
+                               state.metrics(calbin_window, choice=choice, **ece), plan.level)

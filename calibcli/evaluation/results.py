@@ -106,7 +106,7 @@ class Evaluation:
         - `ece_bins`, `ece_strategy`: the bins of ECE and MCE (--ece-bins, --ece-strategy)
         - `label_col`; `score_col` (the column the maps were applied to; null without --map)
         - `hl_groups`: the groups of the Hosmer-Lemeshow test (--hl-groups)
-        - `bootstrap`: {replicates, seed, level, method: "percentile", resampling: "poisson"} or null
+        - `bootstrap`: {replicates, seed, level, method: "recentred-percentile", resampling: "poisson"} or null
         - `gate`: {passed, gate_on, baseline (path or null), checked, failed, checks}; each
           check is {result, metric, kind ("above", "below", "regression"), value, compared,
           limit, passed, excess, threshold, baseline, allowed, relative}. With no gate
