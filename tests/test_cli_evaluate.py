@@ -209,10 +209,13 @@ def test_by_field_lists_the_worst_fields(scores):
 def test_text_reliability_diagram(scores):
     result = run(scores, "--prob-col", "good", "--prob-col", "bad", "--plot", "-")
     assert result.exit_code == 0
-    for name in ("good", "bad"):
-        assert f"reliability of '{name}': 10 equal-mass bins" in result.stdout
-    rows = [ln for ln in result.stdout.splitlines() if ln.rstrip().endswith(("|", "█", " ")) and " 200  " in ln]
-    assert len(rows) == 20  # 2000 rows in 10 equal-mass bins, for each column
+    doc = json.loads(run(scores, "--prob-col", "good", "--prob-col", "bad", "--plot", "-", "--json").stdout)
+    for r in doc["results"]:
+        bins = r["reliability"]
+        assert f"reliability of '{r['name']}': {len(bins)} bins of ECE" in result.stdout
+        assert sum(b["rows"] for b in bins) == 2000
+        for b in bins:  # one line per bin: mean p, rate and rows as the JSON has them
+            assert f"{b['mean_p']:8.4f} {b['positive_rate']:7.4f} {b['rows']:8d}  " in result.stdout
 
 
 def test_png_reliability_diagram(scores, tmp_path):

@@ -134,14 +134,15 @@ def test_bootstrap_is_seeded_and_brackets_the_point(data):
 
 def test_bootstrap_replicate_is_the_weighted_metric(data):
     """One replicate equals compute_all with that replicate's Poisson counts as weights."""
-    from calibcli.evaluation.bootstrap import BootstrapPlan, kclass_intervals
+    from calibcli.evaluation.bootstrap import BootstrapPlan, kclass_replicates
 
     y, P = data["y"][:300], data["P"][:300]
-    got = kclass_intervals(y, P, BootstrapPlan(1, 3))
+    got, point = kclass_replicates(y, P, BootstrapPlan(1, 3))
     w = np.random.default_rng(3).poisson(1.0, 300).astype(float)
-    direct = km.compute_all(y, P, w)
-    for k, (lo, hi) in got.items():
-        assert lo == pytest.approx(direct[k], rel=1e-12) and hi == lo, k
+    direct, whole = km.compute_all(y, P, w), km.compute_all(y, P)
+    for k, values in got.items():
+        assert values[0] == pytest.approx(direct[k], rel=1e-12), k
+        assert point[k] == pytest.approx(whole[k], rel=1e-12), k
 
 
 def test_plots(data, tmp_path):
@@ -156,10 +157,12 @@ def test_plots(data, tmp_path):
     html = page.read_text()
     assert "2400 rows, 3 classes" in html and "top-label ECE" in html and "confidence" in html
     out = report(path, "--prob-cols", "p_*", "--plot", tmp_path / "s.svg")["results"][0]
-    assert sum(out["histogram"]) == 2400 and len(out["reliability"]) == 10
     conf, right = data["P"].max(1), data["P"].argmax(1) == data["y"]
-    first = np.argsort(conf, kind="stable")[:240]
-    assert out["reliability"][0]["positive_rate"] == pytest.approx(right[first].mean(), abs=1e-12)
+    bins = np.minimum((conf * 10).astype(int), 9)  # the bins of top-label ECE: 10 of equal width
+    rows = np.bincount(bins, minlength=10)
+    assert sum(out["histogram"]) == 2400 and [b["rows"] for b in out["reliability"]] == rows[rows > 0].tolist()
+    rate = np.bincount(bins, weights=right, minlength=10)[rows > 0] / rows[rows > 0]
+    assert [b["positive_rate"] for b in out["reliability"]] == pytest.approx(rate, abs=1e-12)
 
 
 def test_csv_and_markdown(data):

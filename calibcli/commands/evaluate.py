@@ -10,7 +10,7 @@ import typer
 
 from calibcli import bounds, console
 from calibcli.commands.shared import (ClassesOpt, FormatOpt, InputArg, LabelCol, PosLabelOpt, ScoreCol, ScoreColsOpt,
-                                      ScoreKindOpt, option_range, reports_errors)
+                                      ScoreKindOpt, command_line, option_range, reports_errors)
 from calibcli.errors import ExitCode, UsageError
 
 
@@ -29,6 +29,7 @@ def _interval_cols(text: Optional[str]) -> Optional[tuple[str, str]]:
 
 @reports_errors
 def evaluate(
+    ctx: typer.Context,
     input: InputArg,
     prob_col: Annotated[List[str], typer.Option("--prob-col", help="Probability column to evaluate; repeatable.")] = [],
     prob_cols: Annotated[List[str], typer.Option("--prob-cols", metavar="SPEC", help="K-class probability columns of one prediction: a comma list, a quoted pattern ('p_*', natural order) or a list column; repeatable.")] = [],
@@ -57,12 +58,12 @@ def evaluate(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap resamples and of the --bands rounds." + option_range("--seed"))] = 0,
     by_field: Annotated[bool, typer.Option("--by-field", help="Show the fields with the largest absolute and relative bias (needs --field-col).")] = False,
     top: Annotated[int, typer.Option("--top", metavar="K", help="How many fields --by-field shows." + option_range("--top"))] = 5,
-    plot: Annotated[Optional[str], typer.Option("--plot", metavar="FILE", help="Reliability diagram: an image (.png/.svg/.pdf, needs calibcli[plot]) or - for text on stdout.")] = None,
+    plot: Annotated[Optional[str], typer.Option("--plot", metavar="FILE", help="Reliability diagram: an image (.png/.svg/.pdf, needs calibcli[plot]), an HTML report (.html) or - for text on stdout.")] = None,
     format: FormatOpt = None,
     metrics: Annotated[Optional[str], typer.Option("--metrics", metavar="LIST", help="What is computed and shown: default (the first set plus the CORP decomposition), all, or a comma list of metric names (may include default), e.g. default,smece,ks-p. Gated metrics are always computed.")] = None,
     bands: Annotated[Optional[int], typer.Option("--bands", metavar="N", help="Rounds of the CORP consistency bands and of the corp-p test (0: none; default 100 with --plot, else 0), seeded by --seed." + option_range("--bands"))] = None,
     hl_groups: Annotated[int, typer.Option("--hl-groups", metavar="G", help="Equal-mass groups of the Hosmer-Lemeshow test (chi-squared with G - 2 degrees of freedom)." + option_range("--hl-groups"))] = 10,
-    diagram: Annotated[str, typer.Option("--diagram", metavar="corp|smooth|binned", help="What --plot draws: the CORP reliability diagram (PAV curve, consistency band), the smooth one (smECE's kernel), or equal-mass bins.")] = "corp",
+    diagram: Annotated[str, typer.Option("--diagram", metavar="corp|smooth|binned", help="What --plot draws: the CORP reliability diagram (PAV curve, consistency band), the smooth one (smECE's kernel), or the bins of ECE/MCE with their rows.")] = "corp",
     interval_cols: Annotated[Optional[str], typer.Option("--interval-cols", metavar="LOW,HIGH", help="Interval columns of the one --prob-col (default: <col>_low and <col>_high when present): adds interval width and coverage.")] = None,
 ) -> None:
     """Print log-loss, Brier, AUC, ECE, CalBin (and Field-ECE/RCE with --field-col).
@@ -114,7 +115,7 @@ def evaluate(
         gates=spec,
         bootstrap=BootstrapPlan(bootstrap, seed) if bootstrap else None,
         by_field_top=top if by_field else None,
-        reliability_bins=10 if plot is not None else None,
+        reliability_bins=ece_bins if plot is not None else None,
         weight_col=weight_col,
         step=step,
         ece_bins=ece_bins,
@@ -133,6 +134,7 @@ def evaluate(
     if save_baseline is not None:
         evaluation_json.save_evaluation(result, save_baseline)
     if plot is not None and plot != "-":
+        result.command = command_line(ctx)
         plotting.save_reliability(result, plot)
     with console.data_output():
         if output_kind == "json":

@@ -54,6 +54,25 @@ def reports_errors(func: Callable) -> Callable:
     return wrapper
 
 
+def command_line(ctx: typer.Context) -> str:
+    """The running command as one `calib ...` line: its arguments, then every option whose
+    value differs from its default (as the HTML report names what made it)."""
+    import shlex
+
+    words = ["calib", ctx.info_name or ""]
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        if param.param_type_name == "argument":
+            words.append(str(value))
+        elif value not in (None, [], ()) and value != param.default and not getattr(param, "hidden", False):
+            flag = max(param.opts, key=len)
+            if getattr(param, "is_flag", False):
+                words.append(flag)
+            else:
+                words += [w for v in (value if param.multiple else [value]) for w in (flag, str(v))]
+    return shlex.join(words)
+
+
 def option_range(option: str) -> str:
     """The bounds of a numeric option, for its help text."""
     return " Range: " + bounds.OPTIONS[option].describe() + "."

@@ -171,10 +171,17 @@ def bootstrap_intervals(y: np.ndarray, p: np.ndarray, groups: np.ndarray | None,
 
 def kclass_intervals(y: np.ndarray, P: np.ndarray, plan: BootstrapPlan, ece_bins: int = metrics.ECE_BINS,
                      ece_strategy: str = "uniform") -> dict[str, tuple[float, float]]:
-    """Seeded percentile intervals of the K-class metrics of rows (codes y, probabilities P):
-    each replicate draws a Poisson(1) count per row, the same for every class, and reads the
-    metrics off the resampled sums and distributions (`kclass_state.metrics_of`). The rows
-    are sorted once per distribution; a replicate costs K + 1 `bincount`s over the rows."""
+    """Seeded intervals of the K-class metrics of rows (codes y, probabilities P), re-centred
+    on the estimates as the binary ones are (`recentred_intervals`)."""
+    return recentred_intervals(*kclass_replicates(y, P, plan, ece_bins, ece_strategy), plan.level)
+
+
+def kclass_replicates(y: np.ndarray, P: np.ndarray, plan: BootstrapPlan, ece_bins: int = metrics.ECE_BINS,
+                      ece_strategy: str = "uniform") -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """(replicates, estimates) of the K-class metrics: each replicate draws a Poisson(1) count
+    per row, the same for every class, and reads the metrics off the resampled sums and
+    distributions (`kclass_state.metrics_of`). The rows are sorted once per distribution; a
+    replicate costs K + 1 `bincount`s over the rows."""
     from calibcli.evaluation import kclass_metrics as km
     from calibcli.evaluation.kclass_state import metrics_of
 
@@ -196,7 +203,7 @@ def kclass_intervals(y: np.ndarray, P: np.ndarray, plan: BootstrapPlan, ece_bins
     for b in range(plan.replicates):
         for k, v in resampled(rng.poisson(1.0, y.size).astype(np.float64)).items():
             out[k][b] = v
-    return recentred_intervals(out, resampled(np.ones(y.size)), plan.level)
+    return out, resampled(np.ones(y.size))
 
 
 def state_intervals(state: EvalState, calbin_window: int, plan: BootstrapPlan, choice: Any = None, **ece: Any

@@ -43,7 +43,7 @@ def field_breakdown_sums(count: np.ndarray, pos: np.ndarray, psum: np.ndarray, n
     def rows(score: np.ndarray) -> list[dict[str, Any]]:
         # Largest first; ties broken by more rows, then by name, so the listing is stable.
         pick = seen[np.lexsort((name_rank[seen], -count[seen], -np.abs(score[seen])))][:top]
-        return [{"field": names[i], "rows": _whole(count[i]), "positives": _whole(pos[i]),
+        return [{"field": names[i], "rows": whole(count[i]), "positives": whole(pos[i]),
                  "mean_p": float(psum[i] / count[i]), "positive_rate": float(pos[i] / count[i]),
                  "bias": float(bias[i]), "relative_bias": float(relative[i])} for i in pick]
 
@@ -51,7 +51,7 @@ def field_breakdown_sums(count: np.ndarray, pos: np.ndarray, psum: np.ndarray, n
             "by_bias": rows(bias), "by_relative_bias": rows(relative)}
 
 
-def _whole(x: float) -> int | float:
+def whole(x: float) -> int | float:
     """A count as an int; a weight sum that is not whole stays a float."""
     return int(x) if float(x).is_integer() else float(x)
 
@@ -84,7 +84,7 @@ def reliability_from_distribution(v: np.ndarray, n0: np.ndarray, n1: np.ndarray,
         if mass > 0:
             rate = float((cy[i + 1] - cy[i]) / mass)
             low, high = wilson_interval(rate, mass)
-            out.append({"rows": _whole(mass), "mean_p": float((cp[i + 1] - cp[i]) / mass),
+            out.append({"rows": whole(mass), "mean_p": float((cp[i + 1] - cp[i]) / mass),
                         "positive_rate": rate, "p_min": float(v[first[i]]), "p_max": float(v[last[i]]),
                         "rate_low": low, "rate_high": high})
     return out
@@ -103,7 +103,7 @@ def histogram_of_distribution(v: np.ndarray, n0: np.ndarray, n1: np.ndarray,
     """`histogram` of the rows behind a distribution (distinct p with n0 and n1 each);
     weights sum per bin (whole numbers stay ints)."""
     index = np.minimum((v * bins).astype(np.int64), bins - 1)
-    return [_whole(c) for c in np.bincount(index, weights=as_weights(n0) + as_weights(n1),
+    return [whole(c) for c in np.bincount(index, weights=as_weights(n0) + as_weights(n1),
                                           minlength=bins)]
 
 

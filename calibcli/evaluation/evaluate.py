@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from calibcli import io
 from calibcli.errors import InputError, UsageError
-from calibcli.evaluation import diagnostics, gates, intervals, kclass_evaluate, metrics
+from calibcli.evaluation import diagnostics, gates, intervals, kclass_evaluate, metrics, views
 from calibcli.evaluation.baseline import load_baseline
 from calibcli.evaluation.results import EvalRow, Evaluation
 from calibcli.evaluation.bootstrap import BootstrapPlan, state_intervals
@@ -132,8 +132,7 @@ def _evaluate_file(path, prob_cols, map_paths, label_col, score_col, field_col, 
             row.by_field = diagnostics.field_breakdown_sums(state.field_w, state.field_y, state.field_p,
                                                             state.field_names, opts.by_field_top)
         if opts.reliability_bins is not None:
-            row.reliability = diagnostics.reliability_from_distribution(*state.pooled(), opts.reliability_bins)
-            row.histogram = diagnostics.histogram_of_distribution(*state.pooled())
+            views.add_plot_views(row, *state.pooled(), opts.ece_bins, opts.ece_strategy)
         row.step_bounds = state.step_bounds(calbin_window, opts.choice)
         if bounds:  # every row gets the keys (n/a without an interval), so tables stay rectangular
             row.metrics.update(bounds[name].metrics(opts.ece_bins, opts.ece_strategy) if name in bounds

@@ -16,7 +16,7 @@ import numpy as np
 
 from calibcli import io
 from calibcli.errors import InputError, UsageError
-from calibcli.evaluation import diagnostics, gates, metrics
+from calibcli.evaluation import gates, metrics, views
 from calibcli.evaluation.baseline import load_baseline
 from calibcli.evaluation.bootstrap import kclass_intervals
 from calibcli.evaluation.kclass_state import KClassState, merge_kclass_states
@@ -148,8 +148,7 @@ def _result(pred: Prediction, opts: Any) -> EvalRow:
         row.intervals = kclass_intervals(codes, P, opts.bootstrap, opts.ece_bins, opts.ece_strategy)
     if opts.reliability_bins is not None:
         top = state.top.pooled()
-        row.reliability = diagnostics.reliability_from_distribution(*top, opts.reliability_bins)
-        row.histogram = diagnostics.histogram_of_distribution(*top)
+        views.add_plot_views(row, *top, opts.ece_bins, opts.ece_strategy)
         row.corp, row.smooth = _top_label_curves(*top, opts)
     return row
 

@@ -21,7 +21,7 @@ BAR_WIDTH = 40
 _ARROWS = {"lower": "↓", "higher": "↑", "target": "◎", "data": "·"}  # ◎: best at its target (slope 1, z 0); ·: of the labels alone
 
 
-def _fmt(value: float | None) -> str:
+def fmt(value: float | None) -> str:
     return "n/a" if value is None or value != value else f"{value:.4f}"
 
 
@@ -128,10 +128,10 @@ def _cells(result, keys: list[str], gap: str, counts: bool = False) -> list[str]
     (`counts`: MCE followed by the rows of its bin, as `_headers` has it)."""
     cells = []
     for k in keys:
-        value = _fmt(result.metrics[k])
+        value = fmt(result.metrics[k])
         if result.intervals is not None:
             lo, hi = result.intervals.get(k, (None, None))
-            value += f"{gap}[{_fmt(lo)}, {_fmt(hi)}]"
+            value += f"{gap}[{fmt(lo)}, {fmt(hi)}]"
         cells.append(value)
         if counts and k == "mce":
             cells.append(count_text(result.mce_count))
@@ -148,8 +148,8 @@ def field_grids(report) -> Iterable[Grid]:
             title = [f"'{cell(r.name)}':", *f"top {min(bf['top'], bf['fields'])} of {bf['fields']} values of".split(),
                      f"'{cell(report.field_col)}'", "by", *f"|{what}|".split()]
             headers = ["field", "rows", "positives", "mean p", "positive rate", "bias", "relative bias"]
-            rows = [[cell(f["field"]), str(f["rows"]), str(f["positives"]), _fmt(f["mean_p"]),
-                     _fmt(f["positive_rate"]), f"{f['bias']:+.2f}", f"{f['relative_bias']:+.1%}"]
+            rows = [[cell(f["field"]), str(f["rows"]), str(f["positives"]), fmt(f["mean_p"]),
+                     fmt(f["positive_rate"]), f"{f['bias']:+.2f}", f"{f['relative_bias']:+.1%}"]
                     for f in bf[key]]
             yield Grid(title, headers, rows)
 
@@ -160,7 +160,8 @@ def field_tables(report) -> Iterable[Table]:
 
 
 def reliability_text(name: str, bins: list[dict[str, Any]], width: int = BAR_WIDTH, kclass: bool = False) -> str:
-    """A reliability diagram in plain text: one line per equal-mass bin.
+    """A reliability diagram in plain text: one line per non-empty bin of ECE (`--ece-bins`,
+    `--ece-strategy`; tied p never split).
 
     The bar is the observed positive rate on a 0..1 scale of `width` characters; `|` marks
     the mean predicted p, where the bar would end if the bin were perfectly calibrated.
@@ -168,7 +169,7 @@ def reliability_text(name: str, bins: list[dict[str, Any]], width: int = BAR_WID
     """
     what = "top-label reliability" if kclass else "reliability"
     bar = "accuracy, | mean confidence" if kclass else "positive rate, | mean p"
-    lines = [f"{what} of '{name}': {len(bins)} equal-mass bins (bar: {bar})",
+    lines = [f"{what} of '{name}': {len(bins)} bins of ECE (bar: {bar})",
              f"{'mean p':>8} {'rate':>7} {'rows':>8}  0{' ' * (width - 2)}1"]
     for b in bins:
         cells = ["█"] * round(b["positive_rate"] * width) + [" "] * width

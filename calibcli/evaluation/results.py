@@ -52,6 +52,7 @@ class Evaluation:
     label_col: str = "label"
     score_col: str | None = None  # the score column the maps were applied to (None: no map)
     hl_groups: int = 10  # groups of the Hosmer-Lemeshow test
+    command: str | None = None  # the command line that made the report (named by the HTML page)
 
     @property
     def headline(self) -> str:
@@ -86,8 +87,9 @@ class Evaluation:
           (with --by-field: `fields`, `top`, `by_bias` and `by_relative_bias` lists of
           {field, rows, positives, mean_p, positive_rate, bias, relative_bias}, else null),
           `histogram` (with --plot: rows with p in each of 20 equal-width bins, else null),
-          `reliability` (with --plot: equal-mass bins {rows, mean_p, positive_rate, p_min,
-          p_max}, else null), `step_bounds` (with --step: per metric, the largest possible
+          `reliability` (with --plot: the bins of ECE/MCE, --ece-bins and --ece-strategy,
+          that hold rows: {rows, mean_p, positive_rate, rate_low, rate_high, p_min, p_max};
+          tied p are never split; before schema 3, 10 equal-mass bins; else null), `step_bounds` (with --step: per metric, the largest possible
           distance from its exact value: 0 where it is exact, null where it is n/a or has no
           finite bound; else null),
           `mce_count` (the rows, or weight, of the bin where MCE is reached; null when n/a),

@@ -1,0 +1,111 @@
+"""Coverage of `calib evaluate --bootstrap` intervals, by simulation.
+
+Data sets of N rows (seeded): p ~ Beta(2, 5), a field of 5 values z = 0..4, and labels
+y ~ Bernoulli(q) with q = sigmoid(1.3 logit(p) + 0.3 + 0.15 (z - 2)): miscalibrated on
+purpose, so that the metrics built on |.| (ECE, MCE, Field-ECE/RCE) have a true value away
+from 0, where no interval from data of this size could resolve them. The true value of each
+metric is the metric of the population: every metric but CalBin is a function of the joint
+law of (p, y, z), computed on TRUTH_ROWS draws of (p, z) with each row standing for q of a
+positive and 1 - q of a negative (row weights), which is exact in y; Spiegelhalter's z grows
+with sqrt(N), so its truth is that value at N rows (and its p-value's the p-value of that z).
+CalBin's value depends on N itself (a window of s rows has binomial noise whatever N), so
+its truth is its mean over TRUTH_SETS simulated data sets of N rows.
+
+For each data set, `bootstrap.state_intervals` (the intervals `calib evaluate --bootstrap`
+reports) with REPLICATES resamples; coverage is the share of data sets whose interval
+holds the truth (target 93-97 % for 95 % intervals), and `contains_estimate` the share
+whose interval holds the data set's own estimate (must be 100 %).
+
+    python benchmarks/bootstrap_coverage.py --sets 1000 --out benchmarks/results_bootstrap_coverage.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+
+import numpy as np
+
+from calibcli.evaluation import metrics
+from calibcli.evaluation.bootstrap import BootstrapPlan, state_intervals
+from calibcli.evaluation.state import EvalState, compute_all
+
+ROWS = 2000
+REPLICATES = 200
+TRUTH_ROWS = 2_000_000
+TRUTH_SETS = 2000
+FIELDS = 5
+
+
+def draw(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(p, true probability q, field code) of n rows."""
+    p = rng.beta(2.0, 5.0, n)
+    z = rng.integers(0, FIELDS, n)
+    logit = np.log(p / (1 - p))
+    q = 1 / (1 + np.exp(-(1.3 * logit + 0.3 + 0.15 * (z - 2))))
+    return p, q, z
+
+
+def data_set(seed: int, n: int = ROWS) -> EvalState:
+    """One simulated data set's evaluation state (per (p, field) cells, as --bootstrap keeps it)."""
+    rng = np.random.default_rng(seed)
+    p, q, z = draw(rng, n)
+    y = (rng.random(n) < q).astype(np.float64)
+    return EvalState.from_arrays(y, p, fields=(z, [str(k) for k in range(FIELDS)]), field_cells=True)
+
+
+def truth(n: int = ROWS, seed: int = 12345, rows: int = TRUTH_ROWS, sets: int = TRUTH_SETS,
+          calbin_window: int = metrics.CALBIN_WINDOW) -> dict[str, float]:
+    """Every metric's true value for data sets of n rows (module docstring)."""
+    rng = np.random.default_rng(seed)
+    p, q, z = draw(rng, rows)
+    y = np.concatenate([np.ones(rows), np.zeros(rows)])
+    both = np.concatenate([p, p])
+    fields = (np.concatenate([z, z]), [str(k) for k in range(FIELDS)])
+    out = compute_all(y, both, fields, calbin_window, sample_weight=np.concatenate([q, 1 - q]))
+    out["spiegelhalter_z"] *= math.sqrt(n / rows)
+    out["spiegelhalter_p"] = math.erfc(abs(out["spiegelhalter_z"]) / math.sqrt(2))
+    calbins = [data_set(seed + 1 + k, n).metrics(calbin_window)["calbin"] for k in range(sets)]
+    out["calbin"] = float(np.mean(calbins))
+    return out
+
+
+def coverage(sets: int, replicates: int = REPLICATES, n: int = ROWS, seed: int = 0,
+             truth_values: dict[str, float] | None = None) -> dict[str, dict[str, float]]:
+    """Per metric: coverage of the truth and the share of intervals holding their estimate."""
+    true = truth(n) if truth_values is None else truth_values
+    covered: dict[str, int] = {k: 0 for k in true}
+    holds: dict[str, int] = {k: 0 for k in true}
+    for s in range(sets):
+        state = data_set(seed + 10_000_000 + s, n)
+        point = state.metrics()
+        plan = BootstrapPlan(replicates, s)
+        for k, (lo, hi) in state_intervals(state, metrics.CALBIN_WINDOW, plan).items():
+            covered[k] += lo <= true[k] <= hi
+            holds[k] += lo <= point[k] <= hi
+    return {k: {"truth": true[k], "coverage": covered[k] / sets, "contains_estimate": holds[k] / sets}
+            for k in true}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sets", type=int, default=1000)
+    parser.add_argument("--replicates", type=int, default=REPLICATES)
+    parser.add_argument("--rows", type=int, default=ROWS)
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    start = time.perf_counter()
+    result = coverage(args.sets, args.replicates, args.rows)
+    doc = {"sets": args.sets, "replicates": args.replicates, "rows": args.rows, "level": 0.95,
+           "seconds": round(time.perf_counter() - start, 1), "metrics": result}
+    text = json.dumps(doc, indent=2)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

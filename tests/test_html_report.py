@@ -1,0 +1,161 @@
+"""`calib evaluate --plot`: what the diagrams draw (checked against independent references)
+and the HTML report, opened in a real headless browser (Debian's `chromium`)."""
+
+import json
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from calibcli.cli import app
+from calibcli.evaluation import corp, figures, views
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def scores(tmp_path_factory):
+    """3 000 rows: `good` calibrated, `over` over-confident, `tied` rounded to 0.1 (heavy ties)."""
+    rng = np.random.default_rng(11)
+    n = 3000
+    field = rng.choice(["a", "b", "c"], n)
+    good = rng.uniform(0.02, 0.98, n)
+    label = (rng.random(n) < good).astype(int)
+    over = np.clip(0.5 + 1.6 * (good - 0.5), 0, 1)
+    tied = np.round(good, 1)
+    path = tmp_path_factory.mktemp("report") / "scores.csv"
+    path.write_text("field,good,over,tied,label\n" + "".join(
+        f"{f},{g!r},{o!r},{t!r},{y}\n" for f, g, o, t, y in zip(field, good.tolist(), over.tolist(),
+                                                                  tied.tolist(), label.tolist())))
+    return path, good, over, tied, label
+
+
+def _bins(p, bins, strategy):
+    """Each row's bin as ECE bins rows: min(floor(B p), B - 1), or (quantile) as scikit-learn's
+    calibration_curve does, searchsorted on the inner percentiles of p."""
+    if strategy == "uniform":
+        return np.minimum((p * bins).astype(np.int64), bins - 1)
+    return np.searchsorted(np.percentile(p, np.linspace(0, 100, bins + 1))[1:-1], p)
+
+
+def test_binned_diagram_uses_the_bins_of_ece_and_never_splits_a_tie(scores):
+    """Each bin's rows, mean p and positive rate by binning every row; ties stay whole."""
+    path, good, _, tied, label = scores
+    for strategy, bins in (("uniform", 10), ("quantile", 7), ("uniform", 13)):
+        doc = json.loads(runner.invoke(app, ["evaluate", str(path), "--prob-col", "good", "--prob-col", "tied",
+                                             "--plot", "-", "--ece-bins", str(bins), "--ece-strategy", strategy,
+                                             "--json"]).stdout)
+        for r, p in zip(doc["results"], (good, tied)):
+            b = _bins(p, bins, strategy)
+            rows = np.bincount(b, minlength=bins)
+            keep = rows > 0
+            got = r["reliability"]
+            assert [g["rows"] for g in got] == rows[keep].tolist()
+            assert [g["positive_rate"] for g in got] == pytest.approx(
+                (np.bincount(b, weights=label, minlength=bins) / np.maximum(rows, 1))[keep], abs=1e-12)
+            assert [g["mean_p"] for g in got] == pytest.approx(
+                (np.bincount(b, weights=p, minlength=bins) / np.maximum(rows, 1))[keep], abs=1e-12)
+            for g in got:  # every row with p in [p_min, p_max] is counted in this bin: no tie split
+                assert g["rows"] == np.count_nonzero((p >= g["p_min"]) & (p <= g["p_max"]))
+                assert g["rate_low"] <= g["positive_rate"] <= g["rate_high"]
+
+
+def test_corp_view_is_the_isotonic_regression_and_its_decomposition(scores):
+    from sklearn.isotonic import IsotonicRegression
+
+    _, _, over, _, label = scores
+    v, inverse = np.unique(over, return_inverse=True)
+    n1 = np.bincount(inverse, weights=label)
+    n0 = np.bincount(inverse) - n1
+    view = views.corp_view(v, n0, n1, rounds=30, seed=3)
+    fitted = IsotonicRegression().fit(over, label).predict(v)
+    drawn = np.empty(v.size)
+    for first, last, value in view["steps"]:
+        drawn[(v >= first) & (v <= last)] = value
+    assert np.max(np.abs(drawn - fitted)) < 1e-12
+    assert all(a[1] < b[0] and a[2] < b[2] for a, b in zip(view["steps"], view["steps"][1:]))
+    assert view["decomposition"] == corp.decomposition(v, n1, n0)
+    bands = view["bands"]
+    assert bands["rounds"] == 30 and len(bands["x"]) == len(bands["lower"]) == len(bands["upper"])
+    assert np.all(np.array(bands["lower"]) <= np.array(bands["upper"]))
+    assert view == views.corp_view(v, n0, n1, rounds=30, seed=3)  # seeded
+    assert 0 < view["p_value"] < 0.1  # over-confident by a lot: the test rejects
+
+
+def test_plot_json_holds_the_corp_view_and_the_table_its_mce_rows(scores):
+    path, *_ = scores
+    doc = json.loads(runner.invoke(app, ["evaluate", str(path), "--prob-col", "over", "--plot", "-", "--bands", "0",
+                                         "--json"]).stdout)
+    r = doc["results"][0]
+    parts = r["corp"]["decomposition"]
+    assert parts["brier_mcb"] - parts["brier_dsc"] + parts["brier_unc"] == pytest.approx(r["metrics"]["brier"],
+                                                                                          abs=1e-12)
+    assert r["corp"]["bands"] is None and r["corp"]["p_value"] is None
+
+
+@pytest.mark.parametrize("args,message", [(["--diagram", "pie"], "--diagram 'pie'"),
+                                          (["--bands", "-1"], "--bands -1 is out of range")])
+def test_bad_diagram_options_are_usage_errors(scores, args, message):
+    path, *_ = scores
+    res = runner.invoke(app, ["evaluate", str(path), "--prob-col", "good", "--plot", "-", *args])
+    assert res.exit_code == 2 and message in res.stderr, res.stderr
+
+
+def _chromium(page, tmp_path):
+    """(screenshot as an RGB array, the console messages) of `page` in headless chromium."""
+    import matplotlib.image
+
+    exe = shutil.which("chromium")
+    if exe is None:
+        pytest.skip("chromium is not installed (.ci/run installs it)")
+    shot = tmp_path / f"{page.stem}.png"
+    proc = subprocess.run(
+        [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1400,4000", "--hide-scrollbars",
+         f"--screenshot={shot}", "--enable-logging=stderr", "--v=0", page.resolve().as_uri()],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and shot.exists(), proc.stderr[-2000:]
+    console = [line for line in proc.stderr.splitlines() if ":CONSOLE" in line]
+    return matplotlib.image.imread(shot)[..., :3], console
+
+
+def _pixels_of(image, hex_color, tol=0.06, alpha=1.0):
+    """Pixels of `hex_color` (drawn with `alpha` over white)."""
+    want = 1 - alpha * (1 - np.array([int(hex_color[i:i + 2], 16) / 255 for i in (1, 3, 5)]))
+    return int(np.count_nonzero(np.all(np.abs(image - want) < tol, axis=-1)))
+
+
+def test_the_browser_check_sees_console_errors_and_blank_figures(tmp_path):
+    """The check below can fail: a page that logs an error, and one without the figure."""
+    bad = tmp_path / "bad.html"
+    bad.write_text('<!DOCTYPE html><html><body><p>x</p><script>console.error("broken")</script></body></html>')
+    image, console = _chromium(bad, tmp_path)
+    assert any("broken" in line for line in console)
+    assert _pixels_of(image, figures.CURVE_COLOR) == 0
+
+
+def test_html_report_renders_in_chromium_with_every_part(scores, tmp_path):
+    pytest.importorskip("matplotlib")
+    path, *_ = scores
+    out = tmp_path / "report.html"
+    res = runner.invoke(app, ["evaluate", str(path), "--prob-col", "good", "--prob-col", "over", "--field-col",
+                              "field", "--by-field", "--bootstrap", "20", "--fail-above", "ece=0.05",
+                              "--fail-below", "auc=0.6", "--plot", str(out)])
+    assert res.exit_code == 1, res.stderr  # `over` fails the ECE gate
+    page = out.read_text()
+    from calibcli import __version__
+
+    for part in (f"calib evaluate {path} --prob-col good --prob-col over --field-col field", __version__,
+                 "3000 rows", "ECE ↓", "AUC ↑", "slope ◎", "MCE rows", "Brier MCB", "log-loss DSC", "corp-p",
+                 "<h2>By field</h2>", "top 3 of 3 values of", "passed", "FAILED: ECE of &#x27;over&#x27;",
+                 "<svg", "UTC"):
+        assert part in page, part
+    assert page.count('class="ok">passed') == 3  # the passed checks are listed too
+    assert "<script" not in page and "src=" not in page
+    image, console = _chromium(out, tmp_path)
+    assert console == []
+    assert _pixels_of(image, figures.CURVE_COLOR) > 500  # the PAV curves are drawn
+    assert _pixels_of(image, figures.BAND_COLOR, alpha=figures.BAND_ALPHA) > 500  # and their bands
