@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from calibcli.cli import app
-from calibcli.evaluation import corp, figures, views
+from calibcli.evaluation import figures
 
 runner = CliRunner()
 
@@ -62,45 +62,39 @@ def test_binned_diagram_uses_the_bins_of_ece_and_never_splits_a_tie(scores):
                 assert g["rate_low"] <= g["positive_rate"] <= g["rate_high"]
 
 
-def test_corp_view_is_the_isotonic_regression_and_its_decomposition(scores):
+def test_corp_figure_draws_the_isotonic_regression(scores):
+    """The drawn curve is the isotonic regression of y on p (scikit-learn), within the band's
+    rounds, and the decomposition in the table adds up to the Brier score."""
     from sklearn.isotonic import IsotonicRegression
 
-    _, _, over, _, label = scores
-    v, inverse = np.unique(over, return_inverse=True)
-    n1 = np.bincount(inverse, weights=label)
-    n0 = np.bincount(inverse) - n1
-    view = views.corp_view(v, n0, n1, rounds=30, seed=3)
-    fitted = IsotonicRegression().fit(over, label).predict(v)
-    drawn = np.empty(v.size)
-    for first, last, value in view["steps"]:
-        drawn[(v >= first) & (v <= last)] = value
-    assert np.max(np.abs(drawn - fitted)) < 1e-12
-    assert all(a[1] < b[0] and a[2] < b[2] for a, b in zip(view["steps"], view["steps"][1:]))
-    assert view["decomposition"] == corp.decomposition(v, n1, n0)
-    bands = view["bands"]
-    assert bands["rounds"] == 30 and len(bands["x"]) == len(bands["lower"]) == len(bands["upper"])
-    assert np.all(np.array(bands["lower"]) <= np.array(bands["upper"]))
-    assert view == views.corp_view(v, n0, n1, rounds=30, seed=3)  # seeded
-    assert 0 < view["p_value"] < 0.1  # over-confident by a lot: the test rejects
-
-
-def test_plot_json_holds_the_corp_view_and_the_table_its_mce_rows(scores):
-    path, *_ = scores
-    doc = json.loads(runner.invoke(app, ["evaluate", str(path), "--prob-col", "over", "--plot", "-", "--bands", "0",
+    path, _, over, _, label = scores
+    doc = json.loads(runner.invoke(app, ["evaluate", str(path), "--prob-col", "over", "--plot", "-", "--bands", "30",
                                          "--json"]).stdout)
     r = doc["results"][0]
-    parts = r["corp"]["decomposition"]
-    assert parts["brier_mcb"] - parts["brier_dsc"] + parts["brier_unc"] == pytest.approx(r["metrics"]["brier"],
-                                                                                          abs=1e-12)
-    assert r["corp"]["bands"] is None and r["corp"]["p_value"] is None
+    fitted = IsotonicRegression().fit(over, label).predict(np.array(r["corp"]["p"]))
+    assert np.max(np.abs(np.array(r["corp"]["recalibrated"]) - fitted)) < 1e-12
+    m = r["metrics"]
+    assert m["brier_mcb"] - m["brier_dsc"] + m["brier_unc"] == pytest.approx(m["brier"], abs=1e-12)
+    line = figures._decomposition_line(type("Row", (), {"metrics": m, "corp": r["corp"]})())
+    assert line == (f"Brier MCB {m['brier_mcb']:.4f} DSC {m['brier_dsc']:.4f} UNC {m['brier_unc']:.4f}, "
+                    f"corp-p {r['corp']['p_value']:.4f}")
 
 
-@pytest.mark.parametrize("args,message", [(["--diagram", "pie"], "--diagram 'pie'"),
-                                          (["--bands", "-1"], "--bands -1 is out of range")])
-def test_bad_diagram_options_are_usage_errors(scores, args, message):
+@pytest.mark.parametrize("diagram", ["corp", "smooth", "binned"])
+def test_each_diagram_draws_its_data(scores, tmp_path, diagram):
+    """Every diagram's PNG shows its curve (the red of figures.CURVE_COLOR) or, binned, its points."""
+    import matplotlib.image
+
     path, *_ = scores
-    res = runner.invoke(app, ["evaluate", str(path), "--prob-col", "good", "--plot", "-", *args])
-    assert res.exit_code == 2 and message in res.stderr, res.stderr
+    out = tmp_path / f"{diagram}.png"
+    res = runner.invoke(app, ["evaluate", str(path), "--prob-col", "good", "--prob-col", "over", "--plot", str(out),
+                              "--diagram", diagram, "--bands", "20"])
+    assert res.exit_code == 0, res.stderr
+    image = matplotlib.image.imread(out)[..., :3]
+    color = figures.POINT_COLOR if diagram == "binned" else figures.CURVE_COLOR
+    assert _pixels_of(image, color) > 300
+    if diagram == "corp":  # and the consistency bands
+        assert _pixels_of(image, figures.BAND_COLOR, alpha=figures.BAND_ALPHA) > 300
 
 
 def _chromium(page, tmp_path):

@@ -45,7 +45,7 @@ def figure_bytes(report, fmt: str, plt, plain) -> bytes:
                 _binned(top, r)
             elif diagram == "smooth":
                 _smooth(top, r)
-                title += f"\nsmECE {_num(r.metrics.get('smece'))}"
+                title += f"\nsmECE {_num(r.metrics['smece'])}" if "smece" in r.metrics else ""
             else:
                 _corp(top, r)
                 title += f"\n{_decomposition_line(r)}"
@@ -81,7 +81,8 @@ def _binned(ax, r) -> None:
     bins = r.reliability or []
     x = [b["mean_p"] for b in bins]
     y = [b["positive_rate"] for b in bins]
-    err = [[b["positive_rate"] - b["rate_low"] for b in bins], [b["rate_high"] - b["positive_rate"] for b in bins]]
+    err = [[max(b["positive_rate"] - b["rate_low"], 0.0) for b in bins],  # a Wilson end may round past the rate
+           [max(b["rate_high"] - b["positive_rate"], 0.0) for b in bins]]
     ax.errorbar(x, y, yerr=err, color=POINT_COLOR, marker="o", markersize=4, linewidth=1, capsize=3,
                 label="bin: positive rate (95% Wilson)")
     for b in bins:  # each bin's rows, upright beside its bar: narrow enough for neighbouring bins
