@@ -53,6 +53,20 @@ def pav_inplace(y: np.ndarray, w: np.ndarray) -> np.ndarray:
     return y
 
 
+def pav_blocks(y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`pav_inplace(y, w)` and its blocks: (fit written over `y`, the weight of each block,
+    the index where each block starts followed by the end). `w` is garbled."""
+    pava = _pava_kernel()
+    arrays_ok = all(a.dtype == np.float64 and a.flags.c_contiguous and a.flags.writeable for a in (y, w))
+    if pava is None or not arrays_ok or y.size == 0 or y.shape != w.shape:
+        from scipy.optimize import isotonic_regression
+
+        res = isotonic_regression(np.asarray(y, dtype=np.float64), weights=np.asarray(w, dtype=np.float64))
+        return res.x, res.weights, res.blocks
+    x, wx, r, b = pava(y, w, np.empty(y.size + 1, dtype=np.intp))
+    return x, wx[:b], r[:b + 1]
+
+
 @functools.cache
 def _pava_kernel():
     """scipy's compiled PAVA function, or None.
@@ -79,4 +93,4 @@ def _pava_kernel():
     return pava
 
 
-__all__ = ["pav", "pav_inplace"]
+__all__ = ["pav", "pav_blocks", "pav_inplace"]

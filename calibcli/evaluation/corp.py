@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from calibcli.evaluation.metrics import LOG_LOSS_EPS
+from calibcli.pava import pav_blocks, pav_inplace
 from calibcli.pooling import as_weights
 
 BAND_POINTS = 512  # distinct p at which a band is kept (evenly in p and in mass)
@@ -53,7 +54,7 @@ def _positive(p, pos_w, neg_w):
 
 def _pav(rate: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """The weighted PAV fit of `rate`, written over `rate` (`weight` is left as it was)."""
-    from calibcli.pava import pav_inplace
+    from calibcli.pava import pav_blocks
 
     return pav_inplace(rate, np.array(weight, dtype=np.float64))
 
@@ -105,21 +106,30 @@ def decomposition(p, pos_w, neg_w, brier: float | None = None, log_loss: float |
 
     `brier`, `log_loss`: S(p) when known exactly (a state's sums; with bucketed p the
     recalibration is that of the buckets); else from the distribution. NaN without weight."""
-    v, pos, total = _positive(p, pos_w, neg_w)
-    if v.size == 0 or total.sum() <= 0:
+    total = np.add(pos_w, neg_w, dtype=np.float64)  # the few n-long arrays a large distribution needs
+    if total.size and total.min() <= 0:  # weightless entries carry nothing: drop them
+        v, pos, total = _positive(p, pos_w, neg_w)
+        pos_w, neg_w = pos, total - pos
+    else:
+        v = np.asarray(p, dtype=np.float64)
+    sum_pos, sum_total = float(np.sum(pos_w, dtype=np.float64)), float(total.sum())
+    if v.size == 0 or sum_total <= 0:
         return dict.fromkeys(DECOMPOSITION_KEYS, float("nan"))
-    fitted = _pav(pos / total, total)
-    rate = float(pos.sum() / total.sum())
-    ybar = np.array([rate])
-    one = np.array([pos.sum()]), np.array([total.sum()])
-    # p-hat is constant on each PAV block: score the blocks, not the entries
-    starts = np.concatenate([[0], np.flatnonzero(fitted[1:] != fitted[:-1]) + 1])
-    blocks = fitted[starts], np.add.reduceat(pos, starts), np.add.reduceat(total, starts)
+    if brier is None or log_loss is None:
+        pos = as_weights(pos_w)
+        brier = brier_of(v, pos, total) if brier is None else brier
+        log_loss = _clipped_log_loss(v, pos, total) if log_loss is None else log_loss
+    fitted = np.divide(pos_w, total, dtype=np.float64)
+    fitted, block_w, block_r = pav_blocks(fitted, total)  # total is garbled
+    del total
+    ybar = np.array([sum_pos / sum_total])
+    one = np.array([sum_pos]), np.array([sum_total])
+    # p-hat is constant on each PAV block, the block's positive rate: score the blocks
+    value = fitted[block_r[:-1]]
+    blocks = value, value * block_w, block_w
     del fitted
     out = {}
-    for name, score, s_p in (("brier", brier_of, brier if brier is not None else brier_of(v, pos, total)),
-                             ("log_loss", log_loss_of,
-                              log_loss if log_loss is not None else _clipped_log_loss(v, pos, total))):
+    for name, score, s_p in (("brier", brier_of, brier), ("log_loss", log_loss_of, log_loss)):
         s_hat, unc = score(*blocks), score(ybar, *one)
         out[f"{name}_mcb"], out[f"{name}_dsc"], out[f"{name}_unc"] = s_p - s_hat, unc - s_hat, unc
     return out

@@ -142,23 +142,12 @@ def kuiper_cdf(x: float) -> float:
     return float(np.sum((8 / x ** 2 + 2 / k ** 2 / math.pi ** 2) * np.exp(-2 * k ** 2 * math.pi ** 2 / x ** 2)))
 
 
-def cumulative_tests(p, n0, n1) -> dict[str, float]:
+def cumulative_tests(p, n0, n1, prefix: Prefix | None = None) -> dict[str, float]:
     """`ks`, `kuiper` and their p-values `ks_p`, `kuiper_p` (NaN without variance)."""
-    v = np.asarray(p, dtype=np.float64)
+    pre = _prefix(p, n0, n1, prefix)
     nan = float("nan")
-    total = var = carry = 0.0
-    hi, lo = -math.inf, math.inf
-    for start in range(0, v.size, pooling.CHUNK):  # one chunked pass: running sum, its extremes, the variance
-        x = v[start:start + pooling.CHUNK]
-        y = as_weights(n1[start:start + pooling.CHUNK])
-        m = as_weights(n0[start:start + pooling.CHUNK]) + y
-        mp = m * x
-        total += float(m.sum())
-        var += float(mp.sum() - mp @ x)
-        steps = np.cumsum(y - mp)
-        steps += carry
-        carry = float(steps[-1])
-        hi, lo = max(hi, float(steps.max())), min(lo, float(steps.min()))
+    total, var = pre.total["m"], pre.total["mp"] - pre.total["mpp"]
+    hi, lo = pre.high, pre.low
     if total <= 0 or not var > 0:
         return {"ks": nan, "kuiper": nan, "ks_p": nan, "kuiper_p": nan}
     sigma = math.sqrt(var)  # the running sums are not divided by the total: the ratio is the same

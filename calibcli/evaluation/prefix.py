@@ -39,15 +39,36 @@ class Prefix:
         self.stored = {k: np.zeros(blocks + 1) for k in QUANTITIES}  # sums before entry b * STRIDE
         chunk = max(STRIDE, pooling.CHUNK // STRIDE * STRIDE)
         carry = dict.fromkeys(QUANTITIES, 0.0)
+        self.high = self.low = 0.0  # the extremes of the running sum of y - m p (KS and Kuiper)
+        if n:
+            self.high, self.low = -np.inf, np.inf
+        size = min(chunk, -(-n // STRIDE) * STRIDE)
+        buf = {k: np.zeros(size) for k in QUANTITIES}  # reused chunk to chunk: no page is touched twice
+        diff = np.zeros(size)
         for lo in range(0, n, chunk):
             hi = min(n, lo + chunk)
-            terms = _terms(self.v[lo:hi], n0[lo:hi], n1[lo:hi])
-            pad = -(hi - lo) % STRIDE
-            for k, t in terms.items():
-                sums = np.cumsum(np.concatenate([t, np.zeros(pad)]).reshape(-1, STRIDE).sum(axis=1))
-                sums += carry[k]
-                self.stored[k][lo // STRIDE + 1: lo // STRIDE + 1 + sums.size] = sums
-                carry[k] = float(sums[-1])
+            k = hi - lo
+            x = self.v[lo:hi]
+            m, y, mp, mpp, yp = (buf[q][:k] for q in QUANTITIES)
+            np.copyto(y, n1[lo:hi], casting="unsafe")
+            np.copyto(m, n0[lo:hi], casting="unsafe")
+            m += y
+            np.multiply(m, x, out=mp)
+            np.multiply(mp, x, out=mpp)
+            np.multiply(y, x, out=yp)
+            steps = diff[:k]
+            np.subtract(y, mp, out=steps)
+            np.cumsum(steps, out=steps)
+            steps += carry["y"] - carry["mp"]
+            self.high, self.low = max(self.high, float(steps.max())), min(self.low, float(steps.min()))
+            padded = -(-k // STRIDE) * STRIDE
+            for q in QUANTITIES:
+                whole = buf[q][:padded]
+                whole[k:] = 0.0
+                sums = np.cumsum(whole.reshape(-1, STRIDE).sum(axis=1))
+                sums += carry[q]
+                self.stored[q][lo // STRIDE + 1: lo // STRIDE + 1 + sums.size] = sums
+                carry[q] = float(sums[-1])
         self.total = {k: carry[k] for k in QUANTITIES}
 
     def at(self, idx) -> dict[str, np.ndarray]:

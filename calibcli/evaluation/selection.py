@@ -94,8 +94,9 @@ def new_metrics(v, n0, n1, choice: MetricChoice, ece_bins: int, brier: float, lo
         out.update(corp.decomposition(v, n1, n0, brier, log_loss))
     if choice.wants("corp_p"):
         out["corp_p"] = corp_test(v, n0, n1, choice)
-    # one pass of running sums serves smECE's grids, the debiased ECE's bins and HL's groups
-    pre = Prefix(v, n0, n1) if choice.wants("smece", "ece_debiased", "hl_stat", "hl_p") else None
+    # one pass of running sums serves smECE's grids, the debiased ECE's bins, HL's groups and KS
+    pre = Prefix(v, n0, n1) if choice.wants("smece", "ece_debiased", "hl_stat", "hl_p", "ks", "ks_p", "kuiper",
+                                             "kuiper_p") else None
     if choice.wants("smece"):
         out["smece"] = smooth.smece(v, n0, n1, pre)[0]
     if choice.wants("ece_debiased"):
@@ -103,7 +104,7 @@ def new_metrics(v, n0, n1, choice: MetricChoice, ece_bins: int, brier: float, lo
     if choice.wants("hl_stat", "hl_p"):
         out["hl_stat"], out["hl_p"] = gof.hosmer_lemeshow(v, n0, n1, choice.hl_groups, pre)
     if choice.wants("ks", "ks_p", "kuiper", "kuiper_p"):
-        out.update(gof.cumulative_tests(v, n0, n1))
+        out.update(gof.cumulative_tests(v, n0, n1, pre))
     return out
 
 
