@@ -142,7 +142,12 @@ def smooth_curve(p, n0, n1, sigma: float | None = None, points: int = MESH_POINT
         return t, np.full(points, np.nan), np.zeros(points)
     spread = _Spread(pre, POSITIVES, MASS)
     dens = spread.smoothed(1, t, sigma)
-    rate = spread.smoothed(0, t, sigma) / (dens + DENSITY_EPS)
+    # the ratio of the two smoothings, without relplot's 1e-4 (which pulls the curve to 0
+    # where p has no mass); where even the kernel's tails vanish, the nearest defined value
+    valid = dens > 0
+    rate = np.divide(spread.smoothed(0, t, sigma), dens, out=np.zeros(points), where=valid)
+    if valid.any() and not valid.all():
+        rate[~valid] = np.interp(t[~valid], t[valid], rate[valid])
     return t, np.clip(rate, 0.0, 1.0), dens / pre.total["m"]
 
 
