@@ -115,9 +115,9 @@ def evaluate(
     `probs` of shape (n, K), K >= 2, is one K-class prediction: the result has the K-class
     keys (`evaluation.kclass_metrics`), `labels` any values, matched to the columns by
     `classes` (the class of each column; default: the labels' sorted distinct values, or
-    column indices for integer labels in 0 .. K-1), with optional row `weights` and the
-    top-label and classwise ECE binned by `ece_bins` and `ece_strategy` as `--ece-bins` and
-    `--ece-strategy`.
+    column indices for integer labels in 0 .. K-1); `fields`, `interval`, `metrics` and
+    `bands` are for binary probabilities only. `weights` (row weights, as `--weight-col`)
+    and `ece_bins`/`ece_strategy` (`--ece-bins`, `--ece-strategy`) apply to both.
 
     `fields` (any values, e.g. country names) adds Field-ECE and Field-RCE; `interval`
     ((low, high), e.g. a Venn-Abers map's `predict_interval`) the interval width and
@@ -131,8 +131,19 @@ def evaluate(
     from calibcli.errors import UsageError
     from calibcli.io.columns import encode_fields
 
+    from calibcli import bounds
+
+    bounds.check(ece_bins=ece_bins)
+    if ece_strategy not in metric_defs.ECE_STRATEGIES:
+        raise UsageError(f"ece_strategy {ece_strategy!r}: expected one of {', '.join(metric_defs.ECE_STRATEGIES)}")
     if np.ndim(probs) == 2:
+        given = [name for name, value in (("fields", fields), ("interval", interval), ("bands", bands))
+                 if value is not None] + (["metrics"] if metrics != "default" else [])
+        if given:
+            raise UsageError(f"{given[0]} applies to binary probabilities, not to probs of shape (n, K)")
         return _evaluate_kclass(labels, probs, classes, weights, ece_bins, ece_strategy)
+    if classes is not None:
+        raise UsageError("classes applies to probs of shape (n, K); binary labels are 0 or 1")
     metric_defs.check_window(calbin_window)
     y = np.asarray(labels, dtype=np.float64)
     p = np.asarray(probs, dtype=np.float64)
@@ -145,12 +156,15 @@ def evaluate(
     groups = None if fields is None else encode_fields(fields)[0]
     if groups is not None and groups.size != y.size:
         raise UsageError(f"fields has {groups.size} values for {y.size} labels")
-    from calibcli import bounds
     from calibcli.evaluation.selection import MetricChoice
 
-    bounds.check(bands=bands, seed=seed, ece_bins=ece_bins, hl_groups=hl_groups)
+    bounds.check(bands=bands, seed=seed, hl_groups=hl_groups)
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)
+    if w is not None and (w.shape != y.shape or not np.all(np.isfinite(w) & (w >= 0))):
+        raise UsageError(f"weights must be {y.size} finite, non-negative values")
     choice = MetricChoice.parse(metrics, bands=bands, seed=seed, hl_groups=hl_groups)
-    out = state.compute_all(y, p, groups, int(calbin_window), ece_bins=ece_bins, choice=choice)
+    out = state.compute_all(y, p, groups, int(calbin_window), sample_weight=w, ece_bins=ece_bins,
+                            ece_strategy=ece_strategy, choice=choice)
     import math
 
     from calibcli.evaluation import intervals
@@ -165,14 +179,9 @@ def evaluate(
 
 def _evaluate_kclass(labels, probs, classes, weights, ece_bins, ece_strategy) -> dict[str, float]:
     """`evaluate` of one K-class prediction (the mergeable state the CLI and engines use)."""
-    from calibcli import bounds
-    from calibcli.evaluation import kclass_metrics, metrics
+    from calibcli.evaluation import kclass_metrics
     from calibcli.evaluation.kclass_state import KClassState
-    from calibcli.errors import UsageError
 
-    if ece_strategy not in metrics.ECE_STRATEGIES:
-        raise UsageError(f"ece_strategy {ece_strategy!r}: expected one of {', '.join(metrics.ECE_STRATEGIES)}")
-    bounds.check(ece_bins=ece_bins)
     P = np.asarray(probs, dtype=np.float64)
     codes, names = kclass_metrics.label_codes(labels, P.shape[1], classes)
     return KClassState.from_arrays(codes, P, weights, names).metrics(int(ece_bins), ece_strategy)

@@ -246,3 +246,24 @@ def test_api_labels_and_classes():
 def test_arrow_state_is_one_record_batch():
     y, P, _ = sample(50, 3, seed=1)
     assert len(KClassState.from_arrays(y, P).to_arrow().to_batches()) == 1  # engines ship batches
+
+
+def test_api_options_apply_to_their_kind():
+    """weights and the ECE bins reach the binary path too; options of one kind refuse the other."""
+    import calibcli
+    from calibcli.evaluation.state import compute_all
+
+    y, P, w = sample(300, 2, seed=6)
+    p, y01 = P[:, 1], (y == 1).astype(float)
+    got = calibcli.evaluate(y01, p, weights=w, ece_bins=7, ece_strategy="quantile")
+    want = compute_all(y01, p, sample_weight=w, ece_bins=7, ece_strategy="quantile")
+    assert got["ece"] == pytest.approx(want["ece"], rel=1e-12)
+    assert got["log_loss"] == pytest.approx(log_loss(y01, p, sample_weight=w), rel=1e-12)
+    assert got["ece"] != calibcli.evaluate(y01, p)["ece"]
+    with pytest.raises(UsageError, match="weights must be 300 finite"):
+        calibcli.evaluate(y01, p, weights=-w)
+    with pytest.raises(UsageError, match="classes applies to probs of shape"):
+        calibcli.evaluate(y01, p, classes=[0, 1])
+    for kwargs in ({"fields": y}, {"interval": (p, p)}, {"metrics": "all"}, {"bands": 10}):
+        with pytest.raises(UsageError, match="applies to binary probabilities"):
+            calibcli.evaluate(y, P, **kwargs)
