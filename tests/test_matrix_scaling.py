@@ -115,3 +115,15 @@ def test_weights_count_as_rows():
         weighted = calibcli.fit(z, y, method=method, weights=w, **params)
         expanded = calibcli.fit(z[rows], y[rows], method=method, **params)
         np.testing.assert_allclose(weighted.predict(z), expanded.predict(z), atol=1e-6)
+
+
+def test_large_sets_choose_on_a_subsample_and_keep_the_prior_weight(monkeypatch):
+    P, y = kdata.probabilities(900, 3, seed=11)
+    monkeypatch.setattr(odir, "CV_VALUES", 900)  # 2700 scores: every third row
+    cm = calibcli.fit(P, y, method="dirichlet", folds=3, reg_mu=0.05)
+    chosen = cm.calibrator.chosen_
+    assert chosen["reg_mu"] == 0.05  # given: as given
+    assert np.isclose(chosen["reg_lambda"] * 3, odir.GRID, rtol=1e-12).any()  # chosen on 300 rows: x 300 / 900
+    sub = odir.Problem(np.log(P), y, None, True).rows(np.arange(0, 900, 3))
+    pick, _, _, scale = odir.choose(sub, odir.candidates(None, 0.05), 3, 0)
+    assert scale == 1.0 and pick[0] == pytest.approx(chosen["reg_lambda"] * 3, rel=1e-12)

@@ -53,9 +53,10 @@ class _AffineSoftmax(ClassCalibrator):
 
     def _fit(self, z, y, w):
         problem = odir.Problem(z, y, w, self.full)
-        lam = self.params.get("reg_lambda", 0.0) if self.full else 0.0
-        pairs = odir.candidates(lam, self.params["reg_mu"])
-        (lam, mu), held_out, start = odir.choose(problem, pairs, self.params["folds"], self.params["seed"])
+        given = (self.params["reg_lambda"] if self.full else 0.0, self.params["reg_mu"])
+        pairs = odir.candidates(*given)
+        chosen, held_out, start, scale = odir.choose(problem, pairs, self.params["folds"], self.params["seed"])
+        lam, mu = (value if user is not None else value * scale for value, user in zip(chosen, given))
         wmat, b = problem.split(odir.fit(problem, lam, mu, start))
         self.w_, self.b_ = np.array(wmat, dtype=np.float64), np.array(b, dtype=np.float64)
         self.chosen_ = {"reg_lambda": lam, "reg_mu": mu, "held_out_log_loss": held_out}

@@ -16,9 +16,21 @@ the strongest penalty to the weakest, each fold's fit warm-started from its prev
 scored by the held-out weighted log-loss, the search stopping once that has risen twice in a
 row; the candidate with the lowest mean wins (the stronger penalty on a tie), and the map is
 then fitted on every row, starting from the mean of the winner's fold fits.
+
+Above `CV_VALUES` scores (rows x K) the choice is made on an evenly spaced subsample of m
+rows and the chosen strengths are scaled by m / n for the fit on all n rows: the penalty is
+a prior on W and b (the mean loss times n plus n * lambda * penalty is the negative log
+posterior), and scaling by m / n keeps that prior's weight, n * lambda, the one the folds
+chose, while the data's weight grows with n. At n * K <= CV_VALUES it is the paper's
+procedure on every row.
+
+BLAS runs on one thread during the fits: (P - Y)^T z reduces over the rows, and OpenBLAS's
+threads on that shape wait on each other more than they compute when cores are shared.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 
@@ -27,6 +39,7 @@ import numpy as np
 # divided by K(K - 1) and K, so a strong one (1e4) leaves about vector scaling.
 GRID = (1e4, 1e3, 1e2, 10.0, 1.0, 1e-1, 1e-2, 1e-3, 1e-4)
 RISES = 2  # the search stops once the held-out loss has risen this many times in a row
+CV_VALUES = 1 << 20  # rows x K the penalties are chosen on, at most (a subsample above)
 FIT_CLIP = 1e8  # logits beyond +-FIT_CLIP are clipped for the fit (the softmax is saturated there)
 _CHUNK = 1 << 21  # values (rows x K) per chunk of a pass
 TIGHT = {"maxiter": 15000, "maxfun": 30000, "ftol": 1e-14, "gtol": 1e-9}
@@ -109,8 +122,18 @@ def fit(problem: Problem, lam: float, mu: float, x0: np.ndarray | None = None,
         return value + pv, grad + pg
 
     start = problem.identity() if x0 is None else x0
-    result = minimize(objective, start, jac=True, method="L-BFGS-B", options=options or TIGHT)
+    with one_blas_thread():
+        result = minimize(objective, start, jac=True, method="L-BFGS-B", options=options or TIGHT)
     return result.x if np.all(np.isfinite(result.x)) else start
+
+
+def one_blas_thread() -> contextlib.AbstractContextManager:
+    """Limit BLAS to one thread (threadpoolctl, when installed)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
 
 
 def candidates(lam: float | None, mu: float | None) -> list[tuple[float, float]]:
@@ -125,13 +148,17 @@ def candidates(lam: float | None, mu: float | None) -> list[tuple[float, float]]
 
 
 def choose(problem: Problem, pairs: list[tuple[float, float]], folds: int, seed: int
-           ) -> tuple[tuple[float, float], list[float], np.ndarray | None]:
+           ) -> tuple[tuple[float, float], list[float], np.ndarray | None, float]:
     """The pair with the lowest mean held-out log-loss over `folds` seeded folds, the mean
     held-out loss of each pair tried (strongest first; the search stops once it has risen
-    `RISES` times in a row), and the mean of the winner's fold fits (a start for the fit on
-    every row; None when nothing was tried)."""
+    `RISES` times in a row), the mean of the winner's fold fits (a start for the fit on
+    every row; None when nothing was tried) and m / n, the scale of a chosen strength for
+    the fit on all rows (1 unless the choice was made on a subsample of m rows)."""
     if len(pairs) == 1:
-        return pairs[0], [], None
+        return pairs[0], [], None, 1.0
+    n_all = problem.y.size
+    if n_all * problem.k > CV_VALUES:
+        problem = problem.rows(np.arange(0, n_all, -(-n_all * problem.k // CV_VALUES)))
     n = problem.y.size
     folds = max(2, min(folds, n))
     fold = np.empty(n, dtype=np.int64)
@@ -151,4 +178,4 @@ def choose(problem: Problem, pairs: list[tuple[float, float]], folds: int, seed:
             best = np.mean(thetas, axis=0)
         if len(means) > RISES and all(means[-j] > means[-j - 1] for j in range(1, RISES + 1)):
             break
-    return pairs[int(np.argmin(means))], means, best
+    return pairs[int(np.argmin(means))], means, best, n / n_all
