@@ -21,7 +21,7 @@ table{border-collapse:collapse;margin:.5em 0 1.2em}caption{text-align:left;font-
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;vertical-align:top}
 th:first-child,td:first-child,.meta td,.meta th{text-align:left}.meta th{background:#f4f4f4}
 .ok{color:#070}.fail{color:#b00;font-weight:bold}small{color:#555}.wide{overflow-x:auto}
-figure{margin:0}figure svg{width:100%;height:auto;display:block}"""
+figure{margin:0}figure svg{width:100%;height:auto;display:block}.wide table{font-size:90%}"""
 DIRECTIONS = "↓ lower is better, ↑ higher is better, ◎ best at its target (slope 1, intercept 0, z 0)"
 DECOMPOSITION = (("brier_mcb", "Brier MCB ↓"), ("brier_dsc", "Brier DSC ↑"), ("brier_unc", "Brier UNC"),
                  ("log_loss_mcb", "log-loss MCB ↓"), ("log_loss_dsc", "log-loss DSC ↑"),
