@@ -267,3 +267,26 @@ def test_api_options_apply_to_their_kind():
     for kwargs in ({"fields": y}, {"interval": (p, p)}, {"metrics": "all"}, {"bands": 10}):
         with pytest.raises(UsageError, match="applies to binary probabilities"):
             calibcli.evaluate(y, P, **kwargs)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 10_000), k=st.integers(2, 6), weighted=st.booleans())
+def test_metrics_invariant_to_class_and_row_order(seed, k, weighted):
+    """Renaming the classes (permuting P's columns and the codes alike) or shuffling the rows
+    changes no metric; every metric stays in its range."""
+    y, P, w = sample(150, k, seed=seed, ties=seed % 3 == 0)
+    sw = w if weighted else None
+    rng = np.random.default_rng(seed)
+    perm, rows = rng.permutation(k), rng.permutation(150)
+    base = KClassState.from_arrays(y, P, sample_weight=sw).metrics()
+    inverse = np.argsort(perm)  # new column j holds old class perm[j]
+    renamed = KClassState.from_arrays(inverse[y], P[:, perm], sample_weight=sw).metrics()
+    shuffled = km.compute_all(y[rows], P[rows], None if sw is None else sw[rows])
+    top_ties = bool(np.any(np.sum(P == P.max(axis=1, keepdims=True), axis=1) > 1))
+    for other, exempt in ((shuffled, False), (renamed, top_ties)):
+        for key in base:
+            if exempt and (key == "accuracy" or key.startswith("top_label")):
+                continue  # which of tied top classes is first depends on the column order
+            assert other[key] == pytest.approx(base[key], rel=1e-11, abs=1e-14), key
+    assert 0 <= base["brier"] <= 2 and 0 <= base["accuracy"] <= 1 and 0 <= base["auc"] <= 1
+    assert 0 <= base["top_label_ece"] <= base["top_label_mce"] <= 1 and 0 <= base["classwise_ece"] <= 1
