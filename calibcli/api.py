@@ -45,6 +45,7 @@ def fit(
     weight_kind: str = "frequency",
     classes: Sequence[Any] | None = None,
     score_kind: str = "auto",
+    seed: int | None = None,
     **params: Any,
 ) -> Calibrator | ClassMap:
     """Fit `method` on scores and 0/1 labels; `params` are the method's options (`calib methods`).
@@ -57,26 +58,35 @@ def fit(
 
     `features` maps column names to arrays for field-aware methods (categorical values may be
     any strings). `weight_kind`: "frequency" (weight k = k rows) or "importance" (only the
-    weights' ratios matter), as `calib fit --weight-kind`. Returns the fitted calibrator
-    (`.predict(scores, features=...)`).
+    weights' ratios matter), as `calib fit --weight-kind`; `seed` as `calib fit --seed`. The
+    options are checked as the command checks them, with its messages (`requests.FitRequest`).
+    Returns the fitted calibrator (`.predict(scores, features=...)`).
     """
+    from calibcli.requests import Columns, FitRequest, weight_kind_option
+
     if np.ndim(scores) == 2:
         if features is not None:
             raise UsageError("features are for binary field-aware methods, not K-class scores")
+        weight_kind = weight_kind_option(weight_kind, weights is not None)
+        if seed is not None:
+            params["seed"] = seed
         return classmap.fit(scores, labels, method, classes=classes, score_kind=score_kind, weights=weights,
                             weight_kind=weight_kind, **params)
     if classes is not None:
         raise UsageError("classes is for K-class scores of shape (n, K); binary labels are 0 or 1")
     if score_kind != "auto":  # the binary methods' own score_kind parameter
         params["score_kind"] = score_kind
-    cal = registry.create(method, params)
     feats = None
     if features is not None:
         feats = {k: (np.asarray(v, dtype=np.float64) if np.asarray(v).dtype.kind in "fiub"
                      else np.asarray([str(x) for x in v], dtype=object)) for k, v in features.items()}
-    return cal.fit(np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=np.float64),
-                   weights=None if weights is None else np.asarray(weights, dtype=np.float64),
-                   features=feats, weight_kind=weight_kind)
+    columns = Columns(fields=tuple(k for k, v in (feats or {}).items() if v.dtype == object),
+                      features=tuple(k for k, v in (feats or {}).items() if v.dtype != object))
+    request = FitRequest.build(method, params, seed=seed, weight_kind=weight_kind, columns=columns,
+                               weighted=weights is not None)
+    return request.calibrator.fit(np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=np.float64),
+                                  weights=None if weights is None else np.asarray(weights, dtype=np.float64),
+                                  features=feats, weight_kind=request.weight_kind)
 
 
 def save_map(calibrator: Calibrator | ClassMap, path: str, training: Mapping[str, Any] | None = None) -> None:
@@ -127,24 +137,21 @@ def evaluate(
     `calbin_window` outside `calib evaluate --calbin-window`'s range) raises
     `calibcli.errors.UsageError` with the CLI's message.
     """
-    from calibcli.evaluation import metrics as metric_defs, state
+    from calibcli.evaluation import state
     from calibcli.errors import UsageError
     from calibcli.io.columns import encode_fields
+    from calibcli.requests import EvaluateOptions
 
-    from calibcli import bounds
-
-    bounds.check(ece_bins=ece_bins)
-    if ece_strategy not in metric_defs.ECE_STRATEGIES:
-        raise UsageError(f"ece_strategy {ece_strategy!r}: expected one of {', '.join(metric_defs.ECE_STRATEGIES)}")
+    options = EvaluateOptions.build(calbin_window=calbin_window, ece_bins=ece_bins, ece_strategy=ece_strategy,
+                                    metrics=metrics, bands=bands, seed=seed, hl_groups=hl_groups)
     if np.ndim(probs) == 2:
         given = [name for name, value in (("fields", fields), ("interval", interval), ("bands", bands))
                  if value is not None] + (["metrics"] if metrics != "default" else [])
         if given:
             raise UsageError(f"{given[0]} applies to binary probabilities, not to probs of shape (n, K)")
-        return _evaluate_kclass(labels, probs, classes, weights, ece_bins, ece_strategy)
+        return _evaluate_kclass(labels, probs, classes, weights, options)
     if classes is not None:
         raise UsageError("classes applies to probs of shape (n, K); binary labels are 0 or 1")
-    metric_defs.check_window(calbin_window)
     y = np.asarray(labels, dtype=np.float64)
     p = np.asarray(probs, dtype=np.float64)
     if y.shape != p.shape or y.ndim != 1 or y.size == 0:
@@ -156,15 +163,11 @@ def evaluate(
     groups = None if fields is None else encode_fields(fields)[0]
     if groups is not None and groups.size != y.size:
         raise UsageError(f"fields has {groups.size} values for {y.size} labels")
-    from calibcli.evaluation.selection import MetricChoice
-
-    bounds.check(bands=bands, seed=seed, hl_groups=hl_groups)
     w = None if weights is None else np.asarray(weights, dtype=np.float64)
     if w is not None and (w.shape != y.shape or not np.all(np.isfinite(w) & (w >= 0))):
         raise UsageError(f"weights must be {y.size} finite, non-negative values")
-    choice = MetricChoice.parse(metrics, bands=bands, seed=seed, hl_groups=hl_groups)
-    out = state.compute_all(y, p, groups, int(calbin_window), sample_weight=w, ece_bins=ece_bins,
-                            ece_strategy=ece_strategy, choice=choice)
+    out = state.compute_all(y, p, groups, options.calbin_window, sample_weight=w, ece_bins=options.ece_bins,
+                            ece_strategy=options.ece_strategy, choice=options.choice)
     import math
 
     from calibcli.evaluation import intervals
@@ -177,11 +180,11 @@ def evaluate(
     return {**out, **intervals.interval_metrics(p, y, low, high)}
 
 
-def _evaluate_kclass(labels, probs, classes, weights, ece_bins, ece_strategy) -> dict[str, float]:
+def _evaluate_kclass(labels, probs, classes, weights, options) -> dict[str, float]:
     """`evaluate` of one K-class prediction (the mergeable state the CLI and engines use)."""
     from calibcli.evaluation import kclass_metrics
     from calibcli.evaluation.kclass_state import KClassState
 
     P = np.asarray(probs, dtype=np.float64)
     codes, names = kclass_metrics.label_codes(labels, P.shape[1], classes)
-    return KClassState.from_arrays(codes, P, weights, names).metrics(int(ece_bins), ece_strategy)
+    return KClassState.from_arrays(codes, P, weights, names).metrics(options.ece_bins, options.ece_strategy)

@@ -20,8 +20,7 @@ import pyarrow as pa
 from calibcli import io, maps
 from calibcli.errors import InputError, UsageError
 from calibcli.io import targets, writing
-
-ON_INVALID = ("error", "null", "skip")
+from calibcli.requests import ApplyRequest
 
 
 @dataclass
@@ -38,39 +37,30 @@ class Applied:
         self.invalid += other.invalid
 
 
-def check_on_invalid(on_invalid: str) -> str:
-    if on_invalid not in ON_INVALID:
-        raise UsageError(f"--on-invalid {on_invalid!r}: expected one of {', '.join(ON_INVALID)}")
-    return on_invalid
-
-
 def apply_file(
     map_path: str,
     path: str,
     out: str = "-",
+    request: ApplyRequest = ApplyRequest(),
     *,
-    score_col: str = "score",
-    output_col: str = "calibrated",
     input_format: str | None = None,
     output_format: str | None = None,
     on_batch: Callable[[int], None] | None = None,
     force: bool = False,
-    on_invalid: str = "error",
-    interval: bool = False,
-    score_cols: str | None = None,
 ) -> Applied:
-    """Stream `path` through a saved map into `out`.
+    """Stream `path` through a saved map into `out`, as `request` says (`requests.ApplyRequest`).
 
-    A K-class map reads the score columns it was fitted on, or `score_cols` (a `--score-cols`
-    SPEC), and adds one column `<output_col>_<class>` per class (`applying_kclass`).
+    A K-class map reads the score columns it was fitted on, or `request.score_cols` (a
+    `--score-cols` SPEC), and adds one column `<output_col>_<class>` per class (`applying_kclass`).
 
-    With `interval`, the map's `predict_interval` (Venn-Abers maps) adds the columns
+    With `request.interval`, the map's `predict_interval` (Venn-Abers maps) adds the columns
     `<output_col>_low` and `<output_col>_high`.
 
     A directory or glob of Parquet parts is applied part by part into the directory `out`
     (with `force`, an existing directory calib wrote is replaced once the new one is complete).
     """
-    check_on_invalid(on_invalid)
+    score_col, output_col, on_invalid = request.score_col, request.output_col, request.on_invalid
+    interval, score_cols = request.interval, request.score_cols
     if map_path == "-" and path == "-":
         raise UsageError("the map and the input cannot both come from stdin")
     parts = io.is_parts(path)

@@ -63,18 +63,6 @@ def check(**values: Any) -> None:
                              hint=bound.why)
 
 
-def check_params(method: str, pairs: dict[str, str]) -> None:
-    """Refuse unknown methods and out-of-range `--param key=value` before any input is read
-    (ParamError/UsageError); imports only the calibrators, not the readers."""
-    from calibcli.calibrators import registry
-
-    cls = registry.get(method)
-    known = {p.name: p for p in cls.params}
-    for key, text in pairs.items():
-        if key in known:
-            known[key].parse(text)
-
-
 def param_rows() -> list[tuple[str, str, str, str]]:
     """(method, option, type, range) for every int/float `--param` of every method."""
     from calibcli.calibrators import registry

@@ -291,7 +291,7 @@ def check_expression(expr: str, dialect: str = "ansi") -> None:
 def score_sql(column: str | None = "score", expression: str | None = None, dialect: str = "ansi") -> str:
     """The score as SQL: the column quoted as an identifier, or the checked expression."""
     if dialect not in DIALECTS:
-        raise UsageError(f"unknown SQL dialect {dialect!r}", hint="choose " + " or ".join(DIALECTS))
+        raise UsageError(f"--dialect {dialect!r} is not one of " + ", ".join(DIALECTS))
     if expression is not None:
         if column is not None:
             raise UsageError("give --score-col or --score-expr, not both")

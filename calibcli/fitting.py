@@ -11,31 +11,21 @@ from __future__ import annotations
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from calibcli import io, maps, summary
-from calibcli.calibrators import Calibrator, registry
-from calibcli.options import WEIGHT_KINDS
-from calibcli.errors import CalibWarning, FitError, InputError, UsageError
+from calibcli.calibrators import Calibrator
+from calibcli.errors import CalibWarning, FitError, InputError
 from calibcli.evaluation import metrics
 from calibcli.io import targets
+from calibcli.requests import Columns, FitRequest
+
+__all__ = ["Columns", "FitRequest", "FitResult", "fit_file", "fit_summary", "fit_summary_file"]
 
 
 _QUALITY_CHUNK = 1 << 16  # rows per chunk of the training-quality report
-
-
-@dataclass(frozen=True)
-class Columns:
-    """Which input columns hold what (the --*-col options)."""
-
-    score: str = "score"
-    label: str = "label"
-    weight: str | None = None
-    fields: tuple[str, ...] = ()
-    features: tuple[str, ...] = ()
-    pos_label: str | None = None  # --pos-label: the positive value of two labels that are not 0/1
 
 
 @dataclass
@@ -46,38 +36,20 @@ class FitResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def check_weight_kind(kind: str) -> None:
-    """Refuse an unknown --weight-kind before any input is read."""
-    if kind not in WEIGHT_KINDS:
-        raise UsageError(f"--weight-kind must be one of {', '.join(WEIGHT_KINDS)}, got {kind!r}")
-
-
 def fit_file(
     path: str,
-    method: str,
-    params: Mapping[str, str] | None = None,
+    request: FitRequest,
     *,
-    cols: Columns = Columns(),
     fmt: str | None = None,
-    seed: int | None = None,
     out: str | None = None,
     out_format: str | None = None,
     strict: bool = False,
-    weight_kind: str = "frequency",
 ) -> FitResult:
-    """Fit `method` on a score/label file and, when `out` is given, save the map there.
-
-    `params` are `--param` strings; `weight_kind` says what the --weight-col weights mean
-    (`Calibrator.fit`). With `strict` the first warning is a FitError and no map is written.
+    """Fit the request's calibrator on a score/label file and, when `out` is given, save the
+    map there. With `strict` the first warning is a FitError and no map is written.
     """
     _claim_map_output(out, out_format, [path])
-    cls = registry.binary(method)
-    if (cols.fields or cols.features) and not cls.uses_features:
-        raise UsageError(
-            f"method {method!r} uses only the score; --field-col/--feature-col are for field-aware methods",
-            hint="use `calib evaluate --field-col` to measure field-level calibration",
-        )
-    calibrator = _calibrator(cls, params or {}, seed)
+    calibrator, cols, weight_kind, method = request.calibrator, request.columns, request.weight_kind, request.method
     source = io.display_name(path)
     table = io.read_table(path, fmt, string_columns=cols.fields)
     if table.num_rows == 0:
@@ -88,7 +60,7 @@ def fit_file(
     io.check_scores_for(calibrator, s, cols.score, source, None)
     feats = io.map_features(table, cols.fields, cols.features, source) or None
     notes = []
-    if cls.uses_features and not (cols.fields or cols.features):
+    if calibrator.uses_features and not (cols.fields or cols.features):
         notes.append(f"{method} without --field-col or --feature-col is ilps with extra steps: "
                      "fit --method ilps, or name the feature columns")
     if s.size > 1 and s.min() == s.max():
@@ -126,25 +98,20 @@ def fit_file(
                          training, notes, strict, out, out_format, quality, s, predict)
 
 
-def fit_summary_file(summary_path: str, method: str, params: Mapping[str, str] | None = None, *,
-                     seed: int | None = None, **options: Any) -> FitResult:
+def fit_summary_file(summary_path: str, request: FitRequest, **options: Any) -> FitResult:
     """Fit a score-only method on a summary (`calib summarize`, or Spark/Dask) instead of rows.
 
-    `options` are `fit_summary`'s (out, out_format, strict, weight_kind); the summary's n0/n1
-    are the weights of each score's rows, of kind `weight_kind`.
+    `options` are `fit_summary`'s (out, out_format, strict); the summary's n0/n1 are the
+    weights of each score's rows, of the request's weight kind.
     """
     _claim_map_output(options.get("out"), options.get("out_format"), [summary_path])
-    cls = registry.binary(method)
-    if cls.uses_features:
-        raise UsageError(f"method {method!r} uses feature columns, which a score summary does not have")
-    return fit_summary(summary.load(summary_path), _calibrator(cls, params or {}, seed),
-                       io.display_name(summary_path), **options)
+    return fit_summary(summary.load(summary_path), request, io.display_name(summary_path), **options)
 
 
-def fit_summary(summ: summary.ScoreSummary, calibrator: Calibrator, source: str, *, out: str | None = None,
-                out_format: str | None = None, strict: bool = False, weight_kind: str = "frequency"
-                ) -> FitResult:
-    """Fit an unfitted score-only calibrator on a summary (from a file, or built by an engine)."""
+def fit_summary(summ: summary.ScoreSummary, request: FitRequest, source: str, *, out: str | None = None,
+                out_format: str | None = None, strict: bool = False) -> FitResult:
+    """Fit a request built `from_summary` on a summary (from a file, or built by an engine)."""
+    calibrator, weight_kind = request.calibrator, request.weight_kind
     if summ.size == 0:
         raise InputError(f"{source}: the summary holds no scores")
     _check_summary_classes(summ, calibrator, source)
@@ -236,18 +203,6 @@ def _fit_and_save(calibrator: Calibrator, source: str, fit_args: dict[str, Any],
     if out is not None:
         result.envelope = maps.save_map(calibrator if saved is None else saved, out, training, out_format)
     return result
-
-
-def _calibrator(cls: type[Calibrator], params: Mapping[str, str], seed: int | None) -> Calibrator:
-    """An unfitted calibrator from `--param` strings and `--seed` (which must not contradict)."""
-    if seed is not None:
-        if "seed" not in {p.name for p in cls.params}:
-            raise UsageError(f"method {cls.name!r} is deterministic and takes no --seed")
-        if "seed" in params:
-            raise UsageError(f"--seed {seed} and --param seed={params['seed']} both set the seed",
-                             hint="give only one of them")
-        return cls.from_cli(params, seed=seed)
-    return cls.from_cli(params)
 
 
 def _claim_map_output(out: str | None, out_format: str | None, reads: Sequence[str]) -> None:

@@ -15,6 +15,7 @@ import numpy as np
 
 from calibcli import io
 from calibcli.calibrators import registry
+from calibcli.requests import seed_option
 from calibcli.classmap import ClassMap
 from calibcli.compare import KCLASS_COMPARED, Comparison, compare, save_best
 from calibcli.errors import InputError, UsageError
@@ -78,13 +79,7 @@ def kclass_calibrator(method: str, params: Mapping[str, str], kind: str, seed: i
     typed: dict[str, Any] = {key: declared[key].parse(text) for key, text in params.items()}
     if "score_kind" in params and typed["score_kind"] != kind:
         raise UsageError("give the score kind with --score-kind, not --param score_kind")
-    if seed is not None:
-        if "seed" not in declared:
-            raise UsageError(f"method {method!r} is deterministic and takes no --seed")
-        if "seed" in params:
-            raise UsageError(f"--seed {seed} and --param seed={params['seed']} both set the seed",
-                             hint="give only one of them")
-        typed["seed"] = seed
+    typed.update(seed_option(method, declared, params, seed))
     return registry.kclass(method, {**typed, "score_kind": kind})
 
 

@@ -150,6 +150,10 @@ SAFE_PLATT_CORRECTION = Param(
     "output is exactly 0 or 1; false: the classical fit (0 or 1 where the data had one class)",
 )
 WEIGHT_KINDS = ("frequency", "importance")
+# `calib evaluate`'s metric settings, shared by its options and the metrics they set.
+CALBIN_WINDOW = 100
+ECE_BINS = 10
+ECE_STRATEGIES = ("uniform", "quantile")
 SEED = Param("seed", int, 0, "random seed; the same seed gives the same map", low=0, high=SEED_MAX)
 PROB_CLIP = 1e-12  # probability clip before logs and logits, float64 whatever the input dtype
 SCORE_KIND = Param(

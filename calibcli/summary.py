@@ -143,8 +143,6 @@ def summarize(scores: Any, labels: Any, weights: Any = None, step: float | None 
         raise UsageError("scores must be finite (no NaN or inf)")
     if not np.all((y == 0) | (y == 1)):
         raise UsageError("labels must be 0 or 1")
-    if step is not None and not (np.isfinite(step) and step > 0):
-        raise UsageError(f"--step must be a positive number, got {step!r}")
     positive = y == 1
     if weights is None:
         w1 = positive.astype(np.float64)

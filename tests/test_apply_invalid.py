@@ -26,6 +26,7 @@ from calibcli.applying import apply_file
 from calibcli.cli import app
 from calibcli.errors import InputError
 from calibcli.io import parquet, parsers
+from calibcli.requests import ApplyRequest
 
 KINDS = ("ok", "ok", "ok", "null", "nan", "inf", "-inf", "out")
 _MAPS: dict[str, Path] = {}
@@ -39,7 +40,7 @@ def _map(method: str) -> Path:
         s = rng.uniform(0.01, 0.99, 400)
         y = (rng.random(400) < s).astype(int)
         (d / "train.csv").write_text("score,label\n" + "".join(f"{float(a)!r},{b}\n" for a, b in zip(s, y)))
-        fitting.fit_file(str(d / "train.csv"), method, {}, out=str(d / "m.json"))
+        fitting.fit_file(str(d / "train.csv"), fitting.FitRequest.build(method), out=str(d / "m.json"))
         _MAPS[method] = d / "m.json"
     return _MAPS[method]
 
@@ -144,8 +145,8 @@ def test_invalid_rows_follow_the_policy_row_by_row(case):
             _write(src, ext, ids, scores, case["batch"])
         with _small_batches(case["batch"], case["block"]):
             try:
-                done = apply_file(str(map_path), str(src), str(out), output_format=case["out_fmt"],
-                                  on_invalid=case["mode"])
+                done = apply_file(str(map_path), str(src), str(out), ApplyRequest.build(on_invalid=case["mode"]),
+                                  output_format=case["out_fmt"])
             except InputError as exc:
                 assert case["mode"] == "error" and invalid.any(), exc
                 first = int(np.argmax(invalid))  # the error names an invalid row of the part that stopped

@@ -65,7 +65,7 @@ def _spec(**kw):
 def test_thresholds_pass_and_fail_with_the_excess():
     spec = _spec(fail_above=[gates.Limit("field_rce", 0.12)], fail_below=[gates.Limit("auc", 0.7)])
     report = gates.decide(spec, [("good", {"field_rce": 0.10, "auc": 0.8}, None),
-                                 ("bad", {"field_rce": 0.15, "auc": 0.65}, None)], field_col="f")
+                                 ("bad", {"field_rce": 0.15, "auc": 0.65}, None)])
     assert [c.passed for c in report.checks] == [True, True, False, False]
     above, below = report.failed
     assert above.excess == pytest.approx(0.03) and below.excess == pytest.approx(0.05)
@@ -78,9 +78,9 @@ def test_regression_is_direction_aware_and_relative():
     base = results.Baseline("b.json", "f", 100, {"m": {"log_loss": 0.50, "auc": 0.80}})
     spec = _spec(max_regression=[gates.Limit("log_loss", 0.05, relative=True), gates.Limit("auc", 0.01)],
                  baseline="b.json")
-    ok = gates.decide(spec, [("m", {"log_loss": 0.52, "auc": 0.795}, None)], base, "f")
+    ok = gates.decide(spec, [("m", {"log_loss": 0.52, "auc": 0.795}, None)], base)
     assert ok.passed
-    bad = gates.decide(spec, [("m", {"log_loss": 0.53, "auc": 0.78}, None)], base, "f")
+    bad = gates.decide(spec, [("m", {"log_loss": 0.53, "auc": 0.78}, None)], base)
     ll, auc = bad.failed
     assert ll.limit == pytest.approx(0.525) and ll.excess == pytest.approx(0.005)
     assert "above the baseline 0.5 by 0.03: more than the allowed 0.025 (5% of the baseline)" in ll.describe()
@@ -107,12 +107,12 @@ def test_gate_on_upper_compares_the_interval_end_nearest_to_passing():
     values = {"field_rce": 0.13, "auc": 0.69}
     intervals = {"field_rce": (0.11, 0.15), "auc": (0.66, 0.72)}
     spec = _spec(fail_above=[gates.Limit("field_rce", 0.12)], fail_below=[gates.Limit("auc", 0.7)])
-    assert not gates.decide(spec, [("m", values, intervals)], field_col="f").passed
+    assert not gates.decide(spec, [("m", values, intervals)]).passed
     spec.gate_on = "upper"
-    report = gates.decide(spec, [("m", values, intervals)], field_col="f")
+    report = gates.decide(spec, [("m", values, intervals)])
     assert report.passed and [c.compared for c in report.checks] == [0.11, 0.72]
     spec.fail_above = [gates.Limit("field_rce", 0.10)]
-    failed = gates.decide(spec, [("m", values, intervals)], field_col="f").failed
+    failed = gates.decide(spec, [("m", values, intervals)]).failed
     assert [c.metric for c in failed] == ["field_rce"]
     assert "(confidence interval end 0.11)" in failed[0].describe()
 
@@ -203,13 +203,6 @@ def test_poisson_cell_counts_sum_to_the_row_count_on_average(data):
     st = EvalState.from_arrays(y, p)
     totals = [c.sum() for c in bootstrap.poisson_counts(st, bootstrap.BootstrapPlan(400, seed=3))]
     assert abs(np.mean(totals) - y.size) < 4 * np.sqrt(y.size / 400)
-
-
-def test_bootstrap_refuses_weights_and_buckets(data):
-    y, p, _ = data
-    for st in (EvalState.from_arrays(y, p, sample_weight=np.ones(p.size)), EvalState.from_arrays(y, p, step=0.01)):
-        with pytest.raises(UsageError):
-            next(bootstrap.poisson_counts(st, bootstrap.BootstrapPlan(2, 0)))
 
 
 def test_bootstrap_intervals_are_seeded_and_cover_the_estimate(data):
@@ -315,7 +308,7 @@ def test_settings_refused_or_compared_property(tmp_path):
         if not mismatched:
             gates.check_baseline(*args, **call)
             values = {"p": {m: 0.5 for m in metrics.METRICS}}
-            assert gates.decide(spec, [("p", values["p"], None)], base, ours["field_col"] or "f").passed
+            assert gates.decide(spec, [("p", values["p"], None)], base).passed
             return
         with pytest.raises(UsageError) as exc:
             gates.check_baseline(*args, **call)

@@ -106,6 +106,7 @@ def test_field_codes_of_a_stored_dictionary_equal_those_of_plain_text(tmp_path):
     import pyarrow.parquet as pq
 
     from calibcli.evaluation.evaluate import evaluate_file
+    from calibcli.requests import EvaluateOptions
 
     rng = np.random.default_rng(4)
     n = 5000
@@ -123,8 +124,9 @@ def test_field_codes_of_a_stored_dictionary_equal_those_of_plain_text(tmp_path):
         assert [names[c] for c in codes] == [names2[c] for c in codes2]
     csv = tmp_path / "d.csv"
     pacsv.write_csv(pa.table({"score": p, "label": y, "field": [f if f is not None else "" for f in field]}), csv)
-    a = evaluate_file(str(path), ["score"], [], field_col="field").results[0].metrics
-    b = evaluate_file(str(csv), ["score"], [], field_col="field").results[0].metrics
+    options = EvaluateOptions.build(field_col="field")
+    a = evaluate_file(str(path), ["score"], [], options).results[0].metrics
+    b = evaluate_file(str(csv), ["score"], [], options).results[0].metrics
     assert a["field_ece"] == pytest.approx(b["field_ece"], rel=1e-12)
     assert a["field_rce"] == pytest.approx(b["field_rce"], rel=1e-12)
 

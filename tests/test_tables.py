@@ -197,22 +197,6 @@ def test_an_ascii_terminal_gets_escapes_not_a_crash(tmp_path):
         assert result.stderr.isascii()
 
 
-def test_calbin_window_zero_in_python_is_the_clis_usage_error():
-    import calibcli
-    from calibcli.errors import UsageError
-    from calibcli.evaluation.state import EvalState
-
-    cli = runner.invoke(app, ["evaluate", str(DATA / "test.csv"), "--calbin-window", "0"])
-    message = cli.stderr.splitlines()[0].removeprefix("error: ")
-    for call in (lambda: calibcli.evaluate([0, 1, 1], [0.1, 0.5, 0.9], calbin_window=0),
-                 lambda: EvalState.from_arrays([0, 1], [0.2, 0.7]).metrics(calbin_window=0)):
-        with pytest.raises(UsageError) as exc:
-            call()
-        assert exc.value.message == message
-    with pytest.raises(UsageError, match="not an integer"):
-        calibcli.evaluate([0, 1], [0.2, 0.7], calbin_window=2.5)
-
-
 def test_no_raw_numpy_warnings_on_degenerate_data(tmp_path):
     data = tmp_path / "d.csv"
     data.write_text("score,label,w\n0,1,1\n1,0,0\n0.5,1,2\n")

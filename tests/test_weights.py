@@ -12,7 +12,7 @@ import contract
 from calibcli import maps
 from calibcli.calibrators import available, base, create, get
 from calibcli.cli import app
-from calibcli.errors import CalibWarning, ParamError
+from calibcli.errors import CalibWarning, UsageError
 
 runner = CliRunner()
 FAST = {"bayes-iso": {"samples": 500}, "boot-isotonic": {"r": 5}, "boot-binning": {"r": 5},
@@ -46,10 +46,12 @@ def test_frequency_weights_are_counts(name):
     assert np.max(np.abs(tiny - plain)) > 0.02
 
 
-def test_unknown_weight_kind_is_refused():
+def test_unknown_weight_kind_is_refused_at_the_door():
+    import calibcli
+
     s, y = contract.synthetic(50)
-    with pytest.raises(ParamError, match="weight kind"):
-        create("isotonic").fit(s, y, weights=np.ones_like(s), weight_kind="counts")
+    with pytest.raises(UsageError, match="--weight-kind must be one of frequency, importance, got 'counts'"):
+        calibcli.fit(s, y, "isotonic", weights=np.ones_like(s), weight_kind="counts")
 
 
 def test_expansion_limit_falls_back_to_weighted_draws(monkeypatch):

@@ -37,7 +37,7 @@ import numpy as np
 from calibcli.calibrators.fitdata import as_float_array, class_weights, platt_values, scaled_weights
 from calibcli.calibrators.statespec import StateSpec
 from calibcli.errors import CalibWarning, FitError, MapError, NotFittedError, ParamError, UsageError
-from calibcli.options import SAFE_PLATT_CORRECTION, WEIGHT_KINDS, Param
+from calibcli.options import SAFE_PLATT_CORRECTION, Param
 
 # Resampling methods expand whole-number frequency weights into duplicated rows up to this
 # many rows; above it they resample rows in proportion to their weights (with a warning).
@@ -138,8 +138,8 @@ class Calibrator:
         """Fit on scores and 0/1 labels (optionally weighted); returns self.
 
         `weight_kind="frequency"` (the default): a row of weight k counts as k rows (a whole
-        number k is exactly k duplicated rows). `"importance"`: only the weights' ratios
-        matter; they are rescaled to sum to the number of rows with positive weight, so
+        number k is exactly k duplicated rows). `"importance"` (either, as checked by
+        `requests.FitRequest`): only the weights' ratios matter; they are rescaled to sum to the number of rows with positive weight, so
         scaling every weight by c > 0 gives the same map. `features`: column name -> one value
         per row, for methods that read them (`uses_features`); score-only methods refuse them.
         """
@@ -154,8 +154,6 @@ class Calibrator:
             raise FitError("scores must be finite (no NaN or inf)")
         if not np.all((y == 0) | (y == 1)):
             raise FitError("labels must be 0 or 1")
-        if weight_kind not in WEIGHT_KINDS:
-            raise ParamError(f"weight kind must be one of {', '.join(WEIGHT_KINDS)}, got {weight_kind!r}")
         if weights is None:
             w = np.broadcast_to(np.float64(1.0), s.shape)  # read-only unit weights, no n-long array
         else:

@@ -27,7 +27,7 @@ from calibcli.calibrators import kscores
 from calibcli.calibrators.fitdata import as_float_array, scaled_weights
 from calibcli.calibrators.statespec import Field, StateSpec
 from calibcli.errors import CalibWarning, FitError, MapError, NotFittedError, ParamError
-from calibcli.options import WEIGHT_KINDS, Param
+from calibcli.options import Param
 
 KCLASS_SCORE_KIND = Param(
     "score_kind", str, "probability",
@@ -97,8 +97,6 @@ class ClassCalibrator:
         s = self._checked_scores(scores)
         n, k = s.shape
         y = _class_codes(labels, n, k)
-        if weight_kind not in WEIGHT_KINDS:
-            raise ParamError(f"weight kind must be one of {', '.join(WEIGHT_KINDS)}, got {weight_kind!r}")
         w = None
         if weights is not None:
             w = as_float_array(weights, "weights")

@@ -37,16 +37,17 @@ def apply(
     calib apply map.json new.csv --on-invalid null -o out.csv
     calib apply kmap.json new.parquet -o out.parquet      # K-class map: calibrated_<class> columns
     """
-    from calibcli import io, progress
-    from calibcli.applying import apply_file, check_on_invalid
+    from calibcli.requests import ApplyRequest
 
-    check_on_invalid(on_invalid)
+    request = ApplyRequest.build(score_col, output_col, on_invalid, interval, score_cols)
+    from calibcli import io, progress
+    from calibcli.applying import apply_file
+
     to_stdout = output == "-"
     total = io.parquet_rows(input) if progress.enabled(to_stdout) else None
     with progress.rows("apply", total, data_to_stdout=to_stdout) as advance:
-        done = apply_file(map, input, output, score_col=score_col, output_col=output_col, input_format=format,
-                          output_format=output_format, on_batch=advance, force=force, on_invalid=on_invalid,
-                          interval=interval, score_cols=score_cols)
+        done = apply_file(map, input, output, request, input_format=format, output_format=output_format,
+                          on_batch=advance, force=force)
     if on_invalid != "error":
         what = "written with an empty calibrated value" if on_invalid == "null" else "skipped"
         console.info(f"{done.invalid} of {done.rows} rows had an invalid score (empty, NaN, infinite or "

@@ -81,26 +81,27 @@ def evaluate(
     calib evaluate test.csv --field-col field --baseline base.json --max-regression field-rce=5%
     calib evaluate digits.csv --prob-cols 'p_*' --prob-cols 'calibrated_*' --fail-above top-label-ece=0.05
     """
-    from calibcli import progress
-    bounds.check(calbin_window=calbin_window, bootstrap=bootstrap, seed=seed, top=top, ece_bins=ece_bins, step=step,
-                 bands=bands, hl_groups=hl_groups)
-    from calibcli.evaluation import baseline as evaluation_json, evaluate as evaluation, gates, report as render
-    from calibcli.evaluation.bootstrap import BootstrapPlan
+    from calibcli.evaluation.gates import GateSpec
     from calibcli.io.score_cols import parse_classes
-    from calibcli.io.targets import check_output
+    from calibcli.requests import EvaluateOptions
 
-    if ece_strategy not in ("uniform", "quantile"):
-        raise UsageError(f"--ece-strategy {ece_strategy!r}: expected uniform or quantile")
-    output_kind = _output_kind(output_format, output_kind, as_json)
     if diagram not in DIAGRAMS:
         raise UsageError(f"--diagram {diagram!r}: expected one of {', '.join(DIAGRAMS)}")
-    spec = gates.GateSpec.from_options(fail_above, fail_below, max_regression, baseline, gate_on, bootstrap)
-    from calibcli.evaluation.selection import MetricChoice
-
-    choice = MetricChoice.parse(metrics, required=spec.metrics_used(), bands=bands, plot=plot is not None,
-                                seed=seed, hl_groups=hl_groups)
+    spec = GateSpec.from_options(fail_above, fail_below, max_regression, baseline, gate_on, bootstrap)
+    options = EvaluateOptions.build(
+        label_col=label_col, score_col=score_col, field_col=field_col, weight_col=weight_col,
+        calbin_window=calbin_window, ece_bins=ece_bins, ece_strategy=ece_strategy, step=step, gates=spec,
+        bootstrap=bootstrap, seed=seed, by_field=by_field, top=top, bands=bands, hl_groups=hl_groups,
+        reliability_bins=ece_bins if plot is not None else None, interval_cols=_interval_cols(interval_cols),
+        pos_label=pos_label, kclass_cols=tuple(prob_cols), classes=parse_classes(classes), score_cols=score_cols,
+        metrics=metrics, diagram=diagram if plot is not None else None)
+    output_kind = _output_kind(output_format, output_kind, as_json)
     if save_baseline == "-":
         raise UsageError("--save-baseline needs a file name", hint="use --json for the report on stdout")
+    from calibcli import progress
+    from calibcli.evaluation import baseline as evaluation_json, evaluate as evaluation, report as render
+    from calibcli.io.targets import check_output
+
     reads = [input, *map, *([baseline] if baseline else [])]
     for target in (save_baseline, None if plot == "-" else plot):
         if target is not None:
@@ -111,26 +112,8 @@ def evaluate(
         from calibcli.evaluation import plot as plotting
 
         plotting.check_target(plot)
-    options = evaluation.EvaluateOptions(
-        gates=spec,
-        bootstrap=BootstrapPlan(bootstrap, seed) if bootstrap else None,
-        by_field_top=top if by_field else None,
-        reliability_bins=ece_bins if plot is not None else None,
-        weight_col=weight_col,
-        step=step,
-        ece_bins=ece_bins,
-        ece_strategy=ece_strategy,
-        interval_cols=_interval_cols(interval_cols),
-        pos_label=pos_label,
-        kclass_cols=tuple(prob_cols),
-        classes=parse_classes(classes),
-        score_cols=score_cols,
-        choice=choice,
-        diagram=diagram if plot is not None else None,
-    )
     with progress.working("evaluate"):
-        result = evaluation.evaluate_file(input, prob_col, map, label_col, score_col, field_col,
-                                          calbin_window, format, options)
+        result = evaluation.evaluate_file(input, prob_col, map, options, format)
     if save_baseline is not None:
         evaluation_json.save_evaluation(result, save_baseline)
     if plot is not None and plot != "-":

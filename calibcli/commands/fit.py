@@ -67,27 +67,32 @@ def fit(
     calib fit --from-summary summary.parquet --method isotonic -o map.json
     calib fit --score-cols 'p_*' --method temperature digits.csv -o map.json
     """
-    bounds.check(seed=seed)  # before the imports: a refusal costs no library start-up
+    from calibcli.requests import Columns, FitRequest, weight_kind_option
+
+    if input is None and from_summary is None:
+        raise UsageError("missing the score file to fit on (or --from-summary FILE)",
+                         hint="e.g. `calib fit cal.csv -o map.json`, or `-` to read stdin")
+    if input is not None and from_summary is not None:
+        raise UsageError("give either a score file or --from-summary FILE, not both",
+                         hint="e.g. `calib fit cal.csv` or `calib fit --from-summary summary.parquet`")
+    request = None
     if score_cols is not None:
         _check_kclass_options(score_col, pos_label, field_col, feature_col, from_summary)
+        weight_kind_option(weight_kind, weight_col is not None)
     else:
         _check_binary_options(classes, score_kind)
-        bounds.check_params(method, _parse_params(param))
+        if from_summary is not None and (weight_col or field_col or feature_col or format or pos_label is not None):
+            raise UsageError("--weight-col, --field-col, --feature-col, --pos-label and --format apply to score "
+                             "files, not to --from-summary", hint="give them to `calib summarize` instead")
+        cols = Columns(score_col or "score", label_col, weight_col, tuple(field_col), tuple(feature_col), pos_label)
+        request = FitRequest.build(method, _parse_params(param), texts=True, seed=seed, weight_kind=weight_kind,
+                                   columns=cols, from_summary=from_summary is not None)
     from calibcli.io import reading
 
-    ahead = input if input is not None and from_summary is None else "-"  # "-": nothing to read ahead
+    ahead = input if from_summary is None else "-"  # "-": nothing to read ahead
     with reading.prefetching(ahead, format, tuple(field_col)):  # read while the fitting code imports
         from calibcli import fitting
 
-        fitting.check_weight_kind(weight_kind)
-        if weight_kind != "frequency" and input is not None and weight_col is None:
-            raise UsageError("--weight-kind needs --weight-col (or --from-summary)")
-        if input is None and from_summary is None:
-            raise UsageError("missing the score file to fit on (or --from-summary FILE)",
-                             hint="e.g. `calib fit cal.csv -o map.json`, or `-` to read stdin")
-        if input is not None and from_summary is not None:
-            raise UsageError("give either a score file or --from-summary FILE, not both",
-                             hint="e.g. `calib fit cal.csv` or `calib fit --from-summary summary.parquet`")
         if score_cols is not None:
             from calibcli import kclass_files
             from calibcli.io import score_cols as resolving
@@ -98,18 +103,11 @@ def fit(
                                                   seed=seed, out=output, strict=state["strict"],
                                                   out_format=output_format, weight_kind=weight_kind)
         elif from_summary is not None:
-            if weight_col or field_col or feature_col or format or pos_label is not None:
-                raise UsageError("--weight-col, --field-col, --feature-col, --pos-label and --format apply to score files, "
-                                 "not to --from-summary", hint="give them to `calib summarize` instead")
-            result = fitting.fit_summary_file(from_summary, method, _parse_params(param), seed=seed, out=output,
-                                              strict=state["strict"], out_format=output_format,
-                                              weight_kind=weight_kind)
+            result = fitting.fit_summary_file(from_summary, request, out=output, strict=state["strict"],
+                                              out_format=output_format)
         else:
-            cols = fitting.Columns(score_col or "score", label_col, weight_col, tuple(field_col), tuple(feature_col),
-                                   pos_label)
-            result = fitting.fit_file(input, method, _parse_params(param), cols=cols, fmt=format, seed=seed,
-                                      out=output, strict=state["strict"], out_format=output_format,
-                                      weight_kind=weight_kind)
+            result = fitting.fit_file(input, request, fmt=format, out=output, strict=state["strict"],
+                                      out_format=output_format)
     for message in result.warnings:
         console.warn(message)
     if score_cols is not None:
@@ -199,7 +197,9 @@ def summarize(
     calib summarize big.parquet -o summary.parquet
     calib fit --from-summary summary.parquet --method isotonic -o map.json
     """
-    bounds.check(step=step)
+    from calibcli.requests import step_option
+
+    step = step_option(step)
     from calibcli import io, progress, summary
     from calibcli.io.targets import check_output
 

@@ -19,8 +19,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from calibcli.calibrators import Calibrator, registry
+from calibcli.calibrators import Calibrator
 from calibcli.errors import InputError, UsageError
+from calibcli.requests import EvaluateOptions, FitRequest, step_option
 
 
 def check_columns(columns: list[str], source: str, **named: str | None) -> None:
@@ -54,33 +55,15 @@ def build_summary(keys: np.ndarray, n0: np.ndarray, n1: np.ndarray, rows: int, p
         (float(score_range[0]), float(score_range[1])), weighted=weighted, step=step, meta=dict(meta))
 
 
-def check_step(step: float | None) -> float | None:
-    if step is not None and not (np.isfinite(step) and step > 0):
-        raise UsageError(f"step must be a positive number, got {step!r}")
-    return None if step is None else float(step)
-
-
-def make_calibrator(method: str, params: Mapping[str, Any] | None, seed: int | None) -> Calibrator:
-    """An unfitted score-only calibrator from Python parameter values."""
-    cls = registry.binary(method)
-    if cls.uses_features:
-        raise UsageError(f"method {method!r} uses feature columns, which a score summary does not have",
-                         hint="fit it with `calib fit --field-col ...` on the rows")
-    params = dict(params or {})
-    if seed is not None:
-        if "seed" not in {p.name for p in cls.params}:
-            raise UsageError(f"method {method!r} is deterministic and takes no seed")
-        params["seed"] = seed
-    return cls(**params)
-
-
-def fit_summary(summ, method: str, params: Mapping[str, Any] | None, seed: int | None,
+def fit_summary(summarize: Any, method: str, params: Mapping[str, Any] | None, seed: int | None,
                 output: str | None, strict: bool):
-    """`fitting.fit_summary` for an engine's summary: a FitResult, the map saved when `output`."""
+    """Both engines' `fit`: the request checked before `summarize()` reads any row, then
+    `fitting.fit_summary` on its summary (a FitResult, the map saved when `output`)."""
     from calibcli import fitting
 
-    calibrator = make_calibrator(method, params, seed)
-    return fitting.fit_summary(summ, calibrator, str(summ.meta.get("input", "DataFrame")), out=output, strict=strict)
+    request = FitRequest.build(method, params, seed=seed, from_summary=True)
+    summ = summarize()
+    return fitting.fit_summary(summ, request, str(summ.meta.get("input", "DataFrame")), out=output, strict=strict)
 
 
 def resolve_map(map: Any) -> tuple[Calibrator, dict[str, Any]]:
@@ -165,8 +148,7 @@ def field_values(series) -> np.ndarray:
     return series.astype("string").fillna("").to_numpy(dtype=object)
 
 
-def partition_states(pdf, columns: list[str], label_col: str, field_col: str | None,
-                     weight_col: str | None, step: float | None):
+def partition_states(pdf, columns: list[str], options: EvaluateOptions):
     """One evaluation state per probability column of a pandas partition, and bad-row counts.
 
     Counts: [labels not 0/1, weights invalid, then per column p null/NaN/outside [0, 1]];
@@ -174,7 +156,8 @@ def partition_states(pdf, columns: list[str], label_col: str, field_col: str | N
     """
     from calibcli.evaluation.state import EvalState
 
-    y = labels(pdf[label_col])
+    weight_col, field_col = options.weight_col, options.field_col
+    y = labels(pdf[options.label_col])
     w = floats(pdf[weight_col]) if weight_col else None
     bad_w = (~np.isfinite(w) | (w < 0)) if w is not None else np.zeros(y.size, dtype=bool)
     fields = field_values(pdf[field_col]) if field_col else None
@@ -186,21 +169,21 @@ def partition_states(pdf, columns: list[str], label_col: str, field_col: str | N
         bad.append(int(invalid.sum()))
         ok = ~(invalid | np.isnan(y) | bad_w)
         states.append(EvalState.from_arrays(y[ok], p[ok], None if fields is None else fields[ok],
-                                            None if w is None else w[ok], step))
+                                            None if w is None else w[ok], options.step))
     return states, np.array(bad, dtype=np.int64)
 
 
-def evaluation(source: str, columns: list[tuple[str, str, str]], states: list, bad: np.ndarray, *,
-               label_col: str, score_col: str, field_col: str | None, weight_col: str | None,
-               step: float | None, calbin_window: int, choice: Any = None):
+def evaluation(source: str, columns: list[tuple[str, str, str]], states: list, bad: np.ndarray,
+               options: EvaluateOptions):
     """The `calib evaluate` report (`Evaluation`; `.to_json()` is --json) from merged states.
 
     `columns` are (name, kind, column) as evaluated; `bad` the summed `partition_states` counts;
-    `choice`: the metrics (`selection.MetricChoice`; default: `--metrics default`).
+    `options.choice` the metrics (`--metrics`).
     """
-    from calibcli.evaluation.selection import MetricChoice
     from calibcli.evaluation.results import EvalRow, Evaluation
 
+    label_col, score_col, weight_col = options.label_col, options.score_col, options.weight_col
+    calbin_window = options.calbin_window
     check_bad_rows(source, {
         label_col: ("a label that is not 0 or 1", int(bad[0])),
         **({weight_col: ("a null, negative or non-finite weight", int(bad[1]))} if weight_col else {}),
@@ -214,32 +197,21 @@ def evaluation(source: str, columns: list[tuple[str, str, str]], states: list, b
         raise InputError(f"{source}: no data rows")
     results = []
     for (name, kind, _), state in zip(columns, states):
-        choice = choice or MetricChoice()
+        choice = options.choice
         row = EvalRow(name, kind, state.metrics(calbin_window, choice=choice))
         row.mce_count = state.mce_count()
         row.step_bounds = state.step_bounds(calbin_window, choice)
         results.append(row)
-    return Evaluation(source, states[0].rows, states[0].positives, field_col, calbin_window, results,
-                      weight_col=weight_col, step=step, label_col=label_col,
+    return Evaluation(source, states[0].rows, states[0].positives, options.field_col, calbin_window, results,
+                      weight_col=weight_col, step=options.step, label_col=label_col,
                       score_col=score_col if any(kind == "map" for _, kind, _ in columns) else None,
-                      hl_groups=(choice or MetricChoice()).hl_groups)
+                      hl_groups=options.choice.hl_groups)
 
 
-def metric_choice(metrics: str, bands: int | None, seed: int, hl_groups: int):
-    """The engines' `metrics`, `bands`, `seed` and `hl_groups` arguments, checked as the CLI's."""
-    from calibcli import bounds
-    from calibcli.evaluation.selection import MetricChoice
-
-    bounds.check(bands=bands, seed=seed, hl_groups=hl_groups)
-    return MetricChoice.parse(metrics, bands=bands, seed=seed, hl_groups=hl_groups)
-
-
-def evaluate_columns(prob_cols, maps_, score_col: str, calbin_window: int) -> list[str]:
+def evaluate_columns(prob_cols, maps_, score_col: str) -> list[str]:
     """The probability columns to evaluate: the score itself when neither columns nor maps are given."""
     if isinstance(prob_cols, str) or isinstance(maps_, (str, Calibrator)):
         raise UsageError("prob_cols and maps are lists (of column names, of maps)")
-    if calbin_window < 1:
-        raise UsageError("calbin_window must be at least 1")
     return list(prob_cols) if (prob_cols or maps_) else [score_col]
 
 
@@ -250,21 +222,20 @@ def map_name(map: Any, cal: Calibrator) -> str:
     return io.display_name(map) if isinstance(map, str) else cal.name
 
 
-def plan_evaluation(df: Any, apply: Any, source: str, prob_cols: Any, maps_: Any, *, label_col: str,
-                    score_col: str, field_col: str | None, weight_col: str | None, step: float | None,
-                    calbin_window: int) -> tuple[Any, float | None, list[tuple[str, str, str]], list[str]]:
-    """What both engines' `evaluate` do first: check the options and columns, add one column per
-    map (the engine's own `apply`), and name the columns to keep. Returns (df, step, [(name,
-    kind, column)], columns to keep)."""
-    names = evaluate_columns(prob_cols, maps_, score_col, calbin_window)
-    step = check_step(step)
+def plan_evaluation(df: Any, apply: Any, source: str, prob_cols: Any, maps_: Any,
+                    options: EvaluateOptions) -> tuple[Any, list[tuple[str, str, str]], list[str]]:
+    """What both engines' `evaluate` do first, once the options are checked: check the columns,
+    add one column per map (the engine's own `apply`), and name the columns to keep. Returns
+    (df, [(name, kind, column)], columns to keep)."""
+    names = evaluate_columns(prob_cols, maps_, options.score_col)
+    label_col, field_col, weight_col = options.label_col, options.field_col, options.weight_col
     check_columns(list(df.columns), source, label_col=label_col, field_col=field_col,
                   weight_col=weight_col, **{f"prob_col {c!r}": c for c in names})
     columns = [(c, "column", c) for c in names]
     for i, m in enumerate(maps_):
         cal, envelope = resolve_map(m)
-        df = apply(df, envelope, score_col, f"__calibcli_map_{i}")
+        df = apply(df, envelope, options.score_col, f"__calibcli_map_{i}")
         columns.append((map_name(m, cal), "map", f"__calibcli_map_{i}"))
     keep = list(dict.fromkeys([label_col, *(c for _, _, c in columns),
                                *(c for c in (field_col, weight_col) if c)]))
-    return df, step, columns, keep
+    return df, columns, keep

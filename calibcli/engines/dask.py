@@ -31,6 +31,7 @@ import pandas as pd
 
 from calibcli import engines
 from calibcli.errors import UsageError
+from calibcli.requests import EvaluateOptions, step_option
 
 SOURCE = "Dask DataFrame"
 
@@ -69,7 +70,7 @@ def tree_reduce(parts: list, combine) -> Any:
 def summarize(df, score_col: str = "score", label_col: str = "label", weight_col: str | None = None,
               step: float | None = None):
     """The ScoreSummary of `calib summarize` (optionally bucketed to multiples of `step`)."""
-    step = engines.check_step(step)
+    step = step_option(step)
     engines.check_columns(list(df.columns), SOURCE, score_col=score_col, label_col=label_col,
                           weight_col=weight_col)
     columns = [c for c in dict.fromkeys((score_col, label_col, weight_col)) if c is not None]
@@ -93,8 +94,8 @@ def fit(df, method: str = "isotonic", params: Mapping[str, Any] | None = None, *
         step: float | None = None, seed: int | None = None, output: str | None = None,
         strict: bool = False):
     """Fit `method` on the summary of `df`; returns a `fitting.FitResult` (map saved to `output`)."""
-    summ = summarize(df, score_col, label_col, weight_col, step)
-    return engines.fit_summary(summ, method, params, seed, output, strict)
+    return engines.fit_summary(lambda: summarize(df, score_col, label_col, weight_col, step), method, params,
+                               seed, output, strict)
 
 
 def _apply_partition(pdf: pd.DataFrame, cal, score_col: str, out_col: str) -> pd.DataFrame:
@@ -133,17 +134,14 @@ def evaluate(df, prob_cols=(), maps=(), *, label_col: str = "label", score_col: 
     Each partition becomes one `EvalState` per probability column (and per map applied to
     `score_col`); the states merge pairwise in a tree of delayed tasks.
     """
-    df, step, columns, keep = engines.plan_evaluation(
-        df, apply, SOURCE, prob_cols, maps, label_col=label_col, score_col=score_col, field_col=field_col,
-        weight_col=weight_col, step=step, calbin_window=calbin_window)
-    parts = [dask.delayed(engines.partition_states)(p, [c for _, _, c in columns], label_col, field_col,
-                                                    weight_col, step)
+    options = EvaluateOptions.build(label_col=label_col, score_col=score_col, field_col=field_col,
+                                    weight_col=weight_col, step=step, calbin_window=calbin_window, metrics=metrics,
+                                    bands=bands, seed=seed, hl_groups=hl_groups)
+    df, columns, keep = engines.plan_evaluation(df, apply, SOURCE, prob_cols, maps, options)
+    parts = [dask.delayed(engines.partition_states)(p, [c for _, _, c in columns], options)
              for p in df[keep].to_delayed()]
     states, bad = dask.compute(tree_reduce(parts, _merge_evaluations))[0]
-    return engines.evaluation(SOURCE, columns, states, bad, label_col=label_col, score_col=score_col,
-                              field_col=field_col, weight_col=weight_col, step=step,
-                              calbin_window=calbin_window, choice=engines.metric_choice(metrics, bands, seed,
-                                                                                        hl_groups))
+    return engines.evaluation(SOURCE, columns, states, bad, options)
 
 
 def _merge_kclass(a, b):

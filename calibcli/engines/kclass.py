@@ -50,15 +50,14 @@ def plan(columns: Sequence[str], source: str, kclass_cols: Any, maps_: Any, *, c
     `score_cols_spec`, else the columns it was fitted on); options checked."""
     import pyarrow as pa
 
-    from calibcli import bounds
-    from calibcli.evaluation.metrics import ECE_STRATEGIES
     from calibcli.io import score_cols
+    from calibcli.requests import EvaluateOptions
 
     if isinstance(kclass_cols, str) or isinstance(maps_, str):
         raise UsageError("kclass_cols and maps are lists (SPECs such as 'p_*', maps), one per prediction")
-    bounds.check(ece_bins=ece_bins)
-    if ece_strategy not in ECE_STRATEGIES:
-        raise UsageError(f"ece_strategy {ece_strategy!r}: expected one of {', '.join(ECE_STRATEGIES)}")
+    kclass_cols = list(kclass_cols)
+    EvaluateOptions.build(label_col=label_col, weight_col=weight_col, ece_bins=ece_bins, ece_strategy=ece_strategy,
+                          kclass_cols=tuple(kclass_cols))
     if not kclass_cols and not maps_:
         raise UsageError("nothing to evaluate: give kclass_cols or maps")
     engines.check_columns(list(columns), source, label_col=label_col, weight_col=weight_col)

@@ -39,6 +39,7 @@ from pyspark.sql import types as T
 
 from calibcli import engines
 from calibcli.errors import UsageError
+from calibcli.requests import EvaluateOptions, step_option
 
 SOURCE = "Spark DataFrame"
 _INF = float("inf")
@@ -74,7 +75,7 @@ def _count(condition: Column) -> Column:
 def summarize(df: DataFrame, score_col: str = "score", label_col: str = "label",
               weight_col: str | None = None, step: float | None = None):
     """The ScoreSummary of `calib summarize` (optionally bucketed to multiples of `step`)."""
-    step = engines.check_step(step)
+    step = step_option(step)
     engines.check_columns(df.columns, SOURCE, score_col=score_col, label_col=label_col, weight_col=weight_col)
     s, y = _score(score_col), _label(df, label_col)
     w = _score(weight_col) if weight_col else F.lit(1.0)
@@ -108,8 +109,8 @@ def fit(df: DataFrame, method: str = "isotonic", params: Mapping[str, Any] | Non
         step: float | None = None, seed: int | None = None, output: str | None = None,
         strict: bool = False):
     """Fit `method` on the summary of `df`; returns a `fitting.FitResult` (map saved to `output`)."""
-    summ = summarize(df, score_col, label_col, weight_col, step)
-    return engines.fit_summary(summ, method, params, seed, output, strict)
+    return engines.fit_summary(lambda: summarize(df, score_col, label_col, weight_col, step), method, params,
+                               seed, output, strict)
 
 
 _WORKER_CHECKS: dict[str, str | None] = {}
@@ -226,9 +227,10 @@ def evaluate(df: DataFrame, prob_cols: Sequence[str] = (), maps: Sequence[Any] =
     driver merges the rows (`EvalState.from_arrow`) and reads the metrics off the result.
     """
     check_python_workers(df)
-    df, step, columns, keep = engines.plan_evaluation(
-        df, apply, SOURCE, prob_cols, maps, label_col=label_col, score_col=score_col, field_col=field_col,
-        weight_col=weight_col, step=step, calbin_window=calbin_window)
+    options = EvaluateOptions.build(label_col=label_col, score_col=score_col, field_col=field_col,
+                                    weight_col=weight_col, step=step, calbin_window=calbin_window, metrics=metrics,
+                                    bands=bands, seed=seed, hl_groups=hl_groups)
+    df, columns, keep = engines.plan_evaluation(df, apply, SOURCE, prob_cols, maps, options)
     probs = [c for _, _, c in columns]
 
     def partition_state(batches):
@@ -237,7 +239,7 @@ def evaluate(df: DataFrame, prob_cols: Sequence[str] = (), maps: Sequence[Any] =
         from calibcli import engines as shared
         from calibcli.evaluation.state import merge_states
 
-        parts = [shared.partition_states(b.to_pandas(), probs, label_col, field_col, weight_col, step)
+        parts = [shared.partition_states(b.to_pandas(), probs, options)
                  for b in batches if b.num_rows]
         if not parts:
             return
@@ -257,10 +259,7 @@ def evaluate(df: DataFrame, prob_cols: Sequence[str] = (), maps: Sequence[Any] =
                  [column == 0], axis=0) if shipped.num_rows else np.zeros(2 + len(probs), dtype=np.int64)
     if any(s is None for s in states):
         states = []
-    return engines.evaluation(SOURCE, columns, states, bad, label_col=label_col, score_col=score_col,
-                              field_col=field_col, weight_col=weight_col, step=step,
-                              calbin_window=calbin_window, choice=engines.metric_choice(metrics, bands, seed,
-                                                                                        hl_groups))
+    return engines.evaluation(SOURCE, columns, states, bad, options)
 
 
 def evaluate_kclass(df: DataFrame, kclass_cols: Sequence[str] = (), maps: Sequence[Any] = (), *,

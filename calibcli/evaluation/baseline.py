@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calibcli import io, strictjson
+from calibcli import io, options, strictjson
 from calibcli.io import targets
 from calibcli.errors import InputError
 from calibcli.evaluation import metrics as metrics_table
@@ -90,7 +90,7 @@ def _is_int(value: Any) -> bool:
 _SETTING_TYPES = (
     ("ece_bins", lambda v: _is_int(v) and v >= 1, "a positive integer"),
     ("hl_groups", lambda v: _is_int(v) and v >= 3, "an integer of at least 3"),
-    ("ece_strategy", lambda v: v in metrics_table.ECE_STRATEGIES, "'uniform' or 'quantile'"),
+    ("ece_strategy", lambda v: v in options.ECE_STRATEGIES, "'uniform' or 'quantile'"),
     ("weight_col", lambda v: isinstance(v, str), "a column name"),
     ("step", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0, "a positive number"),
     ("label_col", lambda v: isinstance(v, str), "a column name"),

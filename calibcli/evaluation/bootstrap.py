@@ -58,12 +58,8 @@ class BootstrapPlan:
 
 
 def poisson_counts(state: EvalState, plan: BootstrapPlan) -> Iterator[np.ndarray]:
-    """Per replicate, the Poisson counts of the cells' negatives then positives (2 * cells)."""
-    if state.weighted:
-        raise UsageError("--bootstrap cannot resample weighted rows exactly: a cell's resampled weight "
-                         "depends on which of its rows are drawn", hint="drop --weight-col to get intervals")
-    if state.step is not None:
-        raise UsageError("--bootstrap needs the exact probabilities; it cannot be combined with --step")
+    """Per replicate, the Poisson counts of the cells' negatives then positives (2 * cells), of
+    an unweighted state of exact probabilities (`EvaluateOptions.build` refuses the others)."""
     if state.field_names is not None and state.cell_field is None:
         raise UsageError("a bootstrap of the field metrics needs a state built with field_cells=True")
     rng = np.random.default_rng(plan.seed)

@@ -4,7 +4,6 @@ and map, add the optional views (bootstrap, per-field, reliability bins) and dec
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -15,81 +14,32 @@ from calibcli.errors import InputError, UsageError
 from calibcli.evaluation import diagnostics, gates, intervals, kclass_evaluate, metrics, views
 from calibcli.evaluation.baseline import load_baseline
 from calibcli.evaluation.results import EvalRow, Evaluation
-from calibcli.evaluation.bootstrap import BootstrapPlan, state_intervals
+from calibcli.evaluation.bootstrap import state_intervals
 from calibcli.evaluation.builder import StateBuilder
-from calibcli.evaluation.selection import MetricChoice, row_metrics
-from calibcli.evaluation.state import STEP_QUANTILE, EvalState
+from calibcli.evaluation.selection import row_metrics
+from calibcli.evaluation.state import EvalState
+from calibcli.requests import EvaluateOptions
 
 
-@dataclass
-class EvaluateOptions:
-    """The optional parts of `calib evaluate`: gates, bootstrap, per-field view, reliability bins."""
-
-    gates: gates.GateSpec = field(default_factory=gates.GateSpec)
-    bootstrap: BootstrapPlan | None = None
-    by_field_top: int | None = None
-    reliability_bins: int | None = None
-    weight_col: str | None = None  # row weights for every metric
-    step: float | None = None  # bucket width of p for AUC and CalBin (bounded memory)
-    ece_bins: int = metrics.ECE_BINS  # bins of ECE and MCE
-    ece_strategy: str = "uniform"  # uniform (equal width) or quantile (equal mass) bins
-    interval_cols: tuple[str, str] | None = None  # (low, high) of the one --prob-col; else <col>_low/_high
-    choice: MetricChoice = field(default_factory=MetricChoice)  # --metrics, --bands, --seed, --hl-groups
-    diagram: str | None = None  # with --plot: corp, smooth or binned (the data the figure draws)
-    pos_label: str | None = None  # --pos-label: the positive value of two labels that are not 0/1
-    kclass_cols: tuple[str, ...] = ()  # --prob-cols: each SPEC one K-class prediction (kclass_evaluate)
-    classes: tuple[str, ...] | None = None  # --classes: the class of each --prob-cols column
-    score_cols: str | None = None  # --score-cols: the K score columns multiclass maps read
-
-
-def evaluate_file(
-    path: str,
-    prob_cols: Sequence[str],
-    map_paths: Sequence[str],
-    label_col: str = "label",
-    score_col: str = "score",
-    field_col: str | None = None,
-    calbin_window: int = metrics.CALBIN_WINDOW,
-    fmt: str | None = None,
-    options: EvaluateOptions | None = None,
-) -> Evaluation:
+def evaluate_file(path: str, prob_cols: Sequence[str], map_paths: Sequence[str],
+                  options: EvaluateOptions | None = None, fmt: str | None = None) -> Evaluation:
     """Metrics for each probability column and each map applied to the score column.
 
-    With `options`: bootstrap intervals, the per-field view, reliability bins and the gate
-    decisions (a baseline is checked against the evaluated names before the input is read).
+    `options` (checked when built: `EvaluateOptions.build`) name the columns and set the
+    metrics, bootstrap intervals, the per-field view, reliability bins and the gates (a
+    baseline is checked against the evaluated names before the input is read).
     """
     with np.errstate(all="ignore"):  # degenerate data gives NaN (n/a) metrics, never raw numpy warnings
-        return _evaluate_file(path, prob_cols, map_paths, label_col, score_col, field_col, calbin_window, fmt,
-                              options)
+        return _evaluate_file(path, prob_cols, map_paths, options or EvaluateOptions(), fmt)
 
 
-def _evaluate_file(path, prob_cols, map_paths, label_col, score_col, field_col, calbin_window, fmt, options):
-    opts = options or EvaluateOptions()
-    metrics.check_window(calbin_window)
+def _evaluate_file(path, prob_cols, map_paths, opts: EvaluateOptions, fmt):
+    label_col, score_col, field_col, calbin_window = (opts.label_col, opts.score_col, opts.field_col,
+                                                      opts.calbin_window)
     if path == "-" and "-" in map_paths:
         raise UsageError("the input and a map cannot both come from stdin")
     if path == "-" and opts.gates.baseline == "-":
         raise UsageError("the input and the baseline cannot both come from stdin")
-    if opts.by_field_top is not None and field_col is None:
-        raise UsageError("--by-field needs --field-col")
-    if opts.by_field_top is not None and opts.by_field_top < 1:
-        raise UsageError("--top must be at least 1")
-    if opts.bootstrap is not None and opts.bootstrap.replicates < 1:
-        raise UsageError("--bootstrap must be at least 1")
-    if opts.bootstrap is not None and opts.weight_col is not None:
-        raise UsageError("--bootstrap cannot resample weighted rows exactly (a resampled weight depends on "
-                         "which rows are drawn, not only how many)", hint="drop --weight-col or --bootstrap")
-    if opts.bootstrap is not None and opts.step is not None:
-        raise UsageError("--bootstrap needs the exact probabilities; it cannot be combined with --step")
-    n_a = sorted(opts.gates.metrics_used() & {"cal_slope", "cal_intercept"}) if opts.step is not None else []
-    if n_a:
-        name = n_a[0].replace("_", "-")
-        raise UsageError(f"a gate on {name} needs the exact probabilities: it is n/a with --step",
-                         hint="drop --step, or gate on other metrics")
-    if opts.step is not None and opts.ece_strategy != "uniform":
-        raise UsageError(STEP_QUANTILE, hint="use --ece-strategy uniform (exact under --step), or drop --step")
-    if opts.step is not None and not (np.isfinite(opts.step) and opts.step > 0):
-        raise UsageError(f"--step must be a positive number, got {opts.step!r}")
     loaded = []
     if map_paths:
         from calibcli import maps  # the calibrators load only when a map is evaluated
@@ -106,7 +56,6 @@ def _evaluate_file(path, prob_cols, map_paths, label_col, score_col, field_col, 
     if kclass_only:
         raise UsageError(f"a gate on {kclass_only[0].replace('_', '-')}: it is a K-class metric",
                          hint="K-class predictions are --prob-cols SPEC or a multiclass --map")
-    gates.require_field_col(opts.gates, field_col)
     if not prob_cols and not loaded:
         prob_cols = [score_col]
     baseline = None
@@ -117,8 +66,7 @@ def _evaluate_file(path, prob_cols, map_paths, label_col, score_col, field_col, 
                        ece_strategy=opts.ece_strategy, weight_col=opts.weight_col, step=opts.step,
                        label_col=label_col, score_col=score_col if loaded else None,
                        hl_groups=opts.choice.hl_groups)
-    source, rows, positives, columns, bounds = _evaluation_states(
-        path, fmt, label_col, score_col, prob_cols, loaded, field_col, opts)
+    source, rows, positives, columns, bounds = _evaluation_states(path, fmt, prob_cols, loaded, opts)
 
     def evaluate_one(name: str, kind: str, state: EvalState) -> EvalRow:
         ece = {"ece_bins": opts.ece_bins, "ece_strategy": opts.ece_strategy}
@@ -145,11 +93,11 @@ def _evaluate_file(path, prob_cols, map_paths, label_col, score_col, field_col, 
                         ece_strategy=opts.ece_strategy, label_col=label_col,
                         score_col=score_col if loaded else None, hl_groups=opts.choice.hl_groups)
     report.gate = gates.decide(opts.gates, [(r.name, r.metrics, r.intervals) for r in results],
-                               baseline, field_col)
+                               baseline)
     return report
 
 
-def _evaluation_states(path, fmt, label_col, score_col, prob_cols, loaded, field_col, opts):
+def _evaluation_states(path, fmt, prob_cols, loaded, opts: EvaluateOptions):
     """Stream the input in record batches into one evaluation state per column and map.
 
     No row is kept: each batch becomes a partial state (sums, per-field sums, its
@@ -157,6 +105,7 @@ def _evaluation_states(path, fmt, label_col, score_col, prob_cols, loaded, field
     p (or 1/step with --step) and of field values. Maps predict batch by batch. Returns
     (source name, rows, positives, [(name, kind, state)], {prob col: IntervalCollector}).
     """
+    label_col, score_col, field_col = opts.label_col, opts.score_col, opts.field_col
     strings = ((field_col,) if field_col else ()) + tuple(
         c for _, cal in loaded for c in cal.input_features()[0])
     source, schema, batches = io.iter_batches(path, fmt, string_columns=strings,
@@ -217,4 +166,4 @@ def _check_probabilities(p: np.ndarray, col: str, source: str, offset: int = 0) 
         )
 
 
-__all__ = ["EvaluateOptions", "evaluate_file"]
+__all__ = ["EvaluateOptions", "evaluate_file"]  # EvaluateOptions: built and checked in calibcli.requests

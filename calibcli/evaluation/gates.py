@@ -158,9 +158,9 @@ def _interval_end(intervals: Mapping[str, tuple[float, float]] | None, metric: s
 
 
 def decide(spec: GateSpec, results: Sequence[tuple[str, Mapping[str, float], Mapping | None]],
-           baseline: Baseline | None = None, field_col: str | None = None) -> GateReport:
-    """Apply every gate to every (name, metrics, intervals) result."""
-    require_field_col(spec, field_col)
+           baseline: Baseline | None = None) -> GateReport:
+    """Apply every gate to every (name, metrics, intervals) result (a spec checked against the
+    other options when its `EvaluateOptions` was built)."""
     checks: list[Check] = []
     for name, values, intervals in results:
         for lim in spec.fail_above:

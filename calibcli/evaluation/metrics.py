@@ -36,12 +36,10 @@ import numpy as np
 from calibcli import newton
 from calibcli.evaluation import kernels
 from calibcli.evaluation.kernels import auc_from_ties, calbin_counts, calbin_sorted, field_sums, sorted_ties
+from calibcli.options import CALBIN_WINDOW, ECE_BINS  # the evaluate defaults
 
 LOG_LOSS_EPS = 1e-15
 FIELD_RCE_EPS = 0.01
-ECE_BINS = 10
-CALBIN_WINDOW = 100
-ECE_STRATEGIES = ("uniform", "quantile")
 
 # Display name and direction of every metric, in table order: "lower" or "higher" is better,
 # "target": best at the value in TARGETS, or "data": a property of the labels alone (the
@@ -95,17 +93,6 @@ TARGETS = {"cal_slope": 1.0, "cal_intercept": 0.0, "spiegelhalter_z": 0.0}
 
 def lower_is_better(metric: str) -> bool:
     return ALL_METRICS[metric][1] == "lower"
-
-
-def check_window(window) -> None:
-    """Refuse a CalBin window outside `--calbin-window`'s range, in the CLI's words (UsageError)."""
-    from calibcli import bounds
-
-    if isinstance(window, bool) or not isinstance(window, (int, np.integer)):
-        from calibcli.errors import UsageError
-
-        raise UsageError(f"--calbin-window {window!r} is not an integer")
-    bounds.check(calbin_window=int(window))
 
 
 def _weight(sample_weight, n: int) -> np.ndarray | None:
@@ -230,8 +217,6 @@ def binned_errors(weight: np.ndarray, psum: np.ndarray, ysum: np.ndarray) -> tup
 def calibration_bins(xs: np.ndarray, n0: np.ndarray, n1: np.ndarray, bins: int = ECE_BINS,
                      strategy: str = "uniform") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(weight, mean p, positive rate) of each non-empty bin of p (`kernels.bin_sums_of_distribution`)."""
-    if strategy not in ECE_STRATEGIES:
-        raise ValueError(f"ECE strategy {strategy!r}: expected one of {', '.join(ECE_STRATEGIES)}")
     weight, psum, pos = kernels.bin_sums_of_distribution(xs, n0, n1, bins, strategy)
     keep = weight > 0
     return weight[keep], psum[keep] / weight[keep], pos[keep] / weight[keep]

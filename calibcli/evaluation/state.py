@@ -95,8 +95,6 @@ class EvalState:
         p = np.asarray(p, dtype=np.float64).ravel()
         if y.shape != p.shape:
             raise UsageError(f"labels and probabilities differ in length ({y.size} vs {p.size})")
-        if step is not None and not (np.isfinite(step) and step > 0):
-            raise UsageError(f"--step must be a positive number, got {step!r}")
         w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64).ravel()
         if w is not None and w.shape != p.shape:
             raise UsageError(f"weights and probabilities differ in length ({w.size} vs {p.size})")
@@ -158,7 +156,6 @@ class EvalState:
         CalBin from the bucketed distribution (within `step_bounds`), and the calibration
         slope and intercept, a maximum-likelihood fit on every row's logit(p) that no sum
         gives and no useful bound covers, are n/a (NaN)."""
-        _metrics.check_window(calbin_window)
         nan = float("nan")
         from calibcli.evaluation import selection
 
@@ -305,7 +302,6 @@ def compute_all(y: np.ndarray, p: np.ndarray, groups: Any = None, calbin_window:
     read by `EvalState.metrics`. `groups`: integer field codes (or a `(codes, names)` pair),
     for the field metrics; `order`: an argsort of p if known; `choice`: as `EvalState.metrics`. Degenerate input (no weight,
     one class) gives NaN for what is undefined, silently."""
-    _metrics.check_window(calbin_window)
     if groups is not None and not isinstance(groups, tuple):
         groups = np.asarray(groups, dtype=np.int64)
         groups = (groups, [str(k) for k in range(int(groups.max()) + 1 if groups.size else 0)])

@@ -63,7 +63,7 @@ def _fitted(kind: str) -> bytes:
         d = Path(tempfile.mkdtemp())
         _csv(d / "train.csv", 99, 200)
         if kind == "map":
-            fitting.fit_file(str(d / "train.csv"), "isotonic", {}, out=str(d / "m.json"))
+            fitting.fit_file(str(d / "train.csv"), fitting.FitRequest.build("isotonic"), out=str(d / "m.json"))
             _MAP_CACHE[kind] = (d / "m.json").read_bytes()
         else:
             summary.save(summary.summarize_file(str(d / "train.csv")), str(d / "s.json"))

@@ -1,0 +1,241 @@
+"""What each command asks the library to do, checked once, at the door.
+
+Every `calib` command and every Python entry point (`calibcli.fit`, `calibcli.evaluate`, the
+engines) builds one of these requests; its builder is the only place an option is checked
+(against `bounds.py`, the method's `Param`s, and the other options it must agree with), so
+a bad value is refused with the same message whichever door it came in by. The library takes
+a built request and trusts it.
+
+Imports stay light (no numpy, no pyarrow): the CLI builds its request before any library
+start-up, and a refused option costs nothing.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping
+
+from calibcli import bounds
+from calibcli.errors import UsageError
+from calibcli.options import CALBIN_WINDOW, ECE_BINS, ECE_STRATEGIES, WEIGHT_KINDS
+
+if TYPE_CHECKING:
+    from calibcli.calibrators import Calibrator
+    from calibcli.evaluation.bootstrap import BootstrapPlan
+    from calibcli.evaluation.gates import GateSpec
+    from calibcli.evaluation.selection import MetricChoice
+
+ON_INVALID = ("error", "null", "skip")
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Which input columns hold what (the --*-col options)."""
+
+    score: str = "score"
+    label: str = "label"
+    weight: str | None = None
+    fields: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()
+    pos_label: str | None = None  # --pos-label: the positive value of two labels that are not 0/1
+
+
+@dataclass(frozen=True)
+class FitRequest:
+    """A fit to run: the configured, unfitted calibrator (its method looked up once, its
+    parameters typed and checked, the seed set), the columns and what the weights mean."""
+
+    calibrator: Calibrator
+    columns: Columns = Columns()
+    weight_kind: str = "frequency"
+
+    @property
+    def method(self) -> str:
+        return self.calibrator.name
+
+    @classmethod
+    def build(cls, method: str, params: Mapping[str, Any] | None = None, *, texts: bool = False,
+              seed: int | None = None, weight_kind: str = "frequency", columns: Columns = Columns(),
+              weighted: bool | None = None, from_summary: bool = False) -> "FitRequest":
+        """Check and configure a fit. `params` are typed values (Python API), or the text after
+        `--param key=` with `texts`; `weighted`: weights are given (default: `columns.weight`);
+        `from_summary`: the fit reads a score summary, whose counts are weights."""
+        from calibcli.calibrators import registry
+
+        weight_kind = weight_kind_option(weight_kind, columns.weight is not None if weighted is None else weighted,
+                                         from_summary)
+        kind = registry.binary(method)
+        if from_summary and kind.uses_features:
+            raise UsageError(f"method {method!r} uses feature columns, which a score summary does not have",
+                             hint="fit it with `calib fit --field-col ...` on the rows")
+        if (columns.fields or columns.features) and not kind.uses_features:
+            raise UsageError(
+                f"method {method!r} uses only the score; --field-col/--feature-col are for field-aware methods",
+                hint="use `calib evaluate --field-col` to measure field-level calibration")
+        params = dict(params or {})
+        typed = seed_option(method, {p.name for p in kind.params}, params, seed)
+        calibrator = kind.from_cli(params, **typed) if texts else kind(**params, **typed)
+        return cls(calibrator, columns, weight_kind)
+
+
+def seed_option(method: str, declared: Any, params: Mapping[str, Any], seed: int | None) -> dict[str, int]:
+    """`--seed` of a fit (binary or K-class) whose method declares the parameter names
+    `declared`: {} or {"seed": seed}, refused out of range, for a deterministic method, or
+    beside `--param seed=`."""
+    bounds.check(seed=seed)
+    if seed is None:
+        return {}
+    if "seed" not in declared:
+        raise UsageError(f"method {method!r} is deterministic and takes no --seed")
+    if "seed" in params:
+        raise UsageError(f"--seed {seed} and --param seed={params['seed']} both set the seed",
+                         hint="give only one of them")
+    return {"seed": seed}
+
+
+def weight_kind_option(kind: str, weighted: bool, from_summary: bool = False) -> str:
+    """`--weight-kind` (binary and K-class fits): frequency, or importance of given weights."""
+    if kind not in WEIGHT_KINDS:
+        raise UsageError(f"--weight-kind must be one of {', '.join(WEIGHT_KINDS)}, got {kind!r}")
+    if kind != "frequency" and not (weighted or from_summary):
+        raise UsageError("--weight-kind needs --weight-col (or --from-summary)")
+    return kind
+
+
+@dataclass(frozen=True)
+class ApplyRequest:
+    """How `calib apply` writes: the score column(s) read, the column added, what invalid
+    scores do, and whether the map's interval is written too."""
+
+    score_col: str = "score"
+    output_col: str = "calibrated"
+    on_invalid: str = "error"
+    interval: bool = False
+    score_cols: str | None = None  # --score-cols: the K score columns a K-class map reads
+
+    @classmethod
+    def build(cls, score_col: str = "score", output_col: str = "calibrated", on_invalid: str = "error",
+              interval: bool = False, score_cols: str | None = None) -> "ApplyRequest":
+        if on_invalid not in ON_INVALID:
+            raise UsageError(f"--on-invalid {on_invalid!r}: expected one of {', '.join(ON_INVALID)}")
+        return cls(score_col, output_col, on_invalid, interval, score_cols)
+
+
+def step_option(step: float | None) -> float | None:
+    """`--step` (summaries and evaluation): None, or a positive finite width."""
+    bounds.check(step=step)
+    return None if step is None else float(step)
+
+
+def _window(window: Any) -> int:
+    """`--calbin-window`: a whole number (a numpy integer too) within its bounds."""
+    try:
+        value = operator.index(window) if not isinstance(window, bool) else None
+    except TypeError:
+        value = None
+    if value is None:
+        raise UsageError(f"--calbin-window {window!r} is not an integer")
+    bounds.check(calbin_window=value)
+    return value
+
+
+def _no_gate_spec() -> GateSpec:
+    from calibcli.evaluation.gates import GateSpec
+
+    return GateSpec()
+
+
+def _default_metrics() -> MetricChoice:
+    from calibcli.evaluation.selection import MetricChoice
+
+    return MetricChoice()
+
+
+@dataclass
+class EvaluateOptions:
+    """Every option of `calib evaluate` but its inputs: columns, metric settings, gates,
+    bootstrap, per-field view, reliability bins. Build it with `build`, which checks it."""
+
+    label_col: str = "label"
+    score_col: str = "score"
+    field_col: str | None = None  # categorical column of Field-ECE/RCE
+    weight_col: str | None = None  # row weights for every metric
+    calbin_window: int = CALBIN_WINDOW
+    ece_bins: int = ECE_BINS  # bins of ECE and MCE
+    ece_strategy: str = "uniform"  # uniform (equal width) or quantile (equal mass) bins
+    step: float | None = None  # bucket width of p for AUC and CalBin (bounded memory)
+    gates: GateSpec = field(default_factory=_no_gate_spec)
+    bootstrap: BootstrapPlan | None = None
+    by_field_top: int | None = None
+    reliability_bins: int | None = None
+    interval_cols: tuple[str, str] | None = None  # (low, high) of the one --prob-col; else <col>_low/_high
+    pos_label: str | None = None  # --pos-label: the positive value of two labels that are not 0/1
+    kclass_cols: tuple[str, ...] = ()  # --prob-cols: each SPEC one K-class prediction (kclass_evaluate)
+    classes: tuple[str, ...] | None = None  # --classes: the class of each --prob-cols column
+    score_cols: str | None = None  # --score-cols: the K score columns multiclass maps read
+    choice: MetricChoice = field(default_factory=_default_metrics)  # --metrics, --bands, --seed, --hl-groups
+    diagram: str | None = None  # with --plot: corp, smooth or binned (the data the figure draws)
+
+    @classmethod
+    def build(cls, *, label_col: str = "label", score_col: str = "score", field_col: str | None = None,
+              weight_col: str | None = None, calbin_window: int = CALBIN_WINDOW, ece_bins: int = ECE_BINS,
+              ece_strategy: str = "uniform", step: float | None = None, gates: GateSpec | None = None,
+              bootstrap: int = 0, seed: int = 0, by_field: bool = False, top: int = 5,
+              reliability_bins: int | None = None, interval_cols: tuple[str, str] | None = None,
+              pos_label: str | None = None, kclass_cols: tuple[str, ...] = (),
+              classes: tuple[str, ...] | None = None, score_cols: str | None = None, metrics: str | None = None,
+              bands: int | None = None, hl_groups: int | None = None, diagram: str | None = None
+              ) -> "EvaluateOptions":
+        """Check every option and how they combine (what depends on a map being K-class is
+        known only once the maps are loaded: `kclass_evaluate.refuse_binary_options`)."""
+        window = _window(calbin_window)
+        bounds.check(bootstrap=bootstrap, seed=seed, top=top, ece_bins=ece_bins, bands=bands, hl_groups=hl_groups)
+        step = step_option(step)
+        if ece_strategy not in ECE_STRATEGIES:
+            raise UsageError(f"--ece-strategy {ece_strategy!r}: expected uniform or quantile")
+        if by_field and field_col is None:
+            raise UsageError("--by-field needs --field-col")
+        if bootstrap and weight_col is not None:
+            raise UsageError("--bootstrap cannot resample weighted rows exactly (a resampled weight depends on "
+                             "which rows are drawn, not only how many)", hint="drop --weight-col or --bootstrap")
+        if bootstrap and step is not None:
+            raise UsageError("--bootstrap needs the exact probabilities; it cannot be combined with --step")
+        gates = _no_gate_spec() if gates is None else gates
+        _check_gates(gates, None if kclass_cols else field_col, step, bool(kclass_cols))
+        if step is not None and ece_strategy != "uniform":
+            from calibcli.evaluation.state import STEP_QUANTILE
+
+            raise UsageError(STEP_QUANTILE, hint="use --ece-strategy uniform (exact under --step), or drop --step")
+        from calibcli.evaluation.selection import HL_GROUPS, MetricChoice
+
+        choice = MetricChoice.parse(metrics, required=gates.metrics_used(), bands=bands, seed=seed,
+                                    plot=reliability_bins is not None,
+                                    hl_groups=HL_GROUPS if hl_groups is None else hl_groups)
+        plan = None
+        if bootstrap:
+            from calibcli.evaluation.bootstrap import BootstrapPlan
+
+            plan = BootstrapPlan(bootstrap, seed)
+        return cls(label_col, score_col, field_col, weight_col, window, ece_bins, ece_strategy, step, gates,
+                   plan, top if by_field else None, reliability_bins, interval_cols, pos_label,
+                   tuple(kclass_cols), classes, score_cols, choice, diagram)
+
+
+def _check_gates(spec: GateSpec, field_col: str | None, step: float | None, kclass: bool) -> None:
+    """Gates the other options make impossible: Field-ECE/RCE without --field-col (binary
+    predictions; K-class ones refuse field gates as not theirs), the calibration slope or
+    intercept under --step (n/a there)."""
+    from calibcli.evaluation import gates
+
+    if not kclass:
+        gates.require_field_col(spec, field_col)
+    n_a = sorted(spec.metrics_used() & {"cal_slope", "cal_intercept"}) if step is not None else []
+    if n_a:
+        name = n_a[0].replace("_", "-")
+        raise UsageError(f"a gate on {name} needs the exact probabilities: it is n/a with --step",
+                         hint="drop --step, or gate on other metrics")
+
+
+__all__ = ["ApplyRequest", "Columns", "EvaluateOptions", "FitRequest", "seed_option", "step_option",
+           "weight_kind_option"]

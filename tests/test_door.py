@@ -1,0 +1,144 @@
+"""Each option is checked once, at the door (`calibcli.requests`): a bad value is refused with the
+same message by the `calib` command and by the Python API, and no other module checks it again."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import calibcli
+from calibcli.cli import app
+from calibcli.errors import CalibError
+from calibcli.requests import ApplyRequest, EvaluateOptions
+
+runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "examples" / "data"
+PACKAGE = ROOT / "calibcli"
+
+_rng = np.random.default_rng(0)
+S = _rng.random(60)
+Y = (_rng.random(60) < S).astype(float)
+
+
+def _dask_frame():
+    dd = pytest.importorskip("dask.dataframe")
+    import pandas as pd
+
+    return dd.from_pandas(pd.DataFrame({"score": S, "label": Y}), npartitions=2)
+
+
+def _dask(name):
+    pytest.importorskip("dask.dataframe")
+    from calibcli.engines import dask as engine
+
+    return getattr(engine, name)
+
+
+FIT = ["fit", str(DATA / "cal.csv")]
+EVALUATE = ["evaluate", str(DATA / "test.csv")]
+
+# (option, command line, the same request through the Python API)
+CASES = [
+    ("--method", [*FIT, "--method", "isotonik"], lambda: calibcli.fit(S, Y, "isotonik")),
+    ("--param range", [*FIT, "-m", "bayes-iso", "-p", "samples=0"], lambda: calibcli.fit(S, Y, "bayes-iso", samples=0)),
+    ("--param name", [*FIT, "-p", "knots=3"], lambda: calibcli.fit(S, Y, "isotonic", knots=3)),
+    ("--param choice", [*FIT, "-m", "logistic", "-p", "score_kind=odds"],
+     lambda: calibcli.fit(S, Y, "logistic", score_kind="odds")),
+    ("--seed range", [*FIT, "-m", "bayes-iso", "--seed", "-1"], lambda: calibcli.fit(S, Y, "bayes-iso", seed=-1)),
+    ("--seed deterministic", [*FIT, "--seed", "3"], lambda: calibcli.fit(S, Y, "isotonic", seed=3)),
+    ("--seed twice", [*FIT, "-m", "bayes-iso", "--seed", "3", "-p", "seed=4"],
+     lambda: calibcli.requests.FitRequest.build("bayes-iso", {"seed": "4"}, texts=True, seed=3)),
+    ("--weight-kind", [*FIT, "--weight-kind", "counts"], lambda: calibcli.fit(S, Y, weight_kind="counts")),
+    ("--weight-kind unweighted", [*FIT, "--weight-kind", "importance"],
+     lambda: calibcli.fit(S, Y, weight_kind="importance")),
+    ("--field-col", [*FIT, "--field-col", "field"], lambda: calibcli.fit(S, Y, features={"field": ["a"] * S.size})),
+    ("engine --method", [*FIT, "--method", "isotonik"], lambda: _dask("fit")(_dask_frame(), "isotonik")),
+    ("engine --seed", [*FIT, "-m", "bayes-iso", "--seed", "-1"], lambda: _dask("fit")(_dask_frame(), "bayes-iso", seed=-1)),
+    ("--calbin-window", [*EVALUATE, "--calbin-window", "0"], lambda: calibcli.evaluate(Y, S, calbin_window=0)),
+    ("--calbin-window high", [*EVALUATE, "--calbin-window", "10000001"],
+     lambda: _dask("evaluate")(_dask_frame(), calbin_window=10_000_001)),
+    ("--step", [*EVALUATE, "--step", "0"], lambda: _dask("evaluate")(_dask_frame(), step=0.0)),
+    ("summarize --step", ["summarize", str(DATA / "cal.csv"), "--step", "-1"],
+     lambda: _dask("summarize")(_dask_frame(), step=-1.0)),
+    ("--ece-bins", [*EVALUATE, "--ece-bins", "0"], lambda: EvaluateOptions.build(ece_bins=0)),
+    ("--ece-strategy", [*EVALUATE, "--ece-strategy", "equal"], lambda: EvaluateOptions.build(ece_strategy="equal")),
+    ("--top", [*EVALUATE, "--top", "0"], lambda: EvaluateOptions.build(top=0)),
+    ("--bootstrap", [*EVALUATE, "--bootstrap", "10001"], lambda: EvaluateOptions.build(bootstrap=10_001)),
+    ("--by-field", [*EVALUATE, "--by-field"], lambda: EvaluateOptions.build(by_field=True)),
+    ("--bootstrap --weight-col", [*EVALUATE, "--bootstrap", "5", "--weight-col", "w"],
+     lambda: EvaluateOptions.build(bootstrap=5, weight_col="w")),
+    ("--bootstrap --step", [*EVALUATE, "--bootstrap", "5", "--step", "0.01"],
+     lambda: EvaluateOptions.build(bootstrap=5, step=0.01)),
+    ("--step --ece-strategy", [*EVALUATE, "--step", "0.01", "--ece-strategy", "quantile"],
+     lambda: EvaluateOptions.build(step=0.01, ece_strategy="quantile")),
+    ("--on-invalid", ["apply", "map.json", "in.csv", "--on-invalid", "drop"],
+     lambda: ApplyRequest.build(on_invalid="drop")),
+]
+
+
+@pytest.mark.parametrize("option, argv, call", CASES, ids=[c[0] for c in CASES])
+def test_a_bad_value_is_refused_with_one_message_by_the_command_and_the_api(option, argv, call):
+    result = runner.invoke(app, argv)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.splitlines()
+    assert lines and lines[0].startswith("error: "), result.stderr
+    with pytest.raises(CalibError) as exc:
+        call()
+    assert exc.value.message == lines[0].removeprefix("error: ")
+
+
+def test_a_calbin_window_that_is_no_whole_number_is_refused_in_python():
+    with pytest.raises(CalibError, match=r"^--calbin-window 2\.5 is not an integer$"):
+        calibcli.evaluate(Y, S, calbin_window=2.5)
+    assert calibcli.evaluate(Y, S, calbin_window=np.int64(7))["calbin"] >= 0
+
+
+def _modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        yield path.relative_to(ROOT).as_posix(), ast.parse(path.read_text())
+
+
+def _leading_text(node: ast.expr) -> str:
+    """The constant text a message starts with (a plain or an f-string)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+        return str(node.values[0].value)
+    return ""
+
+
+# Options with a request: their values are refused nowhere but in the request builders.
+DOOR_OPTIONS = ("--seed", "--weight-kind", "--calbin-window", "--step", "--top", "--bootstrap",
+                "--ece-bins", "--ece-strategy", "--by-field", "--on-invalid", "--method", "--field-col")
+DOORS = {"calibcli/requests.py", "calibcli/bounds.py"}
+
+
+def test_each_option_is_refused_in_exactly_one_place():
+    """A refusal whose message starts with one of these options, a bounds check, a method's
+    `--param` parse or a weight-kind test lives in the request builders and nowhere else."""
+    found: dict[str, list[str]] = {}
+    for name, tree in _modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+                text = _leading_text(node.exc.args[0])
+                option = next((o for o in DOOR_OPTIONS if text.startswith(o + " ")), None)
+                if option is not None:
+                    found.setdefault(option, []).append(name)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                owner = ast.unparse(node.func.value)
+                if (owner, node.func.attr) == ("bounds", "check") and name != "calibcli/requests.py":
+                    assert name.startswith("calibcli/commands/"), f"{name}: bounds.check outside a door"
+                if node.func.attr == "from_cli":
+                    found.setdefault("from_cli", []).append(name)
+            if isinstance(node, ast.Name) and node.id in ("WEIGHT_KINDS", "ON_INVALID", "ECE_STRATEGIES") \
+                    and isinstance(node.ctx, ast.Load):
+                found.setdefault(node.id, []).append(name)
+    outside = {key: sorted(set(where) - DOORS) for key, where in found.items() if set(where) - DOORS}
+    assert outside == {}
+    assert {"--weight-kind", "--calbin-window", "--ece-strategy", "--on-invalid", "from_cli",
+            "WEIGHT_KINDS"} <= set(found)
