@@ -1,6 +1,6 @@
-"""Damped Newton fits: `newton_minimize`, the loop the logistic and spline calibrators share,
-and the logistic recalibration fit logit P(y=1) = a + b logit(p) by damped Newton, over the
-weighted distribution of p (ascending distinct p with the weight n0 of negatives and n1 of
+"""Damped Newton fits: `newton_minimize`, the loop the logistic and spline calibrators and the
+calibration line share, and that line: the logistic recalibration logit P(y=1) = a + b logit(p)
+over the weighted distribution of p (ascending distinct p with the weight n0 of negatives and n1 of
 positives at each): the maximum-likelihood calibration slope b and intercept a.
 
 Each Newton pass goes over the distribution in chunks of `pooling.CHUNK` entries, computing
@@ -15,6 +15,10 @@ from calibcli import pooling
 from calibcli.pooling import as_weights
 
 WARM = 1 << 19  # distinct p in the warm-start subsample
+# The calibration line's Newton decrement (of the mean log-loss) at which the last step is
+# taken without another pass: the step is then ~1e-8 and the error after it ~1e-16.
+LAST_STEP = 1e-16
+SEPARATED = 1e-12  # a mean log-loss below this at the end: separated classes, no finite optimum
 
 
 def logistic_pass(p: np.ndarray, n0: np.ndarray | None, n1: np.ndarray, a: float, b: float,
@@ -56,38 +60,20 @@ def logistic_pass(p: np.ndarray, n0: np.ndarray | None, n1: np.ndarray, a: float
     return ll, g, h
 
 
-def damped_newton(x: np.ndarray, n0: np.ndarray | None, n1: np.ndarray, a: float, b: float, iterations: int,
-                  eps: float) -> tuple[float, float]:
-    """Damped Newton from (a, b); one pass per iteration (a trial point's pass also gives the
-    next step). A step is kept when the likelihood does not fall beyond its rounding noise;
-    NaN when there is no finite optimum. Once full Newton steps shrink quadratically, the
-    error after a step d is about d^3 / d_previous^2: a step under 1e-4 (relative) that is a
-    tenth of the one before leaves under ~1e-8, and is taken without another pass."""
-    current, g, h = logistic_pass(x, n0, n1, a, b, eps)
-    previous = None  # size of the last full (undamped) step
-    for _ in range(iterations):
-        try:
-            step = np.linalg.solve(h, g)
-        except np.linalg.LinAlgError:
-            return float("nan"), float("nan")
-        size = float(np.max(np.abs(step)))
-        scale = 1 + abs(a) + abs(b)
-        if previous is not None and size < 1e-4 * scale and size < 0.1 * previous:
-            return a + step[0], b + step[1]
-        noise = 1e-13 * (abs(current) + 1.0)
-        t = 1.0
-        while True:
-            trial = logistic_pass(x, n0, n1, a + t * step[0], b + t * step[1], eps)
-            if trial[0] >= current - noise or t <= 1e-10:
-                break
-            t /= 2
-        a, b = a + t * step[0], b + t * step[1]
-        current, g, h = trial
-        if not (np.isfinite(a) and np.isfinite(b)) or abs(b) > 1e6:
-            return float("nan"), float("nan")
-        if t * size < 1e-12 * scale:
-            break
-        previous = size if t == 1.0 else None
+def _logit_line(x: np.ndarray, n0: np.ndarray | None, n1: np.ndarray, start: tuple[float, float], total: float,
+                iterations: int, eps: float) -> tuple[float, float]:
+    """(a, b) by `newton_minimize` on the mean negative log-likelihood, from `start`; NaN when
+    there is no finite optimum: the classes are separated (the loss falls to 0 as b grows,
+    so the search ends with a vanishing loss) or the slope runs beyond 1e6."""
+    def parts(beta: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        ll, g, h = logistic_pass(x, n0, n1, float(beta[0]), float(beta[1]), eps)
+        return -ll / total, -g / total, h / total
+
+    beta, _, _ = newton_minimize(parts, np.array(start, dtype=np.float64), max_iter=iterations,
+                                 last_step=LAST_STEP, min_t=1e-10, rel_tol=1e-13)
+    a, b = float(beta[0]), float(beta[1])
+    if not (np.isfinite(a) and np.isfinite(b)) or abs(b) > 1e6 or parts(beta)[0] < SEPARATED:
+        return float("nan"), float("nan")
     return a, b
 
 
@@ -98,14 +84,18 @@ def fit_logit_line(x: np.ndarray, n0: np.ndarray, n1: np.ndarray, eps: float, it
     unit = all(bool(np.all(as_weights(n0[lo:lo + pooling.CHUNK]) + as_weights(n1[lo:lo + pooling.CHUNK]) == 1))
                for lo in range(0, x.size, pooling.CHUNK))
     counts = None if unit else n0  # None: one row per distinct p
-    a, b = 0.0, 1.0
+
+    def total(part: slice) -> float:
+        return float(x[part].size if unit else np.sum(n0[part]) + np.sum(n1[part]))
+
+    start = (0.0, 1.0)
     if x.size > 4 * WARM:
-        every = x.size // WARM
-        wa, wb = damped_newton(x[::every], None if counts is None else counts[::every], n1[::every], a, b,
-                               iterations, eps)
+        every = slice(None, None, x.size // WARM)
+        wa, wb = _logit_line(x[every], None if counts is None else counts[every], n1[every], start, total(every),
+                             iterations, eps)
         if np.isfinite(wa) and np.isfinite(wb):
-            a, b = wa, wb
-    return damped_newton(x, counts, n1, a, b, iterations, eps)
+            start = (wa, wb)
+    return _logit_line(x, counts, n1, start, total(slice(None)), iterations, eps)
 
 
 def newton_minimize(parts, beta: np.ndarray, *, max_iter: int, last_step: float, min_t: float,
