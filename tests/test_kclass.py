@@ -140,8 +140,8 @@ def test_bad_weights_and_kinds():
         cal.fit(z, y, weights=np.r_[1, 1, -1, np.ones(47)])
     with pytest.raises(FitError, match="all weights are zero"):
         cal.fit(z, y, weights=np.zeros(50))
-    with pytest.raises(ParamError, match="weight kind"):
-        cal.fit(z, y, weight_kind="counts")
+    with pytest.raises(UsageError, match="--weight-kind must be one of frequency, importance"):  # at the door
+        calibcli.fit(z, y, "temperature", score_kind="logit", weight_kind="counts")
     with pytest.raises(NotFittedError):
         cal.predict(z)
     cal.fit(z, y)
