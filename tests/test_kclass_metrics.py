@@ -239,7 +239,7 @@ def test_api_labels_and_classes():
         calibcli.evaluate(["a", "b", "b"], P, classes=["a", "b", "b"])
     with pytest.raises(UsageError, match="--ece-bins 0 is out of range"):
         calibcli.evaluate(y, P, ece_bins=0)
-    with pytest.raises(UsageError, match="ece_strategy"):
+    with pytest.raises(UsageError, match="--ece-strategy .wide.: expected uniform or quantile"):  # the CLI's words
         calibcli.evaluate(y, P, ece_strategy="wide")
 
 
