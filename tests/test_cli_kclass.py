@@ -249,3 +249,20 @@ def test_apply_names_the_row_that_is_not_a_probability(files, tmp_path):
     code, _, err = _run(["apply", m, src, "-o", out])
     assert code == 2 and "bad.parquet: columns p_car,p_cat,p_dog, row 701: the probabilities sum to" in err
     assert not out.exists()
+
+
+def test_frequency_weights_are_duplicated_rows(tmp_path):
+    P, y = _scores(n=300, seed=5)
+    w = np.random.default_rng(6).integers(0, 4, y.size)
+    weighted, repeated = tmp_path / "w.csv", tmp_path / "r.csv"
+    t = _table(P, y)
+    pacsv.write_csv(t.append_column("w", pa.array(w)), weighted)
+    pacsv.write_csv(t.take(pa.array(np.repeat(np.arange(y.size), w))), repeated)
+    maps_ = []
+    for f, extra in ((weighted, ["--weight-col", "w"]), (repeated, [])):
+        out = tmp_path / f"{f.stem}.json"
+        code, _, err = _run(["fit", f, "--score-cols", "p_*", "-m", "temperature", "-o", out, *extra])
+        assert code == 0, err
+        maps_.append(json.loads(out.read_text()))
+    assert maps_[0]["training"]["weight_col"] == "w"
+    assert maps_[0]["state"]["temperature"] == pytest.approx(maps_[1]["state"]["temperature"], rel=1e-9)
