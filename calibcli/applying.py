@@ -103,6 +103,7 @@ class _BinaryPlan:
         self.categorical, self.numeric = calibrator.input_features()
         self.string_columns = tuple(self.categorical)
         self.float_columns = () if on_invalid == "error" else (score_col,)
+        self.batch_rows = None  # io's default
 
     def check(self, schema: pa.Schema, name: str) -> None:
         if self.score_col not in schema.names:
@@ -129,7 +130,7 @@ def _apply_one(plan, path: str, out: str, *, input_format: str | None, output_fo
                on_batch: Callable[[int], None] | None) -> Applied:
     added = plan.added
     source, schema, batches = io.iter_batches(path, input_format, string_columns=plan.string_columns,
-                                              float_columns=plan.float_columns)
+                                              float_columns=plan.float_columns, batch_rows=plan.batch_rows)
     name = source.name
     plan.check(schema, name)
     for col in added:

@@ -16,6 +16,10 @@ import pyarrow as pa
 from calibcli.errors import FitError, InputError, UsageError, shown
 from calibcli.io import score_cols
 
+# Rows predicted at a time: a batch of a million rows and K columns would otherwise hold several
+# (n, K) temporaries at once (scores, logits, exponentials), the bulk of apply's peak memory.
+CHUNK_ROWS = 1 << 16
+
 
 class ClassPlan:
     """How `applying._apply_one` reads and extends each batch for a K-class map."""
@@ -38,6 +42,9 @@ class ClassPlan:
         self.fitted_cols = tuple(cmap.score_cols or ())
         self.list_col = (envelope.get("training") or {}).get("score_list_col")
         self.added = [f"{output_col}_{c}" for c in self.classes]
+        # Parquet batches of about five million scores, not a million rows: a batch is read ahead,
+        # predicted, queued and written at once, so K-wide batches set apply's peak memory.
+        self.batch_rows = max(CHUNK_ROWS, (5 << 20) // self.k)
         self.cols: score_cols.ScoreCols | None = None
 
     def check(self, schema: pa.Schema, name: str) -> None:
@@ -62,13 +69,16 @@ class ClassPlan:
 
     def predict(self, batch: pa.RecordBatch, name: str, offset: int
                 ) -> tuple[pa.RecordBatch, list[pa.Array], int]:
-        """(the batch, its K calibrated columns, 0 invalid rows: an invalid row is an error)."""
-        cols = self.cols
-        P = score_cols.matrix_from(batch, cols, name, offset)
-        try:
-            Q = np.ascontiguousarray(self.cmap.predict(P).T)
-        except FitError as exc:  # the map refuses rows that are not probabilities: name the file and row
-            if self.cmap.score_kind == "probability":
-                score_cols.check_probabilities(P, cols, name, offset)
-            raise InputError(f"{name}: {exc.message}", hint=exc.hint) from None
-        return batch, [pa.array(column) for column in Q], 0
+        """(the batch, its K calibrated columns, 0 invalid rows: an invalid row is an error),
+        predicted CHUNK_ROWS rows at a time into the output columns."""
+        out = np.empty((self.k, batch.num_rows), dtype=np.float64)  # one contiguous row per output column
+        for lo in range(0, batch.num_rows, CHUNK_ROWS):
+            part = batch.slice(lo, CHUNK_ROWS)
+            P = score_cols.matrix_from(part, self.cols, name, offset + lo)
+            try:
+                out[:, lo:lo + part.num_rows] = self.cmap.predict(P).T
+            except FitError as exc:  # the map refuses rows that are not probabilities: name the file and row
+                if self.cmap.score_kind == "probability":
+                    score_cols.check_probabilities(P, self.cols, name, offset + lo)
+                raise InputError(f"{name}: {exc.message}", hint=exc.hint) from None
+        return batch, [pa.array(column) for column in out], 0

@@ -237,15 +237,31 @@ def test_binary_and_kclass_options_do_not_mix(files, tmp_path):
     assert code == 2 and "field-aware" in err
 
 
-def test_apply_names_the_row_that_is_not_a_probability(files, tmp_path):
+@pytest.mark.parametrize("chunk", [7, 64, 1 << 16])
+def test_apply_in_chunks_predicts_the_same_and_names_the_true_row(files, tmp_path, monkeypatch, chunk):
+    from calibcli import applying_kclass
+
+    monkeypatch.setattr(applying_kclass, "CHUNK_ROWS", chunk)
     d, _, (Pt, yt) = files
     m = tmp_path / "m.json"
+    assert _run(["fit", d / "cal.csv", "--score-cols", "p_*", "-m", "temperature", "-o", m])[0] == 0
+    out = tmp_path / "o.parquet"
+    assert _run(["apply", m, d / "test.parquet", "-o", out])[0] == 0
+    got = pq.read_table(out)
+    Q = np.column_stack([got.column(f"calibrated_{c}").to_numpy() for c in CLASSES])
+    np.testing.assert_array_equal(Q, maps.load_map(str(m))[0].predict(Pt))
+    test_apply_names_the_row_that_is_not_a_probability(files, tmp_path)
+
+
+def test_apply_names_the_row_that_is_not_a_probability(files, tmp_path):
+    d, _, (Pt, yt) = files
+    m = tmp_path / "m_bad.json"
     assert _run(["fit", d / "cal.csv", "--score-cols", "p_*", "-m", "temperature", "-o", m])[0] == 0
     bad = Pt.copy()
     bad[700, 1] += 0.01  # row 701 sums to 1.01
     src = tmp_path / "bad.parquet"
     pq.write_table(_table(bad, yt), src)
-    out = tmp_path / "o.parquet"
+    out = tmp_path / "o_bad.parquet"
     code, _, err = _run(["apply", m, src, "-o", out])
     assert code == 2 and "bad.parquet: columns p_car,p_cat,p_dog, row 701: the probabilities sum to" in err
     assert not out.exists()

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from calibcli.io.parquet import _dataset_batches, _parquet_batches
+from calibcli.io.parquet import PARQUET_BATCH_ROWS, _dataset_batches, _parquet_batches
 from calibcli.io.parsers import _cast_strings_batch, _close_reader, _larger_block, _open_text_reader
 from calibcli.io.paths import is_parts
 from calibcli.io.readerrors import _arrow_error, _check_header, _text_error
@@ -22,8 +22,8 @@ _STREAM_BLOCK = {"csv": 1 << 22, "tsv": 1 << 22, "jsonl": 1 << 20}
 
 
 def iter_batches(path: str, fmt: str | None = None, string_columns: tuple[str, ...] = (),
-                 dictionary_columns: tuple[str, ...] = (), float_columns: tuple[str, ...] = ()
-                 ) -> tuple[Source, pa.Schema, Iterator[pa.RecordBatch]]:
+                 dictionary_columns: tuple[str, ...] = (), float_columns: tuple[str, ...] = (),
+                 batch_rows: int | None = None) -> tuple[Source, pa.Schema, Iterator[pa.RecordBatch]]:
     """Stream record batches from a score file or stdin, for `apply` on data larger than memory.
 
     The reader is opened (and the header parsed) before returning, so a bad header fails
@@ -32,10 +32,12 @@ def iter_batches(path: str, fmt: str | None = None, string_columns: tuple[str, .
     dictionary arrays: a single Parquet file's text columns are read as their stored
     dictionary, which `columns.field_codes` turns into codes without hashing every value.
     `float_columns` of CSV/TSV are read as numbers whatever the first block holds (a block
-    of empty cells would otherwise type the column null for the whole stream).
+    of empty cells would otherwise type the column null for the whole stream). `batch_rows`
+    caps the rows of a Parquet batch (wide outputs: `calib apply` with K-class maps).
     """
+    rows = PARQUET_BATCH_ROWS if batch_rows is None else batch_rows
     if is_parts(path):
-        return _dataset_batches(path, string_columns)
+        return _dataset_batches(path, string_columns, rows)
     source = open_source(path, fmt)
     try:
         if source.format == "parquet":
@@ -46,7 +48,7 @@ def iter_batches(path: str, fmt: str | None = None, string_columns: tuple[str, .
             if as_dictionary:
                 pf = pq.ParquetFile(source.stream, read_dictionary=as_dictionary)
                 string_columns = tuple(c for c in string_columns if c not in as_dictionary)
-            reader: Any = _parquet_batches(pf)
+            reader: Any = _parquet_batches(pf, rows)
             schema = pf.schema_arrow
         else:
             return _text_batches(source, string_columns, float_columns)

@@ -19,7 +19,7 @@ from calibcli.io.sources import Source, format_from_path
 PARQUET_BATCH_ROWS = 1 << 20
 
 
-def _parquet_batches(pf: Any) -> Iterator[pa.RecordBatch]:
+def _parquet_batches(pf: Any, batch_rows: int = PARQUET_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
     """Record batches of a Parquet file, one row group at a time, decoded one batch ahead.
 
     A single `iter_batches` over the whole file keeps a few bytes a row allocated until it
@@ -31,7 +31,7 @@ def _parquet_batches(pf: Any) -> Iterator[pa.RecordBatch]:
 
     def groups() -> Iterator[pa.RecordBatch]:
         for i in range(pf.num_row_groups):
-            yield from pf.iter_batches(batch_size=PARQUET_BATCH_ROWS, row_groups=[i])
+            yield from pf.iter_batches(batch_size=batch_rows, row_groups=[i])
 
     decoded = groups()
     with ThreadPoolExecutor(max_workers=1) as pool:
@@ -41,7 +41,7 @@ def _parquet_batches(pf: Any) -> Iterator[pa.RecordBatch]:
             yield batch
 
 
-def _dataset_batches(path: str, string_columns: tuple[str, ...]
+def _dataset_batches(path: str, string_columns: tuple[str, ...], batch_rows: int = PARQUET_BATCH_ROWS
                      ) -> tuple[Source, pa.Schema, Iterator[pa.RecordBatch]]:
     dataset = open_dataset(path)
     source = Source(display_name(path), "parquet", dataset)
@@ -51,7 +51,7 @@ def _dataset_batches(path: str, string_columns: tuple[str, ...]
 
     def batches() -> Iterator[pa.RecordBatch]:
         try:
-            for batch in dataset.to_batches(batch_size=PARQUET_BATCH_ROWS, batch_readahead=1,
+            for batch in dataset.to_batches(batch_size=batch_rows, batch_readahead=1,
                                             fragment_readahead=1):
                 yield _cast_strings_batch(batch, string_columns)
         except (pa.ArrowException, OSError) as exc:
