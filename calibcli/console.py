@@ -48,15 +48,19 @@ def _escaped_char(ch: str) -> str:
 def cell(text: object) -> str:
     """User text (a column name, a map path, a field value) as a data table shows it: on one
     line, every control, format (bidi, zero-width), separator, surrogate or unassigned
-    character written as a visible escape (`\\x1b`, `\\u202e`), and backslashes doubled, so
-    the original is always recoverable from what is printed (`uncell`)."""
+    character, and any space at either end (tables and Markdown trim a cell's edges), written
+    as a visible escape (`\\x1b`, `\\u202e`, `\\x20`), and backslashes doubled, so the original
+    is always recoverable from what is printed, even from a trimmed cell (`uncell`)."""
     import unicodedata
 
     text = str(text)
-    if text.isprintable() and "\\" not in text:
+    lead = len(text) - len(text.lstrip())
+    end = len(text.rstrip()) if lead < len(text) else 0
+    if text.isprintable() and "\\" not in text and lead == 0 and end == len(text):
         return text
-    return "".join(_escaped_char(ch) if ch == "\\" or unicodedata.category(ch) in _ESCAPED_CATEGORIES else ch
-                   for ch in text)
+    return "".join(_escaped_char(ch) if ch == "\\" or i < lead or i >= end
+                   or unicodedata.category(ch) in _ESCAPED_CATEGORIES else ch
+                   for i, ch in enumerate(text))
 
 
 def uncell(shown: str) -> str:

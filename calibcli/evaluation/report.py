@@ -233,15 +233,10 @@ _MARKDOWN_SPECIAL = "|*_`[]<>~"
 
 
 def _markdown(text: str) -> str:
-    """`console.cell` text inside a Markdown table cell: pipes escaped (`\\|`), the
-    characters that would start emphasis, code, links or HTML shown literally, and spaces at
-    either end written `\\x20` (Markdown trims a cell's edges; `console.uncell` reads it back)."""
-    core = text.strip(" ")
-    lead, trail = len(text) - len(text.lstrip(" ")), len(text) - len(text.rstrip(" "))
-    if not core:
-        lead, trail = len(text), 0
-    body = "".join("\\" + ch if ch in _MARKDOWN_SPECIAL else ch for ch in core)
-    return "\\x20" * lead + body + "\\x20" * trail
+    """`console.cell` text (no space at its ends: `cell` escapes them, as Markdown trims a
+    cell's edges) inside a Markdown table cell: pipes escaped (`\\|`), and the characters that
+    would start emphasis, code, links or HTML shown literally."""
+    return "".join("\\" + ch if ch in _MARKDOWN_SPECIAL else ch for ch in text)
 
 
 def markdown_text(report) -> str:
