@@ -74,7 +74,7 @@ class _AffineSoftmax(ClassCalibrator):
 
     def summary(self) -> dict[str, Any]:
         chosen = getattr(self, "chosen_", {})
-        return {key: chosen[key] for key in ("reg_lambda", "reg_mu") if key in chosen}
+        return {key: chosen[key] for key in ("reg_lambda", "reg_mu") if key in chosen and key in self.params}
 
 
 @register

@@ -17,7 +17,7 @@ scored by the held-out weighted log-loss, the search stopping once that has rise
 row; the candidate with the lowest mean wins (the stronger penalty on a tie), and the map is
 then fitted on every row, starting from the mean of the winner's fold fits.
 
-Above `CV_VALUES` scores (rows x K) the choice is made on an evenly spaced subsample of m
+Above `CV_VALUES` (2^19) scores (rows x K) the choice is made on an evenly spaced subsample of m
 rows and the chosen strengths are scaled by m / n for the fit on all n rows: the penalty is
 a prior on W and b (the mean loss times n plus n * lambda * penalty is the negative log
 posterior), and scaling by m / n keeps that prior's weight, n * lambda, the one the folds
@@ -39,11 +39,11 @@ import numpy as np
 # divided by K(K - 1) and K, so a strong one (1e4) leaves about vector scaling.
 GRID = (1e4, 1e3, 1e2, 10.0, 1.0, 1e-1, 1e-2, 1e-3, 1e-4)
 RISES = 2  # the search stops once the held-out loss has risen this many times in a row
-CV_VALUES = 1 << 20  # rows x K the penalties are chosen on, at most (a subsample above)
+CV_VALUES = 1 << 19  # rows x K the penalties are chosen on, at most (a subsample above)
 FIT_CLIP = 1e8  # logits beyond +-FIT_CLIP are clipped for the fit (the softmax is saturated there)
 _CHUNK = 1 << 21  # values (rows x K) per chunk of a pass
 TIGHT = {"maxiter": 15000, "maxfun": 30000, "ftol": 1e-14, "gtol": 1e-9}
-LOOSE = {"maxiter": 200, "maxfun": 400, "ftol": 1e-9, "gtol": 1e-5}
+LOOSE = {"maxiter": 150, "maxfun": 300, "ftol": 1e-7, "gtol": 1e-5}
 
 
 class Problem:
