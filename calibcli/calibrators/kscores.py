@@ -36,8 +36,9 @@ def as_score_matrix(scores: Any, what: str = "scores") -> np.ndarray:
     s = np.asarray(scores, dtype=np.float64)
     if s.ndim != 2 or s.shape[1] < 2:
         raise FitError(f"{what} must have shape (n, K) with K >= 2 classes, got shape {s.shape}")
-    finite = np.isfinite(s)
-    if not finite.all():
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = np.add.reduce(s, axis=None)  # one pass, no n x K mask; inf or NaN if any value is
+    if not np.isfinite(total) and not (finite := np.isfinite(s)).all():
         row, col = np.argwhere(~finite)[0]
         raise FitError(f"{what} must be finite (no NaN or inf): row {row}, class column {col} is {float(s[row, col])!r}")
     return s
