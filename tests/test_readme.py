@@ -82,3 +82,16 @@ def test_readme_python_examples_run(scratch):
         proc = subprocess.run([sys.executable, "-c", body], cwd=scratch, capture_output=True, text=True,
                               timeout=600)
         assert proc.returncode == 0, f"{body}\n{proc.stderr[-2000:]}"
+
+
+def test_the_layout_names_every_module():
+    """The README's "Layout" block names each module of calibcli/ and of its packages (the
+    method families of calibrators/ and the two engines are named as groups)."""
+    start = README.index("## Layout")
+    block = README[start:README.index("```", README.index("```", start) + 3)]
+    grouped = {"calibrators", "engines"}
+    missing = [str(path.relative_to(ROOT)) for path in sorted((ROOT / "calibcli").rglob("*.py"))
+               if path.name not in ("__init__.py", "__main__.py", "_version.py")
+               and path.parent.name not in grouped
+               and not re.search(rf"\b{re.escape(path.stem)}(\.py)?\b", block)]
+    assert missing == []
