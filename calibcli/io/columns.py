@@ -232,10 +232,16 @@ def weights_from(table: pa.Table | pa.RecordBatch, name: str, source: str, offse
 
 def field_codes(table: pa.Table | pa.RecordBatch, name: str, source: str) -> tuple[np.ndarray, list[str]]:
     """A categorical column as integer codes and the category names (nulls become '')."""
-    col = _column(table, name, source, "--field-col")
+    return _dictionary(_column(table, name, source, "--field-col"))
+
+
+def _dictionary(col: Any) -> tuple[np.ndarray, list[str]]:
+    """The one field encoder: an Arrow column of field values as (int64 codes, names), nulls
+    named ''; a column stored dictionary-encoded is read as stored (no hashing)."""
     typ = col.type
     if pa.types.is_dictionary(typ) and (pa.types.is_string(typ.value_type) or pa.types.is_large_string(typ.value_type)):
-        encoded = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)  # read as stored: no hashing
+        encoded = col.combine_chunks() if isinstance(col, pa.ChunkedArray) and col.num_chunks != 1 else (
+            col.chunk(0) if isinstance(col, pa.ChunkedArray) else col)
         names = encoded.dictionary.to_pylist()
         indices = encoded.indices
         if indices.null_count:
@@ -244,21 +250,23 @@ def field_codes(table: pa.Table | pa.RecordBatch, name: str, source: str) -> tup
             indices = _pc().fill_null(indices, names.index(""))
         return np.asarray(indices, dtype=np.int64), names
     col = _pc().fill_null(col.cast(pa.string()), "")
-    encoded = _pc().dictionary_encode(col).combine_chunks()
-    codes = np.asarray(encoded.indices, dtype=np.int64)
-    return codes, encoded.dictionary.to_pylist()
+    encoded = _pc().dictionary_encode(col)
+    encoded = encoded.combine_chunks() if isinstance(encoded, pa.ChunkedArray) else encoded
+    return np.asarray(encoded.indices, dtype=np.int64), encoded.dictionary.to_pylist()
 
 
 def encode_fields(values: Any) -> tuple[np.ndarray, list[str]]:
-    """Field values of any type (strings, numbers, None) as integer codes into their distinct
-    names, sorted; each value is named by `str`, None by ''. For values in memory (the Python
-    API, engine partitions, `EvalState.from_arrays`); a file's column goes through `field_codes`,
-    which reads Arrow's dictionary as stored."""
+    """Field values of any type in memory (strings, numbers, None; the Python API, engine
+    partitions, `EvalState.from_arrays`) as integer codes into their distinct names, sorted;
+    each value is named by `str`, None by ''. The encoding is a file column's (`_dictionary`)."""
     arr = np.asarray(values)
     if arr.dtype == object:
         arr = np.where(np.frompyfunc(lambda v: v is None, 1, 1)(arr).astype(bool), "", arr)
-    names, codes = np.unique(arr.ravel().astype(str), return_inverse=True)
-    return codes.astype(np.int64).ravel(), names.tolist()
+    codes, names = _dictionary(pa.array(arr.ravel().astype(str), type=pa.string()))
+    order = np.argsort(np.asarray(names, dtype=str), kind="stable")
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    return rank[codes], [names[i] for i in order]
 
 
 def field_values(table: pa.Table | pa.RecordBatch, name: str, source: str) -> np.ndarray:
