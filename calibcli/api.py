@@ -125,8 +125,9 @@ def evaluate(
     `probs` of shape (n, K), K >= 2, is one K-class prediction: the result has the K-class
     keys (`evaluation.kclass_metrics`), `labels` any values, matched to the columns by
     `classes` (the class of each column; default: the labels' sorted distinct values, or
-    column indices for integer labels in 0 .. K-1); `fields`, `interval`, `metrics` and
-    `bands` are for binary probabilities only. `weights` (row weights, as `--weight-col`)
+    column indices for integer labels in 0 .. K-1) and `metrics` of the K-class table
+    (`all` or names such as "top_label_smece": the binary metric of the confidence against
+    whether the top class is right); `fields` and `interval` are for binary probabilities only. `weights` (row weights, as `--weight-col`)
     and `ece_bins`/`ece_strategy` (`--ece-bins`, `--ece-strategy`) apply to both.
 
     `fields` (any values, e.g. country names) adds Field-ECE and Field-RCE; `interval`
@@ -145,13 +146,17 @@ def evaluate(
     options = EvaluateOptions.build(calbin_window=calbin_window, ece_bins=ece_bins, ece_strategy=ece_strategy,
                                     metrics=metrics, bands=bands, seed=seed, hl_groups=hl_groups)
     if np.ndim(probs) == 2:
-        given = [name for name, value in (("fields", fields), ("interval", interval), ("bands", bands))
-                 if value is not None] + (["metrics"] if metrics != "default" else [])
+        given = [name for name, value in (("fields", fields), ("interval", interval)) if value is not None]
         if given:
             raise UsageError(f"{given[0]} applies to binary probabilities, not to probs of shape (n, K)")
+        if options.choice.binary_only:
+            raise UsageError(f"metrics: {options.choice.binary_only[0]} is a metric of binary probabilities, "
+                             "not of probs of shape (n, K)", hint="K-class predictions take top_label_<name>")
         return _evaluate_kclass(labels, probs, classes, weights, options)
     if classes is not None:
         raise UsageError("classes applies to probs of shape (n, K); binary labels are 0 or 1")
+    if options.choice.kclass_only:
+        raise UsageError(f"metrics: {options.choice.kclass_only[0]} is a metric of probs of shape (n, K)")
     y = np.asarray(labels, dtype=np.float64)
     p = np.asarray(probs, dtype=np.float64)
     if y.shape != p.shape or y.ndim != 1 or y.size == 0:
@@ -187,4 +192,5 @@ def _evaluate_kclass(labels, probs, classes, weights, options) -> dict[str, floa
 
     P = np.asarray(probs, dtype=np.float64)
     codes, names = kclass_metrics.label_codes(labels, P.shape[1], classes)
-    return KClassState.from_arrays(codes, P, weights, names).metrics(options.ece_bins, options.ece_strategy)
+    return KClassState.from_arrays(codes, P, weights, names).metrics(options.ece_bins, options.ece_strategy,
+                                                                     options.choice)

@@ -117,3 +117,17 @@ def test_evaluate_kclass_with_multiclass_maps_equals_calib_evaluate(engine, read
     assert got["results"][0]["name"] == "isotonic" and got["score_col"] == "q_*"
     with pytest.raises(UsageError, match="does not record its score columns"):
         engine.evaluate_kclass(read(kclass_data), maps=[ovr])
+
+
+def test_evaluate_kclass_top_label_metrics_equal_calib_evaluate(engine, read, kclass_data):
+    """`metrics="all"` with band rounds: the merged states give the CLI's top-label metrics."""
+    args = ("--prob-cols", "p_*", "--weight-col", "w", "--metrics", "all", "--bands", "20", "--seed", "3",
+            "--hl-groups", "8")
+    want = _cli_json(kclass_data, *args)["results"][0]["metrics"]
+    got = engine.evaluate_kclass(read(kclass_data), ["p_*"], weight_col="w", metrics="all", bands=20, seed=3,
+                                 hl_groups=8).to_json()["results"][0]["metrics"]
+    assert list(got) == list(want) and "top_label_corp_p" in want and "top_label_kuiper_p" in want
+    for metric, value in want.items():
+        assert got[metric] == pytest.approx(value, rel=1e-12, abs=1e-12), metric
+    with pytest.raises(UsageError, match="smece is a metric of binary probabilities"):
+        engine.evaluate_kclass(read(kclass_data), ["p_*"], metrics="smece")

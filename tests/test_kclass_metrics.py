@@ -264,9 +264,11 @@ def test_api_options_apply_to_their_kind():
         calibcli.evaluate(y01, p, weights=-w)
     with pytest.raises(UsageError, match="classes applies to probs of shape"):
         calibcli.evaluate(y01, p, classes=[0, 1])
-    for kwargs in ({"fields": y}, {"interval": (p, p)}, {"metrics": "all"}, {"bands": 10}):
+    for kwargs in ({"fields": y}, {"interval": (p, p)}):
         with pytest.raises(UsageError, match="applies to binary probabilities"):
             calibcli.evaluate(y, P, **kwargs)
+    with pytest.raises(UsageError, match="smece is a metric of binary probabilities"):
+        calibcli.evaluate(y, P, metrics="smece")  # K-class predictions take top_label_smece
 
 
 @settings(max_examples=25, deadline=None, derandomize=True)

@@ -60,7 +60,7 @@ def evaluate(
     top: Annotated[int, typer.Option("--top", metavar="K", help="How many fields --by-field shows." + option_range("--top"))] = 5,
     plot: Annotated[Optional[str], typer.Option("--plot", metavar="FILE", help="Reliability diagram: an image (.png/.svg/.pdf, needs calibcli[plot]), an HTML report (.html) or - for text on stdout.")] = None,
     format: FormatOpt = None,
-    metrics: Annotated[Optional[str], typer.Option("--metrics", metavar="LIST", help="What is computed and shown: default (the first set plus the CORP decomposition), all, or a comma list of metric names (may include default), e.g. default,smece,ks-p. Gated metrics are always computed.")] = None,
+    metrics: Annotated[Optional[str], typer.Option("--metrics", metavar="LIST", help="What is computed and shown: default (the first set plus the CORP decomposition), all, or a comma list of metric names (may include default), e.g. default,smece,ks-p; for K-class predictions top-label-<name> (e.g. top-label-smece). Gated metrics are always computed.")] = None,
     bands: Annotated[Optional[int], typer.Option("--bands", metavar="N", help="Rounds of the CORP consistency bands and of the corp-p test (0: none; default 100 with --plot, else 0), seeded by --seed." + option_range("--bands"))] = None,
     hl_groups: Annotated[int, typer.Option("--hl-groups", metavar="G", help="Equal-mass groups of the Hosmer-Lemeshow test (chi-squared with G - 2 degrees of freedom)." + option_range("--hl-groups"))] = 10,
     diagram: Annotated[str, typer.Option("--diagram", metavar="corp|smooth|binned", help="What --plot draws: the CORP reliability diagram (PAV curve, consistency band), the smooth one (smECE's kernel), or the bins of ECE/MCE with their rows.")] = "corp",

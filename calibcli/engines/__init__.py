@@ -227,6 +227,9 @@ def plan_evaluation(df: Any, apply: Any, source: str, prob_cols: Any, maps_: Any
     """What both engines' `evaluate` do first, once the options are checked: check the columns,
     add one column per map (the engine's own `apply`), and name the columns to keep. Returns
     (df, [(name, kind, column)], columns to keep)."""
+    if options.choice.kclass_only:
+        raise UsageError(f"metrics: {options.choice.kclass_only[0]} is a metric of K-class predictions",
+                         hint="evaluate them with evaluate_kclass")
     names = evaluate_columns(prob_cols, maps_, options.score_col)
     label_col, field_col, weight_col = options.label_col, options.field_col, options.weight_col
     check_columns(list(df.columns), source, label_col=label_col, field_col=field_col,

@@ -153,21 +153,25 @@ def _merge_kclass(a, b):
 
 
 def evaluate_kclass(df, kclass_cols=(), maps=(), *, label_col: str = "label", weight_col: str | None = None,
-                    classes=None, score_cols: str | None = None, ece_bins: int = 10, ece_strategy: str = "uniform"):
+                    classes=None, score_cols: str | None = None, ece_bins: int = 10, ece_strategy: str = "uniform",
+                    metrics: str = "default", bands: int | None = None, seed: int = 0, hl_groups: int = 10):
     """The report of `calib evaluate --prob-cols SPEC ... --map M ...` for K-class predictions
     (an `Evaluation`).
 
     `kclass_cols`: one SPEC per prediction (a comma list or a pattern such as "p_*"); `classes`
     names their classes (default: the suffixes); `maps`: multiclass maps (paths, `ClassMap`s
-    or envelopes), applied to `score_cols` (default: the columns each was fitted on). Each
+    or envelopes), applied to `score_cols` (default: the columns each was fitted on); `metrics`,
+    `bands`, `seed`, `hl_groups` as `calib evaluate --metrics ...` (the top-label metrics). Each
     partition becomes one `KClassState` per prediction; the states merge in a tree of tasks.
     """
     from calibcli.engines import kclass
 
+    choice = kclass.metric_choice(metrics, bands, seed, hl_groups)
     preds = kclass.plan(list(df.columns), SOURCE, kclass_cols, maps, classes=classes, score_cols_spec=score_cols,
                         label_col=label_col, weight_col=weight_col, ece_bins=ece_bins, ece_strategy=ece_strategy)
     keep = list(dict.fromkeys([label_col, *(c for k in preds for c in k.columns), *([weight_col] if weight_col else [])]))
     parts = [dask.delayed(kclass.partition_states)(p, preds, label_col, weight_col) for p in df[keep].to_delayed()]
     states, hows, bad = dask.compute(tree_reduce(parts, _merge_kclass))[0]
     return kclass.evaluation(SOURCE, preds, states, hows, bad, label_col=label_col, weight_col=weight_col,
-                             ece_bins=ece_bins, ece_strategy=ece_strategy, score_cols_spec=score_cols)
+                             ece_bins=ece_bins, ece_strategy=ece_strategy, score_cols_spec=score_cols,
+                             choice=choice)

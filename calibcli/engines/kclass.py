@@ -80,6 +80,18 @@ def plan(columns: Sequence[str], source: str, kclass_cols: Any, maps_: Any, *, c
     return out
 
 
+def metric_choice(metrics: str, bands: int | None, seed: int, hl_groups: int):
+    """The checked `selection.MetricChoice` of K-class predictions (`metrics` as `--metrics`)."""
+    from calibcli.requests import EvaluateOptions
+
+    choice = EvaluateOptions.build(metrics=metrics, bands=bands, seed=seed, hl_groups=hl_groups,
+                                   kclass_cols=("p",)).choice
+    if choice.binary_only:
+        raise UsageError(f"metrics: {choice.binary_only[0]} is a metric of binary probabilities, not of "
+                         "K-class predictions", hint="K-class predictions take top_label_<name>")
+    return choice
+
+
 def _resolve_map(m: Any):
     """(ClassMap, envelope) of a multiclass map given as a path, a `ClassMap` or an envelope."""
     from calibcli import maps
@@ -158,7 +170,7 @@ def joint_how(hows: Sequence[str | None]) -> str | None:
 
 def evaluation(source: str, preds: list[Prediction], states: list, hows: list, bad: np.ndarray, *,
                label_col: str, weight_col: str | None, ece_bins: int, ece_strategy: str,
-               score_cols_spec: str | None = None):
+               score_cols_spec: str | None = None, choice: Any = None):
     """The `calib evaluate --prob-cols` report from merged states (one per prediction)."""
     from calibcli.evaluation.results import EvalRow, Evaluation
 
@@ -174,7 +186,7 @@ def evaluation(source: str, preds: list[Prediction], states: list, hows: list, b
                                         pred.cols.spec: (what, int(bad[2 + 2 * i]))})
     if not states or states[0].rows == 0:
         raise InputError(f"{source}: no data rows")
-    results = [EvalRow(p.name, p.kind, s.metrics(ece_bins, ece_strategy), classes=list(p.classes))
+    results = [EvalRow(p.name, p.kind, s.metrics(ece_bins, ece_strategy, choice), classes=list(p.classes))
                for p, s in zip(preds, states)]
     maps_ = any(p.kind == "map" for p in preds)
     return Evaluation(source, states[0].rows, None, None, 100, results, weight_col=weight_col,

@@ -264,18 +264,21 @@ def evaluate(df: DataFrame, prob_cols: Sequence[str] = (), maps: Sequence[Any] =
 
 def evaluate_kclass(df: DataFrame, kclass_cols: Sequence[str] = (), maps: Sequence[Any] = (), *,
                     label_col: str = "label", weight_col: str | None = None, classes: Sequence[str] | None = None,
-                    score_cols: str | None = None, ece_bins: int = 10, ece_strategy: str = "uniform"):
+                    score_cols: str | None = None, ece_bins: int = 10, ece_strategy: str = "uniform",
+                    metrics: str = "default", bands: int | None = None, seed: int = 0, hl_groups: int = 10):
     """The report of `calib evaluate --prob-cols SPEC ... --map M ...` for K-class predictions
     (an `Evaluation`).
 
     `kclass_cols`: one SPEC per prediction (a comma list or a pattern such as "p_*"); `classes`
     names their classes (default: the suffixes); `maps`: multiclass maps (paths, `ClassMap`s
-    or envelopes), applied to `score_cols` (default: the columns each was fitted on). Each
+    or envelopes), applied to `score_cols` (default: the columns each was fitted on); `metrics`,
+    `bands`, `seed`, `hl_groups` as `calib evaluate --metrics ...` (the top-label metrics). Each
     partition (`mapInArrow`) ships one `KClassState` per prediction (`KClassState.to_arrow`
     rows); the driver merges them.
     """
     from calibcli.engines import kclass
 
+    choice = kclass.metric_choice(metrics, bands, seed, hl_groups)
     check_python_workers(df)
     cols = kclass.plan(df.columns, SOURCE, kclass_cols, maps, classes=classes, score_cols_spec=score_cols,
                        label_col=label_col, weight_col=weight_col, ece_bins=ece_bins, ece_strategy=ece_strategy)
@@ -312,4 +315,5 @@ def evaluate_kclass(df: DataFrame, kclass_cols: Sequence[str] = (), maps: Sequen
     bad = np.sum(np.array(shipped.filter(first & (column == 0)).column("bad").to_pylist(), dtype=np.int64)
                  .reshape(-1, width), axis=0) if shipped.num_rows else np.zeros(width, dtype=np.int64)
     return kclass.evaluation(SOURCE, cols, states, hows, bad, label_col=label_col, weight_col=weight_col,
-                             ece_bins=ece_bins, ece_strategy=ece_strategy, score_cols_spec=score_cols)
+                             ece_bins=ece_bins, ece_strategy=ece_strategy, score_cols_spec=score_cols,
+                             choice=choice)

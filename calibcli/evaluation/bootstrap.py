@@ -166,18 +166,19 @@ def bootstrap_intervals(y: np.ndarray, p: np.ndarray, groups: np.ndarray | None,
 
 
 def kclass_intervals(y: np.ndarray, P: np.ndarray, plan: BootstrapPlan, ece_bins: int = metrics.ECE_BINS,
-                     ece_strategy: str = "uniform") -> dict[str, tuple[float, float]]:
+                     ece_strategy: str = "uniform", choice: Any = None) -> dict[str, tuple[float, float]]:
     """Seeded intervals of the K-class metrics of rows (codes y, probabilities P), re-centred
     on the estimates as the binary ones are (`recentred_intervals`)."""
-    return recentred_intervals(*kclass_replicates(y, P, plan, ece_bins, ece_strategy), plan.level)
+    return recentred_intervals(*kclass_replicates(y, P, plan, ece_bins, ece_strategy, choice), plan.level)
 
 
 def kclass_replicates(y: np.ndarray, P: np.ndarray, plan: BootstrapPlan, ece_bins: int = metrics.ECE_BINS,
-                      ece_strategy: str = "uniform") -> tuple[dict[str, np.ndarray], dict[str, float]]:
-    """(replicates, estimates) of the K-class metrics: each replicate draws a Poisson(1) count
-    per row, the same for every class, and reads the metrics off the resampled sums and
-    distributions (`kclass_state.metrics_of`). The rows are sorted once per distribution; a
-    replicate costs K + 1 `bincount`s over the rows."""
+                      ece_strategy: str = "uniform", choice: Any = None
+                      ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """(replicates, estimates) of the K-class metrics (`choice`: those of its `kclass_keys`, as
+    `kclass_state.metrics_of`): each replicate draws a Poisson(1) count per row, the same for
+    every class, and reads the metrics off the resampled sums and distributions. The rows are
+    sorted once per distribution; a replicate costs K + 1 `bincount`s over the rows."""
     from calibcli.evaluation import kclass_metrics as km
     from calibcli.evaluation.kclass_state import metrics_of
 
@@ -189,17 +190,18 @@ def kclass_replicates(y: np.ndarray, P: np.ndarray, plan: BootstrapPlan, ece_bin
         xs, group = np.unique(p, return_inverse=True)
         prepared.append((xs, group, y01))
     rng = np.random.default_rng(plan.seed)
-    out = {k: np.full(plan.replicates, math.nan) for k in metrics.KCLASS_METRICS}
 
     def resampled(w: np.ndarray) -> dict[str, float]:
         dists = [(xs, np.bincount(g, w * (1 - y01), xs.size), np.bincount(g, w * y01, xs.size))
                  for xs, g, y01 in prepared]
-        return metrics_of(terms @ w, dists[0], dists[1:], ece_bins, ece_strategy)
+        return metrics_of(terms @ w, dists[0], dists[1:], ece_bins, ece_strategy, choice)
 
+    estimates = resampled(np.ones(y.size))
+    out = {k: np.full(plan.replicates, math.nan) for k in estimates}
     for b in range(plan.replicates):
         for k, v in resampled(rng.poisson(1.0, y.size).astype(np.float64)).items():
             out[k][b] = v
-    return out, resampled(np.ones(y.size))
+    return out, estimates
 
 
 def state_intervals(state: EvalState, calbin_window: int, plan: BootstrapPlan, choice: Any = None, **ece: Any

@@ -53,9 +53,10 @@ def _evaluate_file(path, prob_cols, map_paths, opts: EvaluateOptions, fmt):
         flag = "--classes" if opts.classes is not None else "--score-cols"
         raise UsageError(f"{flag} applies to K-class predictions (--prob-cols, or a multiclass --map)")
     kclass_only = sorted(opts.gates.metrics_used() - set(metrics.METRICS))
-    if kclass_only:
-        raise UsageError(f"a gate on {kclass_only[0].replace('_', '-')}: it is a K-class metric",
-                         hint="K-class predictions are --prob-cols SPEC or a multiclass --map")
+    for what, names in (("a gate on", kclass_only), ("--metrics", opts.choice.kclass_only)):
+        if names:
+            raise UsageError(f"{what} {names[0].replace('_', '-')}: it is a K-class metric",
+                             hint="K-class predictions are --prob-cols SPEC or a multiclass --map")
     if not prob_cols and not loaded:
         prob_cols = [score_col]
     baseline = None

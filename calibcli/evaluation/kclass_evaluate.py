@@ -40,10 +40,10 @@ def refuse_binary_options(prob_cols: Sequence[str], binary_maps: Sequence[str], 
                          hint="run calib evaluate once for the binary columns and once for the K-class ones")
     refused = [("--field-col", field_col), ("--step", opts.step), ("--interval-cols", opts.interval_cols),
                ("--by-field", opts.by_field_top), ("--pos-label", opts.pos_label)]
-    from calibcli.evaluation.selection import DEFAULT
-
-    if set(opts.choice.keys) - {"corp_p"} != set(DEFAULT):
-        refused.append(("--metrics", opts.choice.keys))
+    if opts.choice.binary_only:
+        name = opts.choice.binary_only[0].replace("_", "-")
+        raise UsageError(f"--metrics {name}: a metric of binary probabilities, not of K-class predictions",
+                         hint="K-class metrics: " + ", ".join(k.replace("_", "-") for k in metrics.KCLASS_METRICS))
     for flag, value in refused:
         if value is not None:
             raise UsageError(f"{flag} applies to binary probabilities; K-class predictions do not take it")
@@ -140,12 +140,13 @@ def _baseline(preds: Sequence[Prediction], calbin_window: int, label_col: str, o
 def _result(pred: Prediction, opts: Any) -> EvalRow:
     """The metrics (and the optional views) of one prediction from its merged state."""
     state = merge_kclass_states(pred.states)
-    row = EvalRow(pred.name, pred.kind, state.metrics(opts.ece_bins, opts.ece_strategy),
+    row = EvalRow(pred.name, pred.kind, state.metrics(opts.ece_bins, opts.ece_strategy, opts.choice),
                   classes=list(pred.cols.classes))
     if opts.bootstrap is not None:
         codes = np.concatenate([c for c, _ in pred.rows])
         P = np.concatenate([p for _, p in pred.rows])
-        row.intervals = kclass_intervals(codes, P, opts.bootstrap, opts.ece_bins, opts.ece_strategy)
+        row.intervals = kclass_intervals(codes, P, opts.bootstrap, opts.ece_bins, opts.ece_strategy,
+                                         opts.choice.without_tests())
     if opts.reliability_bins is not None:
         top = state.top.pooled()
         views.add_plot_views(row, *top, opts.ece_bins, opts.ece_strategy)

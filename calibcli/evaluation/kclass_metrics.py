@@ -36,7 +36,8 @@ from calibcli.evaluation import metrics as _binary
 
 SUM_TOLERANCE = 1e-6  # rows of P must sum to 1 within this (as `--score-kind auto` reads probabilities)
 
-KCLASS_METRICS = _binary.KCLASS_METRICS  # display name and direction, in table order
+# display name and direction, in table order (without the top-label reductions `kclass_state` adds)
+KCLASS_METRICS = {k: _binary.KCLASS_METRICS[k] for k in _binary.KCLASS_BASE}
 
 
 def check_inputs(y: Any, P: Any, sample_weight: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:

@@ -12,7 +12,8 @@ What a state holds: the total weight and rows, the weighted sums of the per-row 
 and Brier terms and of the rows whose top class is right (accuracy), and K + 1 binary
 distributions, each an `EvalState` without sums (ascending distinct p with the weight of
 negatives n0 and positives n1 at each): the confidence max_k p_k against whether the top
-class is right (top-label ECE and MCE), and p_k against 1[y = k] for each class k
+class is right (top-label ECE and MCE, and every binary metric of `selection.NEW` as
+`top_label_<name>` when chosen), and p_k against 1[y = k] for each class k
 (classwise ECE and the one-vs-rest AUC). Nothing is bucketed, so every metric is exact for
 any `--ece-bins` and `--ece-strategy`: merged states equal `kclass_metrics.compute_all` of
 all rows to the rounding of sums added in another order, in any split and merge order.
@@ -33,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from calibcli.errors import UsageError
-from calibcli.evaluation import kclass_metrics as km, kernels
+from calibcli.evaluation import kclass_metrics as km, kernels, metrics
 from calibcli.evaluation.metrics import ECE_BINS
 from calibcli.evaluation.state import EvalState, merge_states
 
@@ -82,10 +83,13 @@ class KClassState:
         """A new state of the rows behind this state and `others` (any number, any order)."""
         return merge_kclass_states([self, *others])
 
-    def metrics(self, ece_bins: int = ECE_BINS, ece_strategy: str = "uniform") -> dict[str, float]:
-        """Every K-class metric, in `kclass_metrics.KCLASS_METRICS` order (NaN without weight)."""
+    def metrics(self, ece_bins: int = ECE_BINS, ece_strategy: str = "uniform", choice: Any = None
+                ) -> dict[str, float]:
+        """Every K-class metric, in `kclass_metrics.KCLASS_METRICS` order, or with `choice` (a
+        `selection.MetricChoice`) those of its `kclass_keys` (NaN without weight)."""
         sums = (self.weight, self.log_loss_sum, self.brier_sum, self.correct)
-        return metrics_of(sums, self.top.pooled(), [s.pooled() for s in self.per_class], ece_bins, ece_strategy)
+        return metrics_of(sums, self.top.pooled(), [s.pooled() for s in self.per_class], ece_bins, ece_strategy,
+                          choice)
 
     def to_arrow(self) -> pa.Table:
         """The state as K + 1 Arrow rows (see the module docstring), for shipping between processes."""
@@ -121,9 +125,24 @@ class KClassState:
 
 
 def metrics_of(sums: Sequence[float], top: tuple, per_class: Sequence[tuple], ece_bins: int = ECE_BINS,
-               ece_strategy: str = "uniform") -> dict[str, float]:
+               ece_strategy: str = "uniform", choice: Any = None) -> dict[str, float]:
     """The K-class metrics from the sums (weight, log-loss, Brier, right top labels) and the
-    distributions (xs, n0, n1) of the confidence and of each p_k (also a bootstrap replicate's)."""
+    distributions (xs, n0, n1) of the confidence and of each p_k (also a bootstrap replicate's):
+    those of `KCLASS_METRICS`, or the `kclass_keys` of `choice`, whose top-label metrics are
+    the binary ones (`selection.new_metrics`) of the confidence's distribution."""
+    keys = km.KCLASS_METRICS if choice is None else choice.kclass_keys
+    out = _first_metrics(sums, top, per_class, ece_bins, ece_strategy)
+    if choice is not None and sums[0] > 0:
+        from calibcli.evaluation import selection
+
+        with np.errstate(all="ignore"):
+            top_label = selection.new_metrics(*top, choice.top_label(), ece_bins)
+        out.update({metrics.TOP_LABEL + k: v for k, v in top_label.items()})
+    return {k: out.get(k, float("nan")) for k in keys}
+
+
+def _first_metrics(sums: Sequence[float], top: tuple, per_class: Sequence[tuple], ece_bins: int,
+                   ece_strategy: str) -> dict[str, float]:
     weight, log_loss_sum, brier_sum, correct = sums
     if not weight > 0:
         return dict.fromkeys(km.KCLASS_METRICS, float("nan"))

@@ -86,8 +86,15 @@ KCLASS_METRICS: dict[str, tuple[str, str]] = {
     "classwise_ece": ("classwise ECE", "lower"),
     "auc": ("AUC", "higher"),
 }
-ALL_METRICS: dict[str, tuple[str, str]] = {**METRICS, **KCLASS_METRICS}
 INTERVAL_KEYS = ("interval_width", "interval_coverage")  # only beside interval columns
+KCLASS_BASE = tuple(KCLASS_METRICS)  # the K-class table before the top-label reductions
+# The metrics of a distribution of p beyond the first set (`selection.NEW`), which a K-class
+# prediction gets on its top label: the confidence max_k p_k against whether the top class is right.
+TOP_LABEL = "top_label_"
+_NEW = list(METRICS)[list(METRICS).index("brier_mcb"):]
+KCLASS_METRICS.update({TOP_LABEL + k: ("top-label " + METRICS[k][0], METRICS[k][1])
+                       for k in _NEW if k not in INTERVAL_KEYS})
+ALL_METRICS: dict[str, tuple[str, str]] = {**METRICS, **KCLASS_METRICS}
 TARGETS = {"cal_slope": 1.0, "cal_intercept": 0.0, "spiegelhalter_z": 0.0}
 
 
