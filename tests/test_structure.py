@@ -1,5 +1,9 @@
 """The package's shape, read with `ast`: no module over 450 lines of code, no block of six
-lines repeated in calibrators/ (the import graph: tests/test_import_graph.py)."""
+lines repeated anywhere in calibcli/ (the same lines, or the same shape with other names and
+numbers, class headers included). Left out of the repeat check: docstrings, imports, `params`
+declarations, a class's constant attributes and bare field declarations, and pure data literals (a dict, list, tuple or set
+table of constants, or of calls on constants, assigned to a name): tables, not code. The import
+graph: tests/test_import_graph.py."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent / "calibcli"
 MAX_CODE_LINES = 450
-REPEAT_LINES = 6  # no block of this many lines may appear twice in calibcli/calibrators
+REPEAT_LINES = 6  # no block of this many lines may appear twice in calibcli/
 
 
 def _modules() -> dict[str, Path]:
@@ -45,23 +49,51 @@ def test_module_size(name):
     assert n <= MAX_CODE_LINES, f"{name} has {n} lines of code, more than {MAX_CODE_LINES}: split it by topic"
 
 
+def _is_data(node: ast.AST) -> bool:
+    """A constant (or an UPPER_CASE name of one), or a literal/call built only from them: a
+    table's row, not code."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Name):
+        return node.id.isupper()
+    if isinstance(node, ast.UnaryOp):
+        return _is_data(node.operand)
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return all(map(_is_data, node.elts))
+    if isinstance(node, ast.Dict):
+        return all(k is not None and _is_data(k) for k in node.keys) and all(map(_is_data, node.values))
+    if isinstance(node, ast.Call):
+        return (isinstance(node.func, (ast.Name, ast.Attribute)) and all(map(_is_data, node.args))
+                and all(_is_data(k.value) for k in node.keywords))
+    return False
+
+
+def _is_table(node: ast.AST) -> bool:
+    """`NAME = {...}` / `NAME: T = [...]`: a dict, list, tuple or set literal of data."""
+    value = getattr(node, "value", None)
+    return (isinstance(node, (ast.Assign, ast.AnnAssign))
+            and isinstance(value, (ast.Dict, ast.List, ast.Tuple, ast.Set)) and _is_data(value))
+
+
 def _normalised_lines(path: Path) -> list[tuple[int, str]]:
     """(line number, tokens) of the code lines, names, numbers and strings replaced by
     placeholders (the same shape with other names and constants is a repeat). Docstrings,
-    imports, the `params` declarations of a class (one option per line, alike by nature) and
-    its constant attributes (`name`, `description`, `monotone`, ...: data, not code) are left
-    out."""
+    imports, the `params` declarations of a class (one option per line, alike by nature), its
+    constant attributes (`name`, `description`, `monotone`, ...: data, not code), its bare
+    field declarations (`rows: int`: a dataclass's record layout) and data tables
+    (`_is_table`) are left out; class headers and methods count."""
     source = path.read_text()
     skip: set[int] = set()
     for node in ast.walk(ast.parse(source)):
         doc = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
         declared = (isinstance(node, ast.Assign) and len(node.targets) == 1
                     and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "params")
-        if doc or declared or isinstance(node, (ast.Import, ast.ImportFrom)):
+        if doc or declared or _is_table(node) or isinstance(node, (ast.Import, ast.ImportFrom)):
             skip.update(range(node.lineno, node.end_lineno + 1))
         if isinstance(node, ast.ClassDef):
             for stmt in node.body:
-                if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Constant):
+                field = isinstance(stmt, ast.AnnAssign) and stmt.value is None  # a dataclass field
+                if field or isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Constant):
                     skip.update(range(stmt.lineno, stmt.end_lineno + 1))
     tokens: dict[int, list[str]] = defaultdict(list)
     layout = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
@@ -73,13 +105,18 @@ def _normalised_lines(path: Path) -> list[tuple[int, str]]:
     return [(line, " ".join(words)) for line, words in sorted(tokens.items())]
 
 
+def _where(path: Path) -> str:
+    """The file's name below calibcli/ (`evaluation/state.py`), or its bare name elsewhere."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
+
+
 def repeated_blocks(paths: list[Path], size: int = REPEAT_LINES) -> list[list[tuple[str, int]]]:
     """Places (file, first line) sharing a block of `size` consecutive code lines."""
     seen: dict[tuple[str, ...], list[tuple[str, int]]] = defaultdict(list)
     for path in paths:
         lines = _normalised_lines(path)
         for i in range(len(lines) - size + 1):
-            seen[tuple(text for _, text in lines[i:i + size])].append((path.name, lines[i][0]))
+            seen[tuple(text for _, text in lines[i:i + size])].append((_where(path), lines[i][0]))
     return [where for where in seen.values() if len(where) > 1]
 
 
@@ -93,6 +130,17 @@ def test_repeated_blocks_finds_a_block_with_other_names_and_constants(tmp_path):
     assert repeated_blocks([one, two]) == []
 
 
-def test_no_repeated_block_in_calibrators():
-    found = repeated_blocks(sorted((ROOT / "calibrators").glob("*.py")))
+def test_repeated_blocks_skips_data_tables_but_not_code(tmp_path):
+    table = "T = {\n" + "".join(f"    'k{i}': ('v{i}', {i}, B({i}, low=-{i})),\n" for i in range(7)) + "}\n"
+    one, two = tmp_path / "a.py", tmp_path / "b.py"
+    one.write_text(table)
+    two.write_text(table.replace("T =", "U: dict ="))
+    assert repeated_blocks([one, two]) == []
+    two.write_text(table.replace("B(", "f(x, "))  # a call on a name is code: it counts
+    one.write_text(table.replace("B(", "g(y, ").replace("T =", "def h():\n    return"))
+    assert repeated_blocks([one, two]) != []
+
+
+def test_no_repeated_block_in_calibcli():
+    found = repeated_blocks(sorted(ROOT.rglob("*.py")))
     assert not found, "blocks repeated (file, first line): " + "; ".join(map(str, found))

@@ -128,18 +128,21 @@ def ece_mce_of_distribution(xs, n0, n1, bins: int, strategy: str) -> tuple[float
     return float(np.sum(weight * gap) / np.sum(weight)), float(np.max(gap))
 
 
-def top_label_ece(y: np.ndarray, P: np.ndarray, bins: int = _binary.ECE_BINS, strategy: str = "uniform",
-                  sample_weight=None) -> float:
-    """ECE of the confidence max_k p_k against whether the top class is right."""
+def top_label_bins(y: np.ndarray, P: np.ndarray, bins: int = _binary.ECE_BINS, strategy: str = "uniform",
+                   sample_weight=None) -> tuple[float, float]:
+    """(ECE, MCE) of the confidence max_k p_k against whether the top class is right."""
     conf, correct = top_label(y, P)
-    return binned_pair(correct, conf, bins, strategy, sample_weight)[0]
+    return binned_pair(correct, conf, bins, strategy, sample_weight)
 
 
-def top_label_mce(y: np.ndarray, P: np.ndarray, bins: int = _binary.ECE_BINS, strategy: str = "uniform",
-                  sample_weight=None) -> float:
-    """MCE (largest bin gap) of the confidence against whether the top class is right."""
-    conf, correct = top_label(y, P)
-    return binned_pair(correct, conf, bins, strategy, sample_weight)[1]
+def top_label_ece(y: np.ndarray, P: np.ndarray, *binning: Any, **options: Any) -> float:
+    """ECE of the top-label confidence (`top_label_bins`'s first value, same arguments)."""
+    return top_label_bins(y, P, *binning, **options)[0]
+
+
+def top_label_mce(y: np.ndarray, P: np.ndarray, *binning: Any, **options: Any) -> float:
+    """MCE (largest bin gap) of the top-label confidence (`top_label_bins`'s second value)."""
+    return top_label_bins(y, P, *binning, **options)[1]
 
 
 def classwise_ece(y: np.ndarray, P: np.ndarray, bins: int = _binary.ECE_BINS, strategy: str = "uniform",
@@ -168,10 +171,10 @@ def compute_all(y: Any, P: Any, sample_weight: Any = None, ece_bins: int = _bina
     if not (y.size if w is None else w.sum()) > 0:
         return dict.fromkeys(KCLASS_METRICS, float("nan"))
     with np.errstate(all="ignore"):
+        top_ece, top_mce = top_label_bins(y, P, ece_bins, ece_strategy, w)
         return {
             "log_loss": log_loss(y, P, sample_weight=w), "brier": brier(y, P, w), "accuracy": accuracy(y, P, w),
-            "top_label_ece": top_label_ece(y, P, ece_bins, ece_strategy, w),
-            "top_label_mce": top_label_mce(y, P, ece_bins, ece_strategy, w),
+            "top_label_ece": top_ece, "top_label_mce": top_mce,
             "classwise_ece": classwise_ece(y, P, ece_bins, ece_strategy, w), "auc": auc(y, P, w),
         }
 

@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 
 EVALUATION_FORMAT = "calibcli.evaluation"
 SCHEMA_VERSION = 3
+# The options an evaluation records as they were given, in the order its JSON writes them.
+_HEADER = ("input", "rows", "positives", "field_col", "calbin_window", "weight_col", "step", "ece_bins",
+           "ece_strategy", "label_col", "score_col", "hl_groups")
 
 
 @dataclass
@@ -128,15 +131,12 @@ class Evaluation:
                 "metrics": {k: clean(v) for k, v in r.metrics.items()},
                 "intervals": None if r.intervals is None else
                 {k: [clean(lo), clean(hi)] for k, (lo, hi) in r.intervals.items()},
-                "by_field": r.by_field,
-                "reliability": r.reliability,
+                "by_field": r.by_field, "reliability": r.reliability,
                 "step_bounds": None if r.step_bounds is None else
                 {k: None if v is None else clean(v) for k, v in r.step_bounds.items()},
                 "histogram": r.histogram,
                 "mce_count": count_json(r.mce_count),
-                "classes": r.classes,
-                "corp": r.corp,
-                "smooth": r.smooth,
+                **{k: getattr(r, k) for k in ("classes", "corp", "smooth")},
             }
 
         gate = self.gate or GateReport("point", None, [])
@@ -144,18 +144,7 @@ class Evaluation:
             "format": EVALUATION_FORMAT,
             "schema_version": SCHEMA_VERSION,
             "calibcli_version": __version__,
-            "input": self.input,
-            "rows": self.rows,
-            "positives": self.positives,
-            "field_col": self.field_col,
-            "calbin_window": self.calbin_window,
-            "weight_col": self.weight_col,
-            "step": self.step,
-            "ece_bins": self.ece_bins,
-            "ece_strategy": self.ece_strategy,
-            "label_col": self.label_col,
-            "score_col": self.score_col,
-            "hl_groups": self.hl_groups,
+            **{k: getattr(self, k) for k in _HEADER},
             "results": [result(r) for r in self.results],
             "bootstrap": self.bootstrap.to_json() if self.bootstrap else None,
             "gate": gate.to_json(),
