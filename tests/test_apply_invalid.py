@@ -205,3 +205,24 @@ def test_text_that_is_no_number_still_stops_the_run(tmp_path, mode):
     lines = res.stderr.splitlines()
     assert lines[0].startswith("error: ") and "column 'score'" in lines[0] and "'n/a' is not a number" in lines[0]
     assert len(lines) <= 2 and not (tmp_path / "out.csv").exists()
+
+
+def test_refusal_after_the_first_parquet_batch_leaves_stderr_one_error(tmp_path):
+    """A bad score in a later row group: the aborted Parquet writer is closed while its file is
+    open, so no 'write to closed file' traceback follows the one-line error at exit."""
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(0)
+    s = rng.random(3000)
+    pq.write_table(pa.table({"score": s, "label": (rng.random(3000) < s).astype(np.int64)}), tmp_path / "cal.parquet")
+    s[-5] = np.nan
+    pq.write_table(pa.table({"score": s}), tmp_path / "test.parquet", row_group_size=500)
+    run = [sys.executable, "-m", "calibcli"]
+    subprocess.run([*run, "fit", "-m", "isotonic", "cal.parquet", "-o", "map.json"], cwd=tmp_path, check=True,
+                   capture_output=True)
+    done = subprocess.run([*run, "apply", "map.json", "test.parquet", "-o", "out.parquet"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "row 2996" in done.stderr and "Exception" not in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "out.parquet").exists()

@@ -9,6 +9,8 @@ by column with pyarrow compute, not row by row. Where the bytes go is `targets`'
 
 from __future__ import annotations
 
+import contextlib
+
 import json
 import threading
 from typing import IO, Any
@@ -109,6 +111,11 @@ class BatchWriter:
         if self._writer is not None:
             self._stop()
             self._thread.join()
+            # Closed now, while the handle is open: left to pyarrow's finaliser, the Parquet
+            # footer would be written to a closed file (an error printed at exit).
+            with contextlib.suppress(Exception):
+                self._writer.close()
+            self._writer = None
 
     def close(self) -> None:
         if self._writer is not None:
