@@ -93,6 +93,9 @@ def test_without_gates_the_json_says_passed(scores):
     (["--fail-above", "brier=lots"], "error: --fail-above 'brier=lots': 'lots' is not a number"),
     (["--max-regression", "brier=1%"], "error: --max-regression needs --baseline FILE"),
     (["--gate-on", "upper", "--fail-above", "brier=0.3"], "error: --gate-on upper needs confidence intervals"),
+    (["--bootstrap", "20", "--gate-on", "upper", "--fail-above", "brier=0.3", "--fail-above", "mce=0.3"],
+     "error: --gate-on upper on mce: it has no bootstrap interval (a maximum over bins, biased up beyond what "
+     "resampling corrects)"),
     (["--fail-above", "field-ece=0.1"], "error: a gate on field-ece needs --field-col"),
     (["--by-field"], "error: --by-field needs --field-col"),
     (["--save-baseline", "-"], "error: --save-baseline needs a file name"),
@@ -186,6 +189,8 @@ def test_bootstrap_intervals_and_gating_on_the_interval(scores):
     assert upper.exit_code == 0, upper.stderr
     assert json.loads(upper.stdout)["gate"]["checks"][0]["compared"] == lo
     assert run(*args, "--fail-above", f"field-rce={lo / 2}", "--gate-on", "upper").exit_code == 1
+    assert first["results"][0]["intervals"]["mce"] == [None, None]  # no interval: module docstring of bootstrap
+    assert run(*args, "--fail-above", "mce=0.99").exit_code == 0  # MCE gates on its point value
 
 
 def test_bootstrap_table_shows_intervals(scores):

@@ -127,6 +127,7 @@ def test_bootstrap_is_seeded_and_brackets_the_point(data):
     for k in ("log_loss", "brier", "accuracy", "auc"):
         lo, hi = a["intervals"][k]
         assert lo < a["metrics"][k] < hi, k
+    assert a["intervals"]["top_label_mce"] == [None, None]
     upper = run(path, "--prob-cols", "p_*", "--bootstrap", "60", "--gate-on", "upper",
                 "--fail-below", f"accuracy={a['intervals']['accuracy'][1] + 1e-9}")
     assert upper.exit_code == 1
@@ -183,6 +184,8 @@ def test_csv_and_markdown(data):
     (["--prob-cols", "p_*", "--classes", "a,b"], "--classes names 2 classes"),
     (["--prob-cols", "p_*", "--classes", "a,b,c"], "row 1: label 'dog' is not a class"),
     (["--prob-cols", "p_*", "--weight-col", "w", "--bootstrap", "5"], "--bootstrap cannot resample weighted"),
+    (["--prob-cols", "p_*", "--bootstrap", "5", "--gate-on", "upper", "--fail-above", "top-label-mce=0.9"],
+     "--gate-on upper on top-label-mce: it has no bootstrap interval"),
 ])
 def test_refusals_are_one_line_exit_2(data, args, message):
     result = run(data["dir"] / "k.parquet", *args)

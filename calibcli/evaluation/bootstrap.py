@@ -17,7 +17,10 @@ on the data: a plain percentile interval can then miss its own estimate entirely
 bootstrap measures that shift itself: with T the estimate and m the median of the
 replicates, the interval is [q_lo - (m - T), q_hi - (m - T)] (the percentile interval
 re-centred by the bootstrap's median bias; q_lo <= m <= q_hi, so it always holds T),
-clipped to the metric's range. Spiegelhalter's p-value is a fold of z, not an estimate of
+clipped to the metric's range. MCE and top-label MCE get no interval (NaN, null in JSON):
+a maximum over bins, some of a few rows, is biased up far beyond its spread, and moving
+the interval by the bootstrap's bias still left the truth outside it in most simulated
+data sets; `--gate-on upper` on them is refused where the options are checked. Spiegelhalter's p-value is a fold of z, not an estimate of
 its own: its interval is the p-values of z's interval (up to 1 when that holds 0).
 `benchmarks/bootstrap_coverage.py` measures the coverage by simulation.
 
@@ -111,18 +114,23 @@ def percentile_intervals(replicates: Mapping[str, np.ndarray], level: float = CO
 UNIT_RANGE = frozenset({"brier", "auc", "ece", "mce", "calbin", "spiegelhalter_p", "interval_width",
                         "interval_coverage", "accuracy", "top_label_ece", "top_label_mce", "classwise_ece"})
 NON_NEGATIVE = frozenset({"log_loss", "field_ece", "field_rce"})
+NO_INTERVAL = frozenset({"mce", "top_label_mce"})
 
 
 def recentred_intervals(replicates: Mapping[str, np.ndarray], estimates: Mapping[str, float],
-                        level: float = CONFIDENCE) -> dict[str, tuple[float, float]]:
+                        level: float = CONFIDENCE, bare: frozenset[str] = NO_INTERVAL
+                        ) -> dict[str, tuple[float, float]]:
     """Each metric's percentile interval moved by the bootstrap's median bias onto its
     estimate, clipped to the metric's range (module docstring); a metric n/a on the data
-    keeps its plain percentile interval."""
+    keeps its plain percentile interval; those in `bare` get none (NaN)."""
     tail = (1 - level) / 2 * 100
     out = percentile_intervals(replicates, level)
     for key, values in replicates.items():
         finite = values[np.isfinite(values)]
         point = estimates.get(key, math.nan)
+        if key in bare:
+            out[key] = (math.nan, math.nan)
+            continue
         if finite.size == 0 or point != point:
             continue
         lo, mid, hi = np.percentile(finite, [tail, 50, 100 - tail])
