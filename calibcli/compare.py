@@ -25,11 +25,11 @@ import numpy as np
 from calibcli import io, maps
 from calibcli.evaluation import metrics
 from calibcli.calibrators import registry
+from calibcli.options import COMPARED, KCLASS_COMPARED
+from calibcli.requests import CompareRequest
 from calibcli.errors import CalibError, CalibWarning, InputError, UsageError
 from calibcli.io import targets
 
-COMPARED = ("log_loss", "brier", "ece", "calbin")
-KCLASS_COMPARED = ("log_loss", "brier", "top_label_ece", "classwise_ece")  # --score-cols
 LOWER_IS_BETTER = {"log_loss": True, "brier": True, "ece": True, "calbin": True, "top_label_ece": True,
                    "classwise_ece": True}
 TIE_LEVEL = 0.05  # two-sided level of the paired t test that makes a method clearly worse
@@ -180,12 +180,11 @@ def compare_file(path: str, methods: Sequence[str] | None = None, folds: int = 5
                  fmt: str | None = None, out: str | None = None,
                  calbin_window: int = metrics.CALBIN_WINDOW, pos_label: str | None = None) -> Comparison:
     """Compare methods on a score/label file; with `out`, save the best method's map fitted on all rows."""
+    folds, seed, metric = CompareRequest.build(folds, seed, metric)
     chosen = list(methods) if methods else default_methods()
     for m in chosen:
         if registry.get(m).uses_features:
             raise UsageError(f"method {m!r} needs feature columns; compare takes score-only methods")
-    if metric not in COMPARED:
-        raise UsageError(f"--metric {metric!r}: expected one of {', '.join(COMPARED)}")
     if out is not None:
         targets.check_output(out, [path])
         maps.map_format(out)

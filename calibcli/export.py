@@ -28,7 +28,7 @@ where every comparison with NaN is false (IEEE).
 
 The score is a column name, quoted here as an identifier of the dialect (double quotes in
 ANSI SQL, backticks in Spark, the quote doubled inside), or an expression the caller writes,
-which `check_expression` refuses if it could end the statement or open a comment.
+which `requests.check_expression` refuses if it could end the statement or open a comment.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ import numpy as np
 
 from calibcli.calibrators import Calibrator
 from calibcli.errors import MapError, UsageError
+from calibcli.requests import ExportRequest, check_expression  # noqa: F401 (the API name)
 
 _FLAT = 8  # intervals below this many become one flat CASE instead of a nested one
 
@@ -217,11 +218,9 @@ _WRITERS: dict[str, Callable[[Calibrator, str], str]] = {
     "spline": _spline, "venn-abers": _venn_abers,
 }
 SQL_METHODS = tuple(_WRITERS)
-DIALECTS = ("ansi", "spark")
 WARN_SQL_BYTES = 1_000_000  # an export longer than this warns: engines plan it slowly
 WARN_KNOTS = 10_000  # so does a map with more break points than this
 _ATOM = re.compile(r'[A-Za-z_][A-Za-z0-9_]*|"(?:[^"]|"")*"|`(?:[^`]|``)*`')
-_QUOTES = {"ansi": "'\"", "spark": "'\"`"}
 _ONLY: dict[str, Callable[[Calibrator], bool]] = {"venn-abers": lambda cal: len(cal.c_) == 1}  # IVAP, not CVAP
 
 
@@ -236,72 +235,12 @@ def quote_identifier(name: str, dialect: str = "ansi") -> str:
     return q + name.replace(q, q + q) + q
 
 
-def check_expression(expr: str, dialect: str = "ansi") -> None:
-    """Refuse (UsageError) a score expression that could end the statement, open a comment or
-    leave a quote, parenthesis or bracket open, reading quotes as the dialect does.
-
-    Strings are '...' and identifiers "..." (a quote doubled inside is the quote); Spark also
-    reads "..." as a string and quotes identifiers with backticks, which ANSI mode refuses
-    (DuckDB and MySQL read them as quotes, PostgreSQL does not). Backslashes, `$` outside
-    quotes and `${` are refused: backslash escapes (PostgreSQL's E'..' strings, every Spark
-    string) and dollar quoting would move where a string ends, and Spark substitutes
-    `${var}` before parsing.
-    """
-    def refuse(why: str) -> UsageError:
-        return UsageError(f"--score-expr {expr!r} {why}",
-                          hint="give one expression of the score, e.g. --score-expr 'CAST(raw AS DOUBLE)'")
-
-    if not expr.strip():
-        raise UsageError("--score-expr must be a SQL expression")
-    for bad, why in (("\\", "has a backslash"), ("\x00", "has a NUL character"), ("${", "has '${'")):
-        if bad in expr:
-            raise refuse(why)
-    quotes, opened, i, n = _QUOTES[dialect], [], 0, len(expr)
-    while i < n:
-        c = expr[i]
-        if c in quotes:
-            j = i + 1
-            while True:
-                j = expr.find(c, j)
-                if j < 0:
-                    raise refuse(f"leaves a {c} quote open")
-                if expr.startswith(c + c, j):
-                    j += 2
-                    continue
-                break
-            i = j + 1
-            continue
-        two = expr[i:i + 2]
-        if c == ";":
-            raise refuse("has ';' outside quotes (it would end the statement)")
-        if two in ("--", "/*") or c == "#":
-            raise refuse(f"has {two if c != '#' else c!r} outside quotes (it would open a comment)")
-        if c in "$`":
-            raise refuse(f"has {c!r} outside quotes")
-        if c in "([":
-            opened.append(c)
-        elif c in ")]":
-            if not opened or opened.pop() != "([)]"[")]".index(c)]:
-                raise refuse(f"closes a {c!r} it did not open")
-        i += 1
-    if opened:
-        raise refuse(f"leaves a {opened[-1]!r} open")
-
-
-def score_sql(column: str | None = "score", expression: str | None = None, dialect: str = "ansi") -> str:
-    """The score as SQL: the column quoted as an identifier, or the checked expression."""
-    if dialect not in DIALECTS:
-        raise UsageError(f"--dialect {dialect!r} is not one of " + ", ".join(DIALECTS))
-    if expression is not None:
-        if column is not None:
-            raise UsageError("give --score-col or --score-expr, not both")
-        check_expression(expression, dialect)
-        return f"({expression.strip()})"
-    if not column:
-        raise UsageError("--score-col must name a column")
-    if "\x00" in column:
-        raise UsageError(f"--score-col {column!r} has a NUL character, which SQL cannot quote")
-    return quote_identifier(column, dialect)
+def score_sql(request: ExportRequest) -> str:
+    """The score as SQL: the column quoted as an identifier, or the expression (both checked
+    by `ExportRequest.build`)."""
+    if request.expression is not None:
+        return f"({request.expression.strip()})"
+    return quote_identifier(request.column, request.dialect)
 
 
 def sql_expression(cal: Calibrator, score: str = '"score"') -> str:
@@ -487,14 +426,21 @@ class SQLExport(NamedTuple):
         return len(self.sql.encode()) > WARN_SQL_BYTES or self.knots > WARN_KNOTS
 
 
-def export_sql(map_path: str, column: str | None = "score", expression: str | None = None,
-               dialect: str = "ansi", max_knots: int | None = None, loaded: Calibrator | None = None) -> SQLExport:
-    """The SQL expression of the binary map saved at `map_path` (`calib export --sql`; `loaded`:
-    the map already read), the map first simplified to `max_knots` when given."""
-    from calibcli import io, maps
+def export_sql(map_path: str, column: str | None = None, expression: str | None = None,
+               dialect: str = "ansi", max_knots: int | None = None) -> SQLExport:
+    """The SQL expression of the binary map saved at `map_path` (`calib export --sql`), the map
+    first simplified to `max_knots` when given."""
+    from calibcli import maps
 
-    score = score_sql(column, expression, dialect)
-    cal = maps.load_map(map_path)[0] if loaded is None else loaded
+    request = ExportRequest.build(column, expression, dialect, max_knots)
+    return binary_sql(map_path, maps.load_map(map_path)[0], request)
+
+
+def binary_sql(map_path: str, cal: Calibrator, request: ExportRequest) -> SQLExport:
+    """`export_sql` of the binary map `cal`, read from `map_path`, for a checked request."""
+    from calibcli import io
+
+    score, max_knots = score_sql(request), request.max_knots
     try:
         simplified = simplify(cal, max_knots) if max_knots is not None else None
         final = simplified.calibrator if simplified else cal

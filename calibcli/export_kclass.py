@@ -30,6 +30,7 @@ from calibcli.calibrators.kscores import ZERO_LOG
 from calibcli.errors import MapError, UsageError
 from calibcli import export
 from calibcli.export import SQLExport, literal, quote_identifier
+from calibcli.requests import ExportRequest
 
 SQL_METHODS = ("temperature", "vector", "dirichlet")
 
@@ -74,19 +75,25 @@ def select_list(cmap: Any, columns: Sequence[str], dialect: str = "ansi", prefix
     return ",\n".join(lines)
 
 
-def export_sql(map_path: str, column: str | None = "score", expression: str | None = None, dialect: str = "ansi",
+def export_sql(map_path: str, column: str | None = None, expression: str | None = None, dialect: str = "ansi",
                max_knots: int | None = None, score_cols: Sequence[str] | None = None) -> SQLExport:
     """`calib export --sql` of any map: a K-class map's select list over its score columns (or
     `score_cols`), a binary map's expression (`export.export_sql`)."""
+    return export_map(map_path, ExportRequest.build(column, expression, dialect, max_knots, score_cols))
+
+
+def export_map(map_path: str, request: ExportRequest) -> SQLExport:
+    """`export_sql` for a checked request (the command builds it at the door)."""
     from calibcli import io, maps
 
     cal, envelope = maps.load_map(map_path)
     source = io.display_name(map_path)
+    expression, dialect, max_knots, score_cols = request.expression, request.dialect, request.max_knots, request.score_cols
     if "classes" not in envelope:
         if score_cols is not None:
             raise UsageError(f"{source}: --score-cols is for K-class maps; this {cal.name} map reads one "
                              "score column", hint="give it with --score-col")
-        return export.export_sql(map_path, column, expression, dialect, max_knots, loaded=cal)
+        return export.binary_sql(map_path, cal, request)
     if expression is not None:
         raise UsageError("--score-expr is for binary maps: a K-class map reads --score-cols")
     if max_knots is not None:

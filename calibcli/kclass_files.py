@@ -17,6 +17,7 @@ from calibcli import io
 from calibcli.calibrators import registry
 from calibcli.requests import seed_option
 from calibcli.classmap import ClassMap
+from calibcli.requests import CompareRequest
 from calibcli.compare import KCLASS_COMPARED, Comparison, compare, save_best
 from calibcli.errors import InputError, UsageError
 from calibcli.evaluation import kclass_metrics
@@ -159,9 +160,8 @@ def compare_kclass_file(path: str, methods: Sequence[str] | None, folds: int, se
                         cols: KColumns, fmt: str | None = None, out: str | None = None) -> Comparison:
     """K-class methods compared on the same folds (as the binary `compare_file`); with `out`,
     the best method's map refitted on all rows."""
+    folds, seed, metric = CompareRequest.build(folds, seed, metric, kclass=True)
     chosen = list(methods) if methods else default_methods()
-    if metric not in KCLASS_COMPARED:
-        raise UsageError(f"--metric {metric!r}: expected one of {', '.join(KCLASS_COMPARED)} for K classes")
     for m in chosen:
         registry.kclass(m, {"score_kind": "logit"})  # a method that cannot take K columns, refused first
     _claim_map_output(out, None, [path])

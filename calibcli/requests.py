@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence
 
 from calibcli import bounds
 from calibcli.errors import UsageError
-from calibcli.options import CALBIN_WINDOW, ECE_BINS, ECE_STRATEGIES, WEIGHT_KINDS
+from calibcli.options import (CALBIN_WINDOW, COMPARED, ECE_BINS, ECE_STRATEGIES, KCLASS_COMPARED, SQL_DIALECTS,
+                              WEIGHT_KINDS)
 
 if TYPE_CHECKING:
     from calibcli.calibrators import Calibrator
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from calibcli.evaluation.selection import MetricChoice
 
 ON_INVALID = ("error", "null", "skip")
+_SQL_QUOTES = {"ansi": "'\"", "spark": "'\"`"}  # what opens a quote in a --score-expr, per --dialect
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,110 @@ class ApplyRequest:
         if on_invalid not in ON_INVALID:
             raise UsageError(f"--on-invalid {on_invalid!r}: expected one of {', '.join(ON_INVALID)}")
         return cls(score_col, output_col, on_invalid, interval, score_cols)
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    """What `calib export --sql` writes: the score as a column (quoted in the dialect) or a
+    SQL expression, the dialect, the knot budget, the K score columns of a K-class map.
+    Whether the map is K-class is known once it is read (`export_kclass.export_map`)."""
+
+    column: str | None = "score"  # None with an expression
+    expression: str | None = None
+    dialect: str = "ansi"
+    max_knots: int | None = None
+    score_cols: tuple[str, ...] | None = None
+
+    @classmethod
+    def build(cls, column: str | None = None, expression: str | None = None, dialect: str = "ansi",
+              max_knots: int | None = None, score_cols: Sequence[str] | None = None) -> "ExportRequest":
+        """Check the options; `column` None: the column `score`, unless an expression is given."""
+        if column is not None and expression is not None:
+            raise UsageError("give --score-col or --score-expr, not both")
+        if score_cols is not None and (column is not None or expression is not None):
+            raise UsageError("--score-cols (K-class maps) cannot be combined with --score-col or --score-expr")
+        if dialect not in SQL_DIALECTS:
+            raise UsageError(f"--dialect {dialect!r} is not one of {', '.join(SQL_DIALECTS)}")
+        bounds.check(max_knots=max_knots)
+        if expression is not None:
+            check_expression(expression, dialect)
+        elif column is None:
+            column = "score"
+        elif not column:
+            raise UsageError("--score-col must name a column")
+        elif "\x00" in column:
+            raise UsageError(f"--score-col {column!r} has a NUL character, which SQL cannot quote")
+        return cls(column, expression, dialect, max_knots, None if score_cols is None else tuple(score_cols))
+
+
+class CompareRequest(NamedTuple):
+    """How `calib compare` (binary, or K-class with `kclass`) splits and ranks: --folds, --seed,
+    --metric. `compare_file` and `compare_kclass_file` build it first thing, for the CLI and
+    the Python API alike."""
+
+    folds: int
+    seed: int
+    metric: str
+
+    @classmethod
+    def build(cls, folds: int = 5, seed: int = 0, metric: str = "log_loss", kclass: bool = False) -> "CompareRequest":
+        bounds.check(folds=folds, seed=seed)
+        allowed, of = (KCLASS_COMPARED, " for K classes") if kclass else (COMPARED, "")
+        if metric not in allowed:
+            raise UsageError(f"--metric {metric!r}: expected one of {', '.join(allowed)}{of}")
+        return cls(folds, seed, metric)
+
+
+def check_expression(expr: str, dialect: str = "ansi") -> None:
+    """Refuse (UsageError) a score expression that could end the statement, open a comment or
+    leave a quote, parenthesis or bracket open, reading quotes as the dialect does.
+
+    Strings are '...' and identifiers "..." (a quote doubled inside is the quote); Spark also
+    reads "..." as a string and quotes identifiers with backticks, which ANSI mode refuses
+    (DuckDB and MySQL read them as quotes, PostgreSQL does not). Backslashes, `$` outside
+    quotes and `${` are refused: backslash escapes (PostgreSQL's E'..' strings, every Spark
+    string) and dollar quoting would move where a string ends, and Spark substitutes
+    `${var}` before parsing.
+    """
+    def refuse(why: str) -> UsageError:
+        return UsageError(f"--score-expr {expr!r} {why}",
+                          hint="give one expression of the score, e.g. --score-expr 'CAST(raw AS DOUBLE)'")
+
+    if not expr.strip():
+        raise UsageError("--score-expr must be a SQL expression")
+    for bad, why in (("\\", "has a backslash"), ("\x00", "has a NUL character"), ("${", "has '${'")):
+        if bad in expr:
+            raise refuse(why)
+    quotes, opened, i, n = _SQL_QUOTES[dialect], [], 0, len(expr)
+    while i < n:
+        c = expr[i]
+        if c in quotes:
+            j = i + 1
+            while True:
+                j = expr.find(c, j)
+                if j < 0:
+                    raise refuse(f"leaves a {c} quote open")
+                if expr.startswith(c + c, j):
+                    j += 2
+                    continue
+                break
+            i = j + 1
+            continue
+        two = expr[i:i + 2]
+        if c == ";":
+            raise refuse("has ';' outside quotes (it would end the statement)")
+        if two in ("--", "/*") or c == "#":
+            raise refuse(f"has {two if c != '#' else c!r} outside quotes (it would open a comment)")
+        if c in "$`":
+            raise refuse(f"has {c!r} outside quotes")
+        if c in "([":
+            opened.append(c)
+        elif c in ")]":
+            if not opened or opened.pop() != "([)]"[")]".index(c)]:
+                raise refuse(f"closes a {c!r} it did not open")
+        i += 1
+    if opened:
+        raise refuse(f"leaves a {opened[-1]!r} open")
 
 
 def step_option(step: float | None) -> float | None:
@@ -244,5 +350,5 @@ def _check_gates(spec: GateSpec, field_col: str | None, step: float | None, kcla
                          hint="drop --step, or gate on other metrics")
 
 
-__all__ = ["ApplyRequest", "Columns", "EvaluateOptions", "FitRequest", "seed_option", "step_option",
-           "weight_kind_option"]
+__all__ = ["ApplyRequest", "Columns", "CompareRequest", "EvaluateOptions", "ExportRequest", "FitRequest",
+           "check_expression", "seed_option", "step_option", "weight_kind_option"]

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 import calibcli
 from calibcli.cli import app
 from calibcli.errors import CalibError
+from calibcli import compare, export, export_kclass, kclass_files
 from calibcli.requests import ApplyRequest, EvaluateOptions
 
 runner = CliRunner()
@@ -41,6 +42,9 @@ def _dask(name):
 
 FIT = ["fit", str(DATA / "cal.csv")]
 EVALUATE = ["evaluate", str(DATA / "test.csv")]
+EXPORT = ["export", "map.json", "--sql"]  # refused before the map is read: it need not exist
+COMPARE = ["compare", str(DATA / "cal.csv")]
+KCOMPARE = ["compare", str(DATA / "digits_scores.csv"), "--score-cols", "p_*"]
 
 # (option, command line, the same request through the Python API)
 CASES = [
@@ -78,6 +82,27 @@ CASES = [
      lambda: EvaluateOptions.build(step=0.01, ece_strategy="quantile")),
     ("--on-invalid", ["apply", "map.json", "in.csv", "--on-invalid", "drop"],
      lambda: ApplyRequest.build(on_invalid="drop")),
+    ("--bands", [*EVALUATE, "--bands", "-1"], lambda: EvaluateOptions.build(bands=-1)),
+    ("--bands high", [*EVALUATE, "--bands", "100001"], lambda: EvaluateOptions.build(bands=100_001)),
+    ("--hl-groups", [*EVALUATE, "--hl-groups", "2"], lambda: EvaluateOptions.build(hl_groups=2)),
+    ("--dialect", [*EXPORT, "--dialect", "mysql"], lambda: export.export_sql("map.json", dialect="mysql")),
+    ("--dialect K-class", [*EXPORT, "--dialect", "tsql"], lambda: export_kclass.export_sql("map.json", dialect="tsql")),
+    ("--score-expr --score-col", [*EXPORT, "--score-col", "s", "--score-expr", "s * 2"],
+     lambda: export.export_sql("map.json", "s", "s * 2")),
+    ("--score-cols --score-col", [*EXPORT, "--score-cols", "a,b", "--score-col", "s"],
+     lambda: export_kclass.export_sql("map.json", "s", score_cols=["a", "b"])),
+    ("--score-expr", [*EXPORT, "--score-expr", "s; DROP TABLE t"],
+     lambda: export.export_sql("map.json", expression="s; DROP TABLE t")),
+    ("--score-col empty", [*EXPORT, "--score-col", ""], lambda: export.export_sql("map.json", "")),
+    ("--max-knots", [*EXPORT, "--max-knots", "1"], lambda: export.export_sql("map.json", max_knots=1)),
+    ("--folds", [*COMPARE, "--folds", "1"], lambda: compare.compare_file(str(DATA / "cal.csv"), folds=1)),
+    ("--folds K-class", [*KCOMPARE, "--folds", "101"],
+     lambda: kclass_files.compare_kclass_file(str(DATA / "digits_scores.csv"), None, 101, 0, "log_loss", None)),
+    ("compare --seed", [*COMPARE, "--seed", "-1"], lambda: compare.compare_file(str(DATA / "cal.csv"), seed=-1)),
+    ("compare --metric", [*COMPARE, "--metric", "auc"],
+     lambda: compare.compare_file(str(DATA / "cal.csv"), metric="auc")),
+    ("compare --metric K-class", [*KCOMPARE, "--metric", "ece"],
+     lambda: kclass_files.compare_kclass_file(str(DATA / "digits_scores.csv"), None, 5, 0, "ece", None)),
 ]
 
 
@@ -114,12 +139,15 @@ def _message(node: ast.expr) -> str:
 
 # What a refusal of an option's value says (a refusal for what else the run holds, such as a
 # K-class map that takes no --on-invalid, is not one).
-REFUSES_VALUE = ("out of range", "must be", "expected", "not an integer", "needs", "cannot be combined")
+REFUSES_VALUE = ("out of range", "must be", "expected", "not an integer", "needs", "cannot be combined",
+                 "is not one of")
 
 
 # Options with a request: their values are refused nowhere but in the request builders.
 DOOR_OPTIONS = ("--seed", "--weight-kind", "--calbin-window", "--step", "--top", "--bootstrap",
-                "--ece-bins", "--ece-strategy", "--by-field", "--on-invalid", "--method", "--field-col")
+                "--ece-bins", "--ece-strategy", "--by-field", "--on-invalid", "--method", "--field-col",
+                "--bands", "--hl-groups", "--dialect", "--folds", "--metric", "--score-col", "--score-expr",
+                "--max-knots")
 DOORS = {"calibcli/requests.py", "calibcli/bounds.py"}
 
 
@@ -141,10 +169,11 @@ def test_each_option_is_refused_in_exactly_one_place():
                     assert name.startswith("calibcli/commands/"), f"{name}: bounds.check outside a door"
                 if node.func.attr == "from_cli":
                     found.setdefault("from_cli", []).append(name)
-            if isinstance(node, ast.Name) and node.id in ("WEIGHT_KINDS", "ON_INVALID", "ECE_STRATEGIES") \
+            if isinstance(node, ast.Name) and node.id in ("WEIGHT_KINDS", "ON_INVALID", "ECE_STRATEGIES",
+                                                          "SQL_DIALECTS") \
                     and isinstance(node.ctx, ast.Load):
                 found.setdefault(node.id, []).append(name)
     outside = {key: sorted(set(where) - DOORS) for key, where in found.items() if set(where) - DOORS}
     assert outside == {}
     assert {"--weight-kind", "--calbin-window", "--ece-strategy", "--on-invalid", "from_cli",
-            "WEIGHT_KINDS"} <= set(found)
+            "WEIGHT_KINDS", "--dialect", "--metric", "SQL_DIALECTS"} <= set(found)

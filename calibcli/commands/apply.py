@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from calibcli import bounds, console
+from calibcli import console
 from calibcli.commands.shared import InputArg, ScoreCol, ScoreColsOpt, option_range, reports_errors, state
 from calibcli.errors import UsageError
 
@@ -75,19 +75,13 @@ def export(
     duckdb -c "SELECT $(calib export kmap.json --sql) FROM 'digits.parquet'"
     """
     from calibcli import export as exporting, export_kclass
+    from calibcli.requests import ExportRequest
 
     if not sql:
         raise UsageError("choose an export format", hint="--sql prints a SQL expression")
-    if score_col is not None and score_expr is not None:
-        raise UsageError("give --score-col or --score-expr, not both")
-    if score_cols is not None and (score_col is not None or score_expr is not None):
-        raise UsageError("--score-cols (K-class maps) cannot be combined with --score-col or --score-expr")
-    if dialect not in exporting.DIALECTS:
-        raise UsageError(f"--dialect {dialect!r} is not one of " + ", ".join(exporting.DIALECTS))
-    bounds.check(max_knots=max_knots)
-    column = None if score_expr is not None else ("score" if score_col is None else score_col)
     columns = None if score_cols is None else [c.strip() for c in score_cols.split(",")]
-    result = export_kclass.export_sql(map, column, score_expr, dialect, max_knots, columns)
+    request = ExportRequest.build(score_col, score_expr, dialect, max_knots, columns)
+    result = export_kclass.export_map(map, request)
     simplified = result.simplified
     if simplified is not None and simplified.after < simplified.before:
         console.info(f"simplified {simplified.before} knots to {simplified.after}: "

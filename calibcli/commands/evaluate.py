@@ -187,7 +187,6 @@ def compare(
     calib compare cal.csv -m isotonic -m bayes-iso -m beta --folds 10 -o best.json
     calib compare digits_scores.csv --score-cols 'p_*' -m temperature -m dirichlet
     """
-    bounds.check(folds=folds, seed=seed)
     from calibcli import compare as comparing
 
     if score_cols is not None:

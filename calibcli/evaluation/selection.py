@@ -52,12 +52,8 @@ class MetricChoice:
         """`--metrics TEXT` ("default", "all", or a comma list of names, which may include
         "default"); `required`: metrics a gate reads (always computed). `bands`: --bands
         (None: `BANDS_WITH_PLOT` rounds with --plot, else none); corp-p is computed when
-        bands are, or when named (then with `CORP_ROUNDS` rounds unless --bands says)."""
-        if bands is not None and bands < 0:
-            raise UsageError(f"--bands must be 0 or more, got {bands}")
-        if hl_groups < 3:
-            raise UsageError(f"--hl-groups must be at least 3 (the test has groups - 2 degrees of freedom), "
-                             f"got {hl_groups}")
+        bands are, or when named (then with `CORP_ROUNDS` rounds unless --bands says). `bands`
+        and `hl_groups` are trusted: `EvaluateOptions.build` checks them against `bounds`."""
         rounds = (BANDS_WITH_PLOT if plot else 0) if bands is None else bands
         named: set[str] = set()
         chosen: set[str] = set()
