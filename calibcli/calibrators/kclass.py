@@ -196,7 +196,10 @@ def normalised_rows(p: np.ndarray) -> np.ndarray:
     taken as 0; a row of zeros becomes uniform."""
     if not (p.flags.writeable and p.flags.owndata):
         p = p.copy()
-    np.nan_to_num(p, copy=False, nan=0.0, posinf=1.0, neginf=0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        finite = np.isfinite(p.sum())  # one pass; nan_to_num is the identity on finite values
+    if not finite:
+        np.nan_to_num(p, copy=False, nan=0.0, posinf=1.0, neginf=0.0)
     np.maximum(p, 0.0, out=p)
     total = p.sum(axis=1, keepdims=True)
     zero = total[:, 0] <= 0
