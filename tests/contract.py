@@ -11,8 +11,32 @@ import json
 import numpy as np
 
 from calibcli import maps
+from calibcli.calibrators import get
 from calibcli.calibrators.base import Calibrator
 from calibcli.errors import NotFittedError
+
+# Small settings of the slow methods for the property tests (test_contract.py, test_extremes.py),
+# which fit many tiny generated data sets; every other method runs with its defaults.
+FAST = {
+    "bayes-iso": {"samples": 200},
+    "boot-isotonic": {"r": 3},
+    "boot-binning": {"r": 3},
+    "field-aware": {"epochs": 2, "K": 5, "hidden": 4, "layers": 1},
+    "enir": {"models": 10},
+    "ilps": {"K": 5},
+}
+
+
+def make(name: str, **extra) -> Calibrator:
+    """An unfitted `name` with the FAST settings it declares, and `extra`."""
+    cls = get(name)
+    names = {p.name for p in cls.params}
+    return cls(**{k: v for k, v in {**FAST.get(name, {}), **extra}.items() if k in names})
+
+
+def takes_probabilities(cal: Calibrator) -> bool:
+    """The map reads probabilities (scores in [0, 1]), by nature or by its score_kind."""
+    return bool(cal.needs_probabilities) or cal.params.get("score_kind") == "probability"
 
 
 def synthetic(n: int = 400, seed: int = 0, ties: bool = True):

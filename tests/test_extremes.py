@@ -20,34 +20,17 @@ from hypothesis import strategies as st
 
 import contract
 import extremes
+from contract import FAST, make, takes_probabilities
 from calibcli import _lookup
 from calibcli.calibrators import available, get
 from calibcli.calibrators.piecewise import KnotMap
 from calibcli.errors import CalibWarning, FitError
 
-FAST = {
-    "bayes-iso": {"samples": 100},
-    "boot-isotonic": {"r": 3},
-    "boot-binning": {"r": 3},
-    "field-aware": {"epochs": 1, "K": 5, "hidden": 4, "layers": 1},
-    "enir": {"models": 10},
-    "ilps": {"K": 5},
-}
 METHODS = available()
 SETTINGS = settings(max_examples=8, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.filter_too_much])
 EPS = 2.0 ** -52
-
-
-def make(name, **extra):
-    cls = get(name)
-    names = {p.name for p in cls.params}
-    return cls(**{k: v for k, v in {**FAST.get(name, {}), **extra}.items() if k in names})
-
-
-def takes_probabilities(cal) -> bool:
-    return bool(cal.needs_probabilities) or cal.params.get("score_kind") == "probability"
 
 
 def features(cal, n):
