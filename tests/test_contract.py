@@ -157,7 +157,7 @@ def test_register_refuses_a_class_of_neither_kind():
     class Bare(Calibrator):
         name = "bare-test-method"
 
-    with pytest.raises(ValueError, match="must derive from ScoreCalibrator or FeatureCalibrator"):
+    with pytest.raises(ValueError, match="must derive from ScoreCalibrator, FeatureCalibrator or ClassCalibrator"):
         register(Bare)
     assert "bare-test-method" not in available()
 
