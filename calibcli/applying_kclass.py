@@ -30,9 +30,6 @@ class ClassPlan:
 
     def __init__(self, cmap: Any, envelope: Mapping[str, Any], map_path: str, spec: str | None,
                  output_col: str, on_invalid: str, interval: bool):
-        if on_invalid != "error":
-            raise UsageError(f"--on-invalid {on_invalid} is for binary maps: a K-class map stops at the first "
-                             "row with an invalid score", hint="drop --on-invalid, or repair those rows")
         if interval:
             raise UsageError(f"{map_path}: --interval needs a map with a probability interval (venn-abers); "
                              "K-class maps have none")
@@ -46,6 +43,9 @@ class ClassPlan:
         # predicted, queued and written at once, so K-wide batches set apply's peak memory.
         self.batch_rows = max(CHUNK_ROWS, (5 << 20) // self.k)
         self.cols: score_cols.ScoreCols | None = None
+        self.on_invalid = on_invalid
+        # text cells that are not numbers read as empty (invalid rows), as the binary path does
+        self.float_columns = self.fitted_cols if on_invalid != "error" and spec is None else ()
 
     def check(self, schema: pa.Schema, name: str) -> None:
         """Resolve the score columns against this input's schema: K must be the map's."""
@@ -71,6 +71,8 @@ class ClassPlan:
                 ) -> tuple[pa.RecordBatch, list[pa.Array], int]:
         """(the batch, its K calibrated columns, 0 invalid rows: an invalid row is an error),
         predicted CHUNK_ROWS rows at a time into the output columns."""
+        if self.on_invalid != "error":
+            return self._predict_valid(batch, name, offset)
         out = np.empty((self.k, batch.num_rows), dtype=np.float64)  # one contiguous row per output column
         for lo in range(0, batch.num_rows, CHUNK_ROWS):
             part = batch.slice(lo, CHUNK_ROWS)
@@ -82,3 +84,24 @@ class ClassPlan:
                     score_cols.check_probabilities(P, self.cols, name, offset + lo)
                 raise InputError(f"{name}: {exc.message}", hint=exc.hint) from None
         return batch, [pa.array(column) for column in out], 0
+
+    def _predict_valid(self, batch: pa.RecordBatch, name: str, offset: int
+                       ) -> tuple[pa.RecordBatch, list[pa.Array], int]:
+        """`--on-invalid null|skip`: a row with an empty or non-finite score, or (probability
+        maps) one that is not a probability vector, gets K nulls or is dropped; the other rows
+        are predicted as they would be alone."""
+        P = score_cols.matrix_from(batch, self.cols, name, offset, keep_invalid=True)
+        with np.errstate(invalid="ignore"):
+            invalid = ~np.isfinite(P).all(axis=1)
+            if self.cmap.score_kind == "probability":
+                invalid |= score_cols.probability_problems(P)
+        valid = ~invalid
+        out = np.zeros((self.k, batch.num_rows), dtype=np.float64)
+        rows = np.flatnonzero(valid)
+        for lo in range(0, rows.size, CHUNK_ROWS):
+            part = rows[lo:lo + CHUNK_ROWS]
+            out[:, part] = self.cmap.predict(P[part]).T
+        n_invalid = int(batch.num_rows - rows.size)
+        if self.on_invalid == "skip":
+            return batch.filter(pa.array(valid)), [pa.array(column[valid]) for column in out], n_invalid
+        return batch, [pa.array(column, mask=invalid) for column in out], n_invalid

@@ -282,3 +282,40 @@ def test_frequency_weights_are_duplicated_rows(tmp_path):
         maps_.append(json.loads(out.read_text()))
     assert maps_[0]["training"]["weight_col"] == "w"
     assert maps_[0]["state"]["temperature"] == pytest.approx(maps_[1]["state"]["temperature"], rel=1e-9)
+
+
+@pytest.mark.parametrize("method", ["temperature", "isotonic"])
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_on_invalid_null_and_skip_write_each_valid_row_as_alone(files, tmp_path, method, fmt):
+    """Empty, NaN, infinite and not-a-probability rows: K nulls (`null`) or left out (`skip`),
+    across batches; every other row gets what the map gives it alone."""
+    d, _, (Pt, yt) = files
+    m = tmp_path / "m.json"
+    assert _run(["fit", d / "cal.csv", "--score-cols", "p_*", "-m", method, "-o", m])[0] == 0
+    cmap = maps.load_map(str(m))[0]
+    P = Pt.copy()
+    P[3, 0], P[250, 2], P[601, 1] = np.nan, np.inf, P[601, 1] + 0.01
+    empty = 420
+    table = _table(P, yt)
+    col = table.column("p_cat").to_numpy().copy()
+    table = table.set_column(table.schema.get_field_index("p_cat"), "p_cat",
+                             pa.array(col, mask=np.arange(len(col)) == empty))
+    src = tmp_path / f"gaps.{fmt}"
+    (pq.write_table(table, src, row_group_size=200) if fmt == "parquet" else pacsv.write_csv(table, src))
+    bad = np.isin(np.arange(len(yt)), [3, 250, 420, 601])
+    expect = np.vstack([cmap.predict(P[i:i + 1]) for i in np.flatnonzero(~bad)])
+    for policy in ("null", "skip"):
+        out = tmp_path / f"o_{policy}.parquet"
+        code, _, err = _run(["apply", m, src, "--on-invalid", policy, "-o", out])
+        assert code == 0 and "4 of 900 rows had an invalid score" in err
+        got = pq.read_table(out)
+        Q = np.column_stack([got.column(f"calibrated_{c}").to_numpy(zero_copy_only=False) for c in CLASSES])
+        if policy == "null":
+            assert got.num_rows == len(yt)
+            assert np.isnan(Q[bad]).all() and all(got.column(f"calibrated_{c}").null_count == 4 for c in CLASSES)
+            Q = Q[~bad]
+        else:
+            assert got.num_rows == len(yt) - 4
+            np.testing.assert_array_equal(got.column("id").to_numpy(), np.flatnonzero(~bad))
+        np.testing.assert_allclose(Q, expect, rtol=0, atol=1e-15)
+        np.testing.assert_allclose(Q.sum(axis=1), 1.0, rtol=0, atol=1e-12)

@@ -138,7 +138,7 @@ def _message(node: ast.expr) -> str:
 
 
 # What a refusal of an option's value says (a refusal for what else the run holds, such as a
-# K-class map that takes no --on-invalid, is not one).
+# K-class map that takes no --interval, is not one).
 REFUSES_VALUE = ("out of range", "must be", "expected", "not an integer", "needs", "cannot be combined",
                  "is not one of")
 

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from calibcli.errors import InputError, UsageError, shown
-from calibcli.io.columns import _column, _first, _pc, _to_float, label_text, missing_column
+from calibcli.io.columns import _column, _first, _pc, _to_float, label_text, missing_column, scores_or_nan
 
 SCORE_KINDS = ("auto", "probability", "logit")
 PROBABILITY_TOLERANCE = 1e-6  # how far from 1 a row of probabilities may sum (float32 rounding)
@@ -174,9 +174,11 @@ def check_score_kind(kind: str) -> str:
     return kind
 
 
-def matrix_from(table: pa.Table | pa.RecordBatch, cols: ScoreCols, source: str, offset: int = 0
-                ) -> np.ndarray:
-    """The (n, K) float64 scores of a table or batch; every value finite (the row named)."""
+def matrix_from(table: pa.Table | pa.RecordBatch, cols: ScoreCols, source: str, offset: int = 0,
+                keep_invalid: bool = False) -> np.ndarray:
+    """The (n, K) float64 scores of a table or batch; every value finite (the row named), or
+    with `keep_invalid` empty values as NaN and non-finite values kept, for callers that
+    decide per row (`calib apply --on-invalid null|skip`)."""
     if cols.list_column is not None:
         P = _list_matrix(table, cols, source, offset)
         names = [cols.list_column] * P.shape[1]
@@ -184,7 +186,10 @@ def matrix_from(table: pa.Table | pa.RecordBatch, cols: ScoreCols, source: str, 
         names = list(cols.columns)
         P = np.empty((table.num_rows, len(names)), dtype=np.float64, order="F")  # columns written whole
         for j, name in enumerate(names):
-            P[:, j] = _to_float(_column(table, name, source, "--score-cols"), name, source, offset)
+            P[:, j] = (scores_or_nan(table, name, source, offset, flag="--score-cols") if keep_invalid
+                       else _to_float(_column(table, name, source, "--score-cols"), name, source, offset))
+    if keep_invalid:
+        return P
     bad = ~np.isfinite(P)
     if bad.any():
         i, j = divmod(int(np.argmax(bad)), P.shape[1])
