@@ -78,7 +78,9 @@ def _write(doc: dict, path, as_parquet: bool) -> None:
         values = doc.get(name, [])
         try:
             cols[name] = pa.array(values if isinstance(values, list) else [values])
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):  # Parquet cannot hold it as a number
+            pq.write_table(pa.table({name: cols[name]}), pa.BufferOutputStream())  # e.g. a struct of no field
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+            # Parquet cannot hold it as a number (or at all): the same values as text
             cols[name] = pa.array([str(v) for v in (values if isinstance(values, list) else [values])], pa.string())
     lengths = {len(c) for c in cols.values()}
     if len(lengths) > 1:  # Parquet columns share a length: pad the short ones with nulls

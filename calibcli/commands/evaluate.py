@@ -151,7 +151,7 @@ def _report_gates(gate) -> None:
     if gate is None or not gate.checks:
         return
     if gate.passed:
-        console.info(f"gates passed: {len(gate.checks)} checks")
+        console.info(f"gates passed: {len(gate.checks)} check{'' if len(gate.checks) == 1 else 's'}")
         return
     for check in gate.failed:
         console.err().print(f"gate failed: {console.safe(check.describe())}", markup=False, highlight=False)

@@ -155,15 +155,10 @@ def _merge_kclass(a, b):
 def evaluate_kclass(df, kclass_cols=(), maps=(), *, label_col: str = "label", weight_col: str | None = None,
                     classes=None, score_cols: str | None = None, ece_bins: int = 10, ece_strategy: str = "uniform",
                     metrics: str = "default", bands: int | None = None, seed: int = 0, hl_groups: int = 10):
-    """The report of `calib evaluate --prob-cols SPEC ... --map M ...` for K-class predictions
-    (an `Evaluation`).
-
-    `kclass_cols`: one SPEC per prediction (a comma list or a pattern such as "p_*"); `classes`
-    names their classes (default: the suffixes); `maps`: multiclass maps (paths, `ClassMap`s
-    or envelopes), applied to `score_cols` (default: the columns each was fitted on); `metrics`,
-    `bands`, `seed`, `hl_groups` as `calib evaluate --metrics ...` (the top-label metrics). Each
-    partition becomes one `KClassState` per prediction; the states merge in a tree of tasks.
-    """
+    """`calib evaluate --prob-cols SPEC ... --map M ...` on a Dask frame (an `Evaluation`):
+    the arguments as `engines.kclass.plan` reads them; `metrics`, `bands`, `seed`, `hl_groups`
+    as `calib evaluate --metrics ...` (the top-label metrics). Each partition becomes one
+    `KClassState` per prediction; the states merge in a tree of delayed tasks."""
     from calibcli.engines import kclass
 
     choice = kclass.metric_choice(metrics, bands, seed, hl_groups)

@@ -46,8 +46,13 @@ class Prediction:
 def plan(columns: Sequence[str], source: str, kclass_cols: Any, maps_: Any, *, classes: Sequence[str] | None,
          score_cols_spec: str | None, label_col: str, weight_col: str | None, ece_bins: int,
          ece_strategy: str) -> list[Prediction]:
-    """Each prediction resolved against the DataFrame's columns (a multiclass map reads
-    `score_cols_spec`, else the columns it was fitted on); options checked."""
+    """Each prediction of `evaluate_kclass` (Spark's and Dask's) resolved against the
+    DataFrame's columns; options checked.
+
+    `kclass_cols`: one SPEC per prediction (a comma list or a pattern such as "p_*"); `classes`
+    names their classes (default: the suffixes); `maps_`: multiclass maps (paths, `ClassMap`s
+    or envelopes), applied to `score_cols_spec` (default: the columns each was fitted on).
+    """
     import pyarrow as pa
 
     from calibcli.io import score_cols

@@ -266,16 +266,10 @@ def evaluate_kclass(df: DataFrame, kclass_cols: Sequence[str] = (), maps: Sequen
                     label_col: str = "label", weight_col: str | None = None, classes: Sequence[str] | None = None,
                     score_cols: str | None = None, ece_bins: int = 10, ece_strategy: str = "uniform",
                     metrics: str = "default", bands: int | None = None, seed: int = 0, hl_groups: int = 10):
-    """The report of `calib evaluate --prob-cols SPEC ... --map M ...` for K-class predictions
-    (an `Evaluation`).
-
-    `kclass_cols`: one SPEC per prediction (a comma list or a pattern such as "p_*"); `classes`
-    names their classes (default: the suffixes); `maps`: multiclass maps (paths, `ClassMap`s
-    or envelopes), applied to `score_cols` (default: the columns each was fitted on); `metrics`,
-    `bands`, `seed`, `hl_groups` as `calib evaluate --metrics ...` (the top-label metrics). Each
-    partition (`mapInArrow`) ships one `KClassState` per prediction (`KClassState.to_arrow`
-    rows); the driver merges them.
-    """
+    """`calib evaluate --prob-cols SPEC ... --map M ...` on a Spark DataFrame (an
+    `Evaluation`), the arguments as `engines.kclass.plan` reads them and `metrics`, `bands`,
+    `seed`, `hl_groups` as `calib evaluate --metrics ...`. Each partition (`mapInArrow`) ships
+    one `KClassState` per prediction (`KClassState.to_arrow` rows); the driver merges them."""
     from calibcli.engines import kclass
 
     choice = kclass.metric_choice(metrics, bands, seed, hl_groups)

@@ -92,8 +92,9 @@ def _gates(report) -> str:
     table = grid_html(render.Grid([], head, rows), "")
     for word, css in (("<td>passed</td>", "ok"), ("<td>FAILED", "fail")):
         table = table.replace(word, word.replace("<td>", f'<td class="{css}">'))
-    verdict = (f'<p class="ok">gates passed: {len(gate.checks)} checks</p>' if gate.passed else
-               f'<p class="fail">{len(gate.failed)} of {len(gate.checks)} gate checks failed</p>')
+    n = len(gate.checks)
+    verdict = (f'<p class="ok">gates passed: {n} check{"" if n == 1 else "s"}</p>' if gate.passed else
+               f'<p class="fail">{len(gate.failed)} of {n} gate checks failed</p>')
     return f"<h2>Gates</h2>{verdict}{table}"
 
 
