@@ -14,12 +14,11 @@ from typing import Annotated, Optional
 
 import typer
 
-# The calibrators' matrix products are small: BLAS threads only contend on few cores (field-aware
-# trained 3x slower with them). Set before numpy is first imported; users may override.
+# The calibrators' matrix products are small, so BLAS threads only contend (docs/algorithms.md,
+# "calib fit end to end"). Set before numpy is first imported; users may override.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-# Arrow buffers from the C allocator: pages a table frees are the ones numpy's arrays reuse next,
-# where a separate arena would hold them and every numpy array would fault in fresh memory
-# (a cold `calib fit` of 1e7 rows took 2x as long). Set before pyarrow is first imported.
+# Arrow buffers from the C allocator, so pages a table frees are the ones numpy's arrays reuse
+# next (docs/algorithms.md, "calib fit end to end"). Set before pyarrow is first imported.
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 from calibcli import console  # noqa: E402
@@ -110,8 +109,8 @@ def main() -> None:
     """
     from calibcli.io import targets
 
-    # pyarrow imports pandas, when installed, the first time it builds any array (0.3 s of
-    # CPU a run); the CLI never gives pyarrow pandas objects, so it tells pyarrow there is none.
+    # pyarrow imports pandas, when installed, the first time it builds any array; the CLI
+    # never gives pyarrow pandas objects, so it tells pyarrow there is none (start-up time).
     if "pandas" not in sys.modules:
         sys.meta_path.insert(0, _NoPandas())
     targets.install_signal_cleanup()

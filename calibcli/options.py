@@ -154,9 +154,9 @@ WEIGHT_KINDS = ("frequency", "importance")
 CALBIN_WINDOW = 100
 ECE_BINS = 10
 ECE_STRATEGIES = ("uniform", "quantile")
-SQL_DIALECTS = ("ansi", "spark")
+SQL_DIALECTS = ("ansi", "spark")  # `calib export --dialect`: how identifiers and strings are quoted
 COMPARED = ("log_loss", "brier", "ece", "calbin")  # `calib compare`: each fold's metrics, --metric picks one
-KCLASS_COMPARED = ("log_loss", "brier", "top_label_ece", "classwise_ece")  # the same with --score-cols  # `calib export --dialect`: how identifiers and strings are quoted
+KCLASS_COMPARED = ("log_loss", "brier", "top_label_ece", "classwise_ece")  # the same with --score-cols
 SEED = Param("seed", int, 0, "random seed; the same seed gives the same map", low=0, high=SEED_MAX)
 PROB_CLIP = 1e-12  # probability clip before logs and logits, float64 whatever the input dtype
 SCORE_KIND = Param(

@@ -14,8 +14,8 @@ from calibcli.io.paths import display_name, is_parts, is_uri, list_parts, open_d
 from calibcli.io.readerrors import _check_header
 from calibcli.io.sources import Source, format_from_path
 
-# Parquet is read in batches of up to a million rows (a default row group): smaller batches
-# make small row groups on write and cost 2x in time; 3 float64 columns are ~25 MB a batch.
+# Parquet is read in batches of up to a million rows (a default row group), so that what apply
+# writes keeps row groups of that size; docs/algorithms.md, "calib fit end to end", says why.
 PARQUET_BATCH_ROWS = 1 << 20
 
 

@@ -73,7 +73,7 @@ def _read_table(path: str, fmt: str | None, string_columns: tuple[str, ...]) -> 
         if source.format == "parquet":
             import pyarrow.parquet as pq
 
-            table = pq.ParquetFile(source.stream).read()  # read_table would import pyarrow.dataset (0.3 s)
+            table = pq.ParquetFile(source.stream).read()  # read_table would import pyarrow.dataset
             table = _cast_strings(table, string_columns)
         else:
             return _read_text_table(source, string_columns)
