@@ -32,8 +32,10 @@ _CHUNK = 1 << 20  # values per chunk of a row-wise pass
 
 
 def as_score_matrix(scores: Any, what: str = "scores") -> np.ndarray:
-    """An (n, K) float64 array with K >= 2 and finite values, else a FitError."""
-    s = np.asarray(scores, dtype=np.float64)
+    """An (n, K) C-ordered float64 array with K >= 2 and finite values, else a FitError. C
+    order whatever the input's layout: row sums over a Fortran-ordered array add in another
+    order, and predictions must not change in their last bits with the memory layout."""
+    s = np.ascontiguousarray(scores, dtype=np.float64)
     if s.ndim != 2 or s.shape[1] < 2:
         raise FitError(f"{what} must have shape (n, K) with K >= 2 classes, got shape {s.shape}")
     with np.errstate(over="ignore", invalid="ignore"):
