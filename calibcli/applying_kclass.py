@@ -81,7 +81,7 @@ class ClassPlan:
                 out[:, lo:lo + part.num_rows] = self.cmap.predict(P).T
             except FitError as exc:  # the map refuses rows that are not probabilities: name the file and row
                 if self.cmap.score_kind == "probability":
-                    score_cols.check_probabilities(P, self.cols, name, offset + lo)
+                    score_cols.check_probabilities(P, self.cols, name, offset + lo, score_cols.MAP_HINT)
                 raise InputError(f"{name}: {exc.message}", hint=exc.hint) from None
         return batch, [pa.array(column) for column in out], 0
 

@@ -337,3 +337,25 @@ def test_apply_on_parquet_equals_load_map_predict_bit_for_bit_k10(tmp_path, meth
     table = pq.read_table(out)
     Q = np.column_stack([table.column(f"calibrated_{c}").to_numpy() for c in names])
     assert np.array_equal(Q, calibcli.load_map(str(m)).predict(P))
+
+
+def test_rows_not_summing_to_1_hint_options_the_command_has(files, tmp_path):
+    """apply and evaluate have no --score-kind: their hint names what they offer instead."""
+    d, _, (Pt, yt) = files
+    m = tmp_path / "m.json"
+    assert _run(["fit", d / "cal.csv", "--score-cols", "p_*", "-m", "temperature", "-o", m])[0] == 0
+    bad = Pt.copy()
+    bad[3] *= 1.1
+    src = tmp_path / "nosum.csv"
+    pacsv.write_csv(_table(bad, yt), src)
+    cases = {("apply", m, src, "-o", tmp_path / "o.csv"): "refit it with calib fit --score-kind logit",
+             ("evaluate", src, "--map", m, "--score-cols", "p_*"): "refit it with calib fit --score-kind logit",
+             ("evaluate", src, "--prob-cols", "p_*"): "hint: --prob-cols takes probabilities",
+             ("fit", src, "--score-cols", "p_*", "--score-kind", "probability"): "hint: give --score-kind logit"}
+    for args, hint in cases.items():
+        code, _, err = _run(list(args))
+        assert code == 2 and "nosum.csv: columns p_car,p_cat,p_dog, row 4: the probabilities sum to" in err
+        assert hint in err, (args, err)
+        if args[0] != "fit":
+            assert "give --score-kind" not in err
+    assert not (tmp_path / "o.csv").exists()

@@ -70,7 +70,8 @@ class Prediction:
         if self.cols.k is None:  # a list column: K from its first row
             self.cols = self.cols.with_k(S.shape[1], source, self.cols.classes or None)
         if self.cal is None or self.cal.score_kind == "probability":
-            score_cols.check_probabilities(S, self.cols, source, offset)
+            score_cols.check_probabilities(S, self.cols, source, offset, score_cols.PROB_COLS_HINT
+                                           if self.cal is None else score_cols.MAP_HINT)
         P = S if self.cal is None else self.cal.predict(S)
         codes, self.how = score_cols.label_codes(batch, label_col, self.cols.classes, source, offset, self.how)
         self.states.append(KClassState.from_arrays(codes, P, w, self.cols.classes))

@@ -233,14 +233,23 @@ def probability_problems(P: np.ndarray) -> np.ndarray:
     return (P < 0).any(axis=1) | (np.abs(P.sum(axis=1) - 1.0) > PROBABILITY_TOLERANCE)
 
 
-def check_probabilities(P: np.ndarray, cols: ScoreCols, source: str, offset: int = 0) -> None:
-    """Refuse a row of probabilities with a negative value or not summing to 1, naming it."""
+# What a refused row of probabilities suggests, by command: only options that command has.
+KIND_HINT = "give --score-kind logit for scores that are not probabilities"  # fit, compare
+MAP_HINT = ("the map was fitted on probabilities: if these columns are logits, refit it with "
+            "calib fit --score-kind logit")  # apply, evaluate --map
+PROB_COLS_HINT = ("--prob-cols takes probabilities (rows of non-negative values summing to 1); for "
+                  "logits, evaluate a map fitted on them with --map")  # evaluate --prob-cols
+
+
+def check_probabilities(P: np.ndarray, cols: ScoreCols, source: str, offset: int = 0,
+                        hint: str = KIND_HINT) -> None:
+    """Refuse a row of probabilities with a negative value or not summing to 1, naming it;
+    `hint` says what the command offers instead."""
     bad = probability_problems(P)
     if not bad.any():
         return
     i = _first(bad)
     negative = P[i] < 0
-    hint = "give --score-kind logit for scores that are not probabilities"
     if negative.any():
         j = int(np.argmax(negative))
         name = cols.list_column or cols.columns[j]
