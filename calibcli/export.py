@@ -420,10 +420,23 @@ class SQLExport(NamedTuple):
     sql: str
     knots: int  # break points the SQL branches on
     simplified: Simplified | None  # set when max_knots was given
+    classes: int = 0  # K of a K-class map's select list (0: a binary map's expression)
+    method: str = ""
 
     def too_large(self) -> bool:
         """Past the size where engines take long to plan the expression (`calib export` warns)."""
         return len(self.sql.encode()) > WARN_SQL_BYTES or self.knots > WARN_KNOTS
+
+    def size_warning(self) -> str:
+        """What `calib export` says when `too_large`: only remedies the map's export has
+        (K-class maps have no knots and take no --max-knots)."""
+        size = f"the SQL is {len(self.sql.encode()) / 1e6:.1f} MB"
+        if not self.classes:
+            return (f"{size} over {self.knots} knots: engines plan an expression this long slowly; "
+                    f"--max-knots {WARN_KNOTS // 10} keeps it small")
+        growth = "K^4 (each of its logits sums K columns)" if self.method == "dirichlet" else "K^3"
+        return (f"{size} for the {self.classes} classes of this {self.method} map: engines plan an expression "
+                f"this long slowly; each class repeats every logit, so the size grows as {growth}")
 
 
 def export_sql(map_path: str, column: str | None = None, expression: str | None = None,

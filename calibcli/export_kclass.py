@@ -105,6 +105,6 @@ def export_map(map_path: str, request: ExportRequest) -> SQLExport:
         raise UsageError(f"{source}: --score-cols gives {len(columns)} columns but the map has "
                          f"{cal.n_classes} classes")
     try:
-        return SQLExport(select_list(cal, columns, dialect), 0, None)
+        return SQLExport(select_list(cal, columns, dialect), 0, None, cal.n_classes, cal.name)
     except MapError as exc:
         raise MapError(f"{source}: {exc.message}", hint=exc.hint) from None

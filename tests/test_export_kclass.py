@@ -65,3 +65,31 @@ def test_refusals_are_one_line(tmp_path):
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["export", str(iso), "--sql"])
     assert result.exit_code == 2 and "isotonic K-class map cannot be exported as SQL" in result.stderr
+
+
+@pytest.mark.parametrize("method, k, growth", [("dirichlet", 16, "K^4"), ("temperature", 40, "K^3")])
+def test_size_warning_of_a_kclass_map_names_no_knots(tmp_path, method, k, growth):
+    """Past 1 MB the warning says the size and how it grows with K: K-class maps have no knots
+    and refuse --max-knots, so it must not offer them."""
+    import warnings
+
+    import calibcli
+    import kdata
+    from calibcli.errors import CalibWarning
+
+    z, y = kdata.logits(300, k, seed=1)
+    params = {"reg_lambda": 0.01, "reg_mu": 0.01} if method == "dirichlet" else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CalibWarning)
+        cm = calibcli.fit(z, y, method=method, score_kind="logit", score_cols=[f"x_{j}" for j in range(k)],
+                          **params)
+    path = tmp_path / "k.json"
+    calibcli.save_map(cm, str(path))
+    result = runner.invoke(app, ["export", str(path), "--sql"])
+    assert result.exit_code == 0 and result.stdout.count(" AS ") == k
+    warning = result.stderr.strip()
+    assert warning.startswith("warning: the SQL is ") and " MB for the " in warning and len(warning.splitlines()) == 1
+    assert f"{k} classes of this {method} map" in warning and f"grows as {growth}" in warning
+    assert "knots" not in warning
+    strict = runner.invoke(app, ["--strict", "export", str(path), "--sql"])
+    assert strict.exit_code == 2 and "knots" not in strict.stderr and strict.stdout == ""

@@ -74,7 +74,7 @@ def export(
     duckdb -c "SELECT *, $(calib export map.json --sql) AS p FROM 'scores.parquet'"
     duckdb -c "SELECT $(calib export kmap.json --sql) FROM 'digits.parquet'"
     """
-    from calibcli import export as exporting, export_kclass
+    from calibcli import export_kclass
     from calibcli.requests import ExportRequest
 
     if not sql:
@@ -87,8 +87,7 @@ def export(
         console.info(f"simplified {simplified.before} knots to {simplified.after}: "
                      f"max absolute error {simplified.max_error!r}")
     if result.too_large():
-        message = (f"the SQL is {len(result.sql.encode()) / 1e6:.1f} MB over {result.knots} knots: engines plan "
-                   f"an expression this long slowly; --max-knots {exporting.WARN_KNOTS // 10} keeps it small")
+        message = result.size_warning()
         if state["strict"]:
             raise UsageError(message)
         console.warn(message)
