@@ -36,27 +36,21 @@ class Param:
     optional: bool = False  # None is allowed (means "choose from the data")
 
     def parse(self, text: str) -> Any:
-        """Convert the text after `key=` on the command line, then check it."""
+        """Convert the text after `key=` on the command line to the Param's type; the method's
+        constructor checks the value (`check`), as it checks a value given in Python. Text that
+        is not of the type is left as it is, for `check` to refuse."""
         raw = text.strip()
         if self.optional and raw.lower() in {"none", "auto", ""}:
-            return self.check(None)
+            return None
         try:
             if self.type is bool:
                 low = raw.lower()
-                if low not in _TRUE | _FALSE:
-                    raise ValueError
-                value: Any = low in _TRUE
-            elif self.type is int:
-                value = self._parse_int(raw)
-            elif self.type is float:
-                value = float(raw)
-            else:
-                value = raw
+                return low in _TRUE if low in _TRUE | _FALSE else text
+            if self.type is int:
+                return self._parse_int(raw)
+            return float(raw) if self.type is float else raw
         except (ValueError, OverflowError):
-            raise ParamError(
-                f"--param {self.name}={text!r}: expected {self._kind()}"
-            ) from None
-        return self.check(value)
+            return text
 
     def _parse_int(self, raw: str) -> int:
         """Exact integers: `9007199254740993` stays itself; `1e3` is accepted as 1000 (exact)."""
@@ -84,11 +78,11 @@ class Param:
             raise ParamError(f"parameter {self.name!r} needs a value ({self._kind()})")
         if self.type is bool:
             if not isinstance(value, (bool, np.bool_)):
-                raise ParamError(f"parameter {self.name!r} must be true or false, got {value!r:.40}")
+                raise self._not_of_type(value)
             return bool(value)
         if self.type in (int, float):
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
-                raise ParamError(f"parameter {self.name!r} must be {self._kind()}, got {value!r:.40}")
+                raise self._not_of_type(value)
             if self.type is int:
                 if isinstance(value, (float, np.floating)) and not float(value).is_integer():
                     raise ParamError(f"parameter {self.name!r} must be a whole number, got {value!r:.40}")
@@ -106,6 +100,10 @@ class Param:
                 f"parameter {self.name!r} must be one of {', '.join(self.choices)}, got {value!r:.40}"
             )
         return value
+
+    def _not_of_type(self, value: Any) -> ParamError:
+        """A value that is not of the Param's type, from the command line's text or Python."""
+        return ParamError(f"--param {self.name}={value!r:.40}: expected {self._kind()}")
 
     def _kind(self) -> str:
         if self.choices:

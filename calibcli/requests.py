@@ -76,8 +76,9 @@ class FitRequest:
                 f"method {method!r} uses only the score; --field-col/--feature-col are for field-aware methods",
                 hint="use `calib evaluate --field-col` to measure field-level calibration")
         params = dict(params or {})
-        typed = seed_option(method, {p.name for p in kind.params}, params, seed)
-        calibrator = kind.from_cli(params, **typed) if texts else kind(**params, **typed)
+        seeded = seed_option(method, {p.name for p in kind.params}, params, seed)
+        calibrator = kind.from_cli(params) if texts else kind(**params)  # the constructor checks params
+        calibrator.params.update(seeded)  # checked here as --seed, not again as the method's `seed`
         return cls(calibrator, columns, weight_kind)
 
 
@@ -85,9 +86,9 @@ def seed_option(method: str, declared: Any, params: Mapping[str, Any], seed: int
     """`--seed` of a fit (binary or K-class) whose method declares the parameter names
     `declared`: {} or {"seed": seed}, refused out of range, for a deterministic method, or
     beside `--param seed=`."""
-    bounds.check(seed=seed)
     if seed is None:
         return {}
+    seed = _whole("--seed", seed)
     if "seed" not in declared:
         raise UsageError(f"method {method!r} is deterministic and takes no --seed")
     if "seed" in params:
@@ -234,16 +235,16 @@ def step_option(step: float | None) -> float | None:
     return None if step is None else float(step)
 
 
-def _window(window: Any) -> int:
-    """`--calbin-window`: a whole number (a numpy integer too) within its bounds."""
+def _whole(option: str, value: Any) -> int:
+    """A whole-number option (a numpy integer too, not a bool) within its bounds."""
     try:
-        value = operator.index(window) if not isinstance(window, bool) else None
+        number = operator.index(value) if not isinstance(value, bool) else None
     except TypeError:
-        value = None
-    if value is None:
-        raise UsageError(f"--calbin-window {window!r} is not an integer")
-    bounds.check(calbin_window=value)
-    return value
+        number = None
+    if number is None:
+        raise UsageError(f"{option} {value!r} is not an integer")
+    bounds.check(**{option[2:].replace("-", "_"): number})
+    return number
 
 
 def _no_gate_spec() -> GateSpec:
@@ -295,7 +296,7 @@ class EvaluateOptions:
               ) -> "EvaluateOptions":
         """Check every option and how they combine (what depends on a map being K-class is
         known only once the maps are loaded: `kclass_evaluate.refuse_binary_options`)."""
-        window = _window(calbin_window)
+        window = _whole("--calbin-window", calbin_window)
         bounds.check(bootstrap=bootstrap, seed=seed, top=top, ece_bins=ece_bins, bands=bands, hl_groups=hl_groups)
         step = step_option(step)
         if ece_strategy not in ECE_STRATEGIES:

@@ -163,6 +163,9 @@ def test_each_option_is_refused_in_exactly_one_place():
                                and any(words in text for words in REFUSES_VALUE)), None)
                 if option is not None:
                     found.setdefault(option, []).append(name)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_whole" \
+                    and _message(node.args[0]).startswith("--"):
+                found.setdefault(_message(node.args[0]), []).append(name)  # a whole-number option
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 owner = ast.unparse(node.func.value)
                 if (owner, node.func.attr) == ("bounds", "check") and name != "calibcli/requests.py":
@@ -177,3 +180,27 @@ def test_each_option_is_refused_in_exactly_one_place():
     assert outside == {}
     assert {"--weight-kind", "--calbin-window", "--ece-strategy", "--on-invalid", "from_cli",
             "WEIGHT_KINDS", "--dialect", "--metric", "SQL_DIALECTS"} <= set(found)
+
+
+# `--param`: converted from text by its Param, checked (names and values) by the method's constructor
+PARAM_CASES = [
+    ("--param type", [*FIT, "-p", "platt_correction=maybe"], lambda: calibcli.fit(S, Y, platt_correction="maybe")),
+    ("--param choice", [*FIT, "-m", "binning", "-p", "strategy=foo"],
+     lambda: calibcli.fit(S, Y, "binning", strategy="foo")),
+    ("--param integer", [*FIT, "-m", "binning", "-p", "bins=2.5"], lambda: calibcli.fit(S, Y, "binning", bins="2.5")),
+    ("-p seed type", [*FIT, "-m", "bayes-iso", "-p", "seed=x"],
+     lambda: calibcli.requests.FitRequest.build("bayes-iso", {"seed": "x"})),
+]
+
+
+@pytest.mark.parametrize("option, argv, call", PARAM_CASES, ids=[c[0] for c in PARAM_CASES])
+def test_a_bad_param_is_refused_with_one_message_by_the_command_and_the_api(option, argv, call):
+    test_a_bad_value_is_refused_with_one_message_by_the_command_and_the_api(option, argv, call)
+
+
+def test_a_seed_is_checked_once_and_set_on_the_calibrator():
+    from calibcli.requests import FitRequest
+
+    assert FitRequest.build("bayes-iso", seed=np.int64(7)).calibrator.params["seed"] == 7
+    with pytest.raises(CalibError, match=r"^--seed 2\.5 is not an integer$"):
+        FitRequest.build("bayes-iso", seed=2.5)

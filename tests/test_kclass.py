@@ -185,14 +185,17 @@ def test_log_transform_keeps_small_probabilities():
     assert z[0, 0] < z[0, 1] == np.log(5e-324)
 
 
-def test_kclass_from_cli_parses_param_strings():
-    cal = registry.kclass_from_cli("isotonic", {"platt_correction": "false"}, score_kind="logit")
+def test_kclass_param_strings_are_parsed_by_the_fit_path():
+    from calibcli.errors import CalibError
+    from calibcli.kclass_files import kclass_calibrator
+
+    cal = kclass_calibrator("isotonic", {"platt_correction": "false"}, "logit")
     assert cal.params == {"platt_correction": False, "score_kind": "logit"}
-    assert registry.kclass_from_cli("temperature", {"score_kind": "logit"}).score_kind == "logit"
-    with pytest.raises(ParamError, match="no parameter 'bins'"):
-        registry.kclass_from_cli("temperature", {"bins": "3"})
-    with pytest.raises(ParamError, match="expected true/false"):
-        registry.kclass_from_cli("isotonic", {"platt_correction": "maybe"})
+    assert kclass_calibrator("temperature", {"score_kind": "logit"}, "logit").score_kind == "logit"
+    with pytest.raises(CalibError, match="no parameter 'bins'"):
+        kclass_calibrator("temperature", {"bins": "3"}, "logit")
+    with pytest.raises(CalibError, match="expected true/false"):
+        kclass_calibrator("isotonic", {"platt_correction": "maybe"}, "logit")
 
 
 @pytest.mark.parametrize("method", KMETHODS)

@@ -87,7 +87,14 @@ class Calibrator:
     extremes: ClassVar[str] = ""  # default behaviour at 0 and 1, for `calib methods` and the README
 
     def __init__(self, **params: Any):
-        known = self._known_params(sorted(params))
+        """Check the parameters (names and values, by each `Param`): the one place a method's
+        options are checked, whether given in Python, by `--param` (`from_cli`) or read from
+        a saved map."""
+        known = {param.name: param for param in self.params}
+        for key in sorted(params):
+            if key not in known:
+                raise ParamError(f"method {self.name!r} has no parameter {key!r}",
+                                 hint=f"its parameters: {', '.join(known) or 'none'} (see `calib methods`)")
         self.params: dict[str, Any] = {
             name: param.check(params.get(name, param.default)) for name, param in known.items()
         }
@@ -109,23 +116,11 @@ class Calibrator:
                 "gives 0 or 1 where the calibration data had one class")
 
     @classmethod
-    def from_cli(cls, pairs: Mapping[str, str], **typed: Any) -> "Calibrator":
-        """Build from `--param key=value` strings, parsed by each Param's type, plus options
-        that arrive already typed (`--seed` stays an int end to end)."""
-        known = cls._known_params([*pairs, *typed])
-        return cls(**{key: known[key].parse(text) for key, text in pairs.items()}, **typed)
-
-    @classmethod
-    def _known_params(cls, names: Any) -> dict[str, Param]:
-        """The method's Params by name; a ParamError naming the first of `names` it lacks."""
+    def from_cli(cls, pairs: Mapping[str, str]) -> "Calibrator":
+        """Build from `--param key=value` strings, each converted by its Param's type (an unknown
+        name is left for the constructor to refuse) and checked by the constructor."""
         known = {param.name: param for param in cls.params}
-        for key in names:
-            if key not in known:
-                raise ParamError(
-                    f"method {cls.name!r} has no parameter {key!r}",
-                    hint=f"its parameters: {', '.join(known) or 'none'} (see `calib methods`)",
-                )
-        return known
+        return cls(**{key: known[key].parse(text) if key in known else text for key, text in pairs.items()})
 
     def fit(
         self,

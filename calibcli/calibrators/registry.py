@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from calibcli.calibrators.base import Calibrator, FeatureCalibrator, ScoreCalibrator
 from calibcli.calibrators.kclass import ClassCalibrator
-from calibcli.errors import ParamError, UsageError
+from calibcli.errors import UsageError
 
 _REGISTRY: dict[str, type[Calibrator]] = {}
 _KCLASS: dict[str, type[ClassCalibrator]] = {}
@@ -98,17 +98,6 @@ def kclass(name: str, params: Mapping[str, Any] | None = None) -> ClassCalibrato
         raise UsageError(f"method {name!r} takes one score column and cannot calibrate K classes",
                          hint="K-class methods: " + ", ".join(n for n in names() if classes(n) != "binary-only"))
     return _ONE_VS_REST[0](name, params)
-
-
-def kclass_from_cli(name: str, pairs: Mapping[str, str], **typed: Any) -> ClassCalibrator:
-    """`kclass` from `--param key=value` strings (parsed by each Param's type) plus options that
-    arrive typed (`seed`, the resolved `score_kind`)."""
-    declared = {p.name: p for p in kclass(name).declared_params()}
-    for key in [*pairs, *typed]:
-        if key not in declared:
-            raise ParamError(f"method {name!r} has no parameter {key!r}",
-                             hint=f"its parameters: {', '.join(declared) or 'none'} (see `calib methods`)")
-    return kclass(name, {**{key: declared[key].parse(text) for key, text in pairs.items()}, **typed})
 
 
 def create(name: str, params: Mapping[str, Any] | None = None) -> Calibrator:
