@@ -72,12 +72,9 @@ def kclass_calibrator(method: str, params: Mapping[str, str], kind: str, seed: i
     """An unfitted K-class calibrator of `method` (native, or one-vs-rest of a binary method)
     from `--param` strings, each parsed by its Param."""
     probe = registry.kclass(method, {"score_kind": kind})
-    declared = {p.name: p for p in probe.declared_params()}
-    unknown = [key for key in params if key not in declared]
-    if unknown:
-        raise UsageError(f"method {method!r} has no parameter {unknown[0]!r}",
-                         hint=f"its parameters: {', '.join(declared)} (see `calib methods`)")
-    typed: dict[str, Any] = {key: declared[key].parse(text) for key, text in params.items()}
+    declared = {p.name: p for p in probe.declared_params()}  # an unknown name: refused by the constructor
+    typed: dict[str, Any] = {key: declared[key].parse(text) if key in declared else text
+                             for key, text in params.items()}
     if "score_kind" in params and typed["score_kind"] != kind:
         raise UsageError("give the score kind with --score-kind, not --param score_kind")
     typed.update(seed_option(method, declared, params, seed))
