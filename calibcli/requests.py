@@ -311,9 +311,8 @@ class EvaluateOptions:
         gates = _no_gate_spec() if gates is None else gates
         _check_gates(gates, None if kclass_cols else field_col, step, bool(kclass_cols))
         if step is not None and ece_strategy != "uniform":
-            from calibcli.evaluation.state import STEP_QUANTILE
-
-            raise UsageError(STEP_QUANTILE, hint="use --ece-strategy uniform (exact under --step), or drop --step")
+            raise UsageError("--ece-strategy quantile places its bin edges at percentiles of the exact p; it cannot "
+                             "be combined with --step", hint="use --ece-strategy uniform (exact under --step), or drop --step")
         from calibcli.evaluation.selection import HL_GROUPS, MetricChoice
 
         choice = MetricChoice.parse(metrics, required=gates.metrics_used(), bands=bands, seed=seed,

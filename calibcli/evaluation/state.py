@@ -46,8 +46,6 @@ from calibcli.evaluation import kernels, metrics as _metrics
 from calibcli.pooling import as_weights
 
 STATE_VERSION = 1
-STEP_QUANTILE = ("--ece-strategy quantile places its bin edges at percentiles of the exact p; "
-                 "it cannot be combined with --step")
 ARROW_KEY = b"calibcli.evaluation_state"
 
 
@@ -191,9 +189,8 @@ class EvalState:
         return _metrics.ece_from_distribution(v, n0, n1, bins, strategy)
 
     def _exact_under_step(self, ece_bins: int, ece_strategy: str) -> dict[str, float]:
-        """ECE, MCE and Spiegelhalter from the row sums a bucketed state keeps; slope and intercept n/a."""
-        if ece_strategy != "uniform":
-            raise UsageError(STEP_QUANTILE)
+        """ECE, MCE and Spiegelhalter from the row sums a bucketed state keeps (its equal-width bins:
+        `EvaluateOptions.build` refuses --ece-strategy quantile with --step); slope and intercept n/a."""
         if self.ece_w is None or self.ece_w.size != ece_bins or self.spiegel is None:
             raise UsageError(f"this evaluation state keeps the sums of {self.ece_p.size} equal-width bins, "
                              f"not {ece_bins}: build it with ece_bins={ece_bins}")
