@@ -102,7 +102,8 @@ def fit_kclass_file(path: str, method: str, params: Mapping[str, str] | None = N
     classes = data.cols.classes
     counts = np.bincount(data.codes, minlength=len(classes))
     missing = [classes[i] for i in np.flatnonzero(counts == 0)]
-    notes = []
+    auto_logits = cols.score_kind == "auto" and data.kind == "logit"
+    notes = [note for note in [auto_logits and score_cols.auto_logits_note(data.scores, data.cols)] if note]
     if missing:
         shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
         notes.append(f"class(es) {shown} have no rows in {data.source}: the map still gives them a probability")

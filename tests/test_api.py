@@ -57,3 +57,24 @@ def test_evaluate_accepts_string_fields_and_matches_codes():
     hand = sum(abs(np.sum(y[names == f] - s[names == f])) for f in ("de", "fr", "it")) / s.size
     assert by_name["field_ece"] == pytest.approx(hand, rel=1e-12)
     assert calibcli.methods() == available()
+
+
+def test_fit_auto_warns_when_it_reads_near_probabilities_as_logits():
+    """score_kind="auto" keeps its spec (probabilities only when every row is within 1e-6) but
+    warns when most rows are probabilities to 1e-3, as `calib fit --score-cols` does."""
+    from calibcli.errors import CalibWarning, FitError
+
+    rng = np.random.default_rng(2)
+    P = np.round(rng.dirichlet([1.0, 1.0, 1.0, 1.0], 400), 6)
+    P[0] = [0.25, 0.25, 0.25, 0.2500021]
+    y = rng.integers(0, 4, 400)
+    with pytest.warns(CalibWarning, match=r"score_kind='auto' reads the scores as logits, though 400 of 400 rows "
+                                          r"are probabilities to within 0\.001 .*score_kind='probability'"):
+        cm = calibcli.fit(P, y, method="temperature")
+    assert cm.score_kind == "logit"
+    with pytest.raises(FitError, match="row 0 sums to"):
+        calibcli.fit(P, y, method="temperature", score_kind="probability")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CalibWarning)
+        calibcli.fit(np.log(P + 0.1), y, method="temperature")  # logits: no warning
+        calibcli.fit(P / P.sum(axis=1, keepdims=True), y, method="temperature")  # probabilities

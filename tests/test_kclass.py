@@ -170,7 +170,8 @@ def test_resolve_score_kind():
     P, _ = kdata.probabilities(20, 3)
     assert kscores.resolve_score_kind(P) == "probability"
     assert kscores.resolve_score_kind(P + 1e-7) == "probability"
-    assert kscores.resolve_score_kind(P * 1.001) == "logit"
+    with pytest.warns(CalibWarning, match="20 of 20 rows are probabilities to within 0.001"):
+        assert kscores.resolve_score_kind(P * 1.001) == "logit"  # auto's spec: every row within 1e-6
     assert kscores.resolve_score_kind(np.log(P)) == "logit"
     assert kscores.resolve_score_kind(P, "logit") == "logit"
     with pytest.raises(FitError):

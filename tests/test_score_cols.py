@@ -195,3 +195,49 @@ def test_class_names_are_distinct_non_empty_suffixes(names):
     prefix = sc.common_prefix(names)
     assert all(n == prefix + c and c for n, c in zip(names, classes))
     assert len(set(classes)) == len(names)
+
+
+def _near_probabilities(n=300, seed=0):
+    """Probability rows written with 6 decimals (sums off by up to ~1e-6 and more) and one row
+    with a negative cell: `auto` reads them as logits, as its spec says, but warns."""
+    rng = np.random.default_rng(seed)
+    P = np.round(rng.dirichlet([1.0, 1.0, 1.0], n), 6)
+    P[0] = [0.3, 0.3, 0.4000021]  # a sum 2.1e-6 from 1: auto's 1e-6 fails for sure
+    P[1] = [-0.0001, 0.5001, 0.5]
+    return P, np.array(["a", "b", "c"])[rng.integers(0, 3, n)]
+
+
+def test_auto_choosing_logits_for_near_probabilities_warns_and_strict_refuses(tmp_path):
+    import pyarrow.csv as pacsv
+    from typer.testing import CliRunner
+
+    from calibcli.cli import app
+
+    P, y = _near_probabilities()
+    f = tmp_path / "near.csv"
+    pacsv.write_csv(pa.table({"p_a": P[:, 0], "p_b": P[:, 1], "p_c": P[:, 2], "label": y}), f)
+    runner = CliRunner()
+    out = tmp_path / "m.json"
+    fit = ["fit", str(f), "--score-cols", "p_*", "-m", "temperature", "-o", str(out)]
+    result = runner.invoke(app, fit)
+    assert result.exit_code == 0, result.stderr
+    warning = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warning == ["warning: --score-kind auto reads columns p_a,p_b,p_c as logits, though 299 of 300 rows are "
+                       "probabilities to within 0.001 (auto needs every row within 1e-06): give --score-kind "
+                       "probability (which names a row that is not) or --score-kind logit"]
+    assert "scores read as logit (auto)" in result.stderr  # the spec holds: auto still chose logits
+    out.unlink()
+    strict = runner.invoke(app, ["--strict", *fit])
+    assert strict.exit_code == 2 and "--score-kind auto reads columns p_a,p_b,p_c as logits" in strict.stderr
+    assert "(an error with --strict)" in strict.stderr and not out.exists()
+    refused = runner.invoke(app, [*fit, "--score-kind", "probability"])
+    assert refused.exit_code == 2 and "near.csv: columns p_a,p_b,p_c, row 1: the probabilities sum to" in refused.stderr
+    # true logits, and probabilities auto accepts, say nothing
+    logits = tmp_path / "logits.csv"
+    pacsv.write_csv(pa.table({"p_a": P[:, 0] * 5 - 1, "p_b": P[:, 1], "p_c": P[:, 2] - 2, "label": y}), logits)
+    for src in (logits, tmp_path / "exact.csv"):
+        if src.name == "exact.csv":
+            Q = P[2:] / P[2:].sum(axis=1, keepdims=True)
+            pacsv.write_csv(pa.table({"p_a": Q[:, 0], "p_b": Q[:, 1], "p_c": Q[:, 2], "label": y[2:]}), src)
+        quiet = runner.invoke(app, ["fit", str(src), "--score-cols", "p_*", "-m", "temperature"])
+        assert quiet.exit_code == 0 and "warning" not in quiet.stderr, quiet.stderr

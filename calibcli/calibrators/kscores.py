@@ -20,13 +20,15 @@ from __future__ import annotations
 from typing import Any
 
 import math
+import warnings
 
 import numpy as np
 
-from calibcli.errors import FitError
+from calibcli.errors import CalibWarning, FitError
 
 SCORE_KINDS = ("probability", "logit")
 ROW_SUM_TOL = 1e-6  # probabilities: |row sum - 1| at most this
+NEAR_TOL = 1e-3  # rows this close to probabilities make `auto` choosing logits a warning
 ZERO_LOG = -1075 * math.log(2)  # ln 2^-1075: what ln 0 is taken as
 _CHUNK = 1 << 20  # values per chunk of a row-wise pass
 
@@ -53,12 +55,30 @@ def are_probabilities(s: np.ndarray) -> bool:
 
 def resolve_score_kind(scores: Any, kind: str = "auto") -> str:
     """"probability" or "logit": `kind` itself, or under "auto" "probability" when every row is
-    non-negative and sums to 1 within 1e-6, else "logit"."""
+    non-negative and sums to 1 within 1e-6, else "logit" (a CalibWarning when most rows are
+    probabilities to 1e-3: `auto_logits_rows`)."""
     if kind in SCORE_KINDS:
         return kind
     if kind != "auto":
         raise FitError(f"score kind must be auto, probability or logit, got {kind!r}")
-    return "probability" if are_probabilities(as_score_matrix(scores)) else "logit"
+    s = as_score_matrix(scores)
+    if are_probabilities(s):
+        return "probability"
+    near = auto_logits_rows(s)
+    if near:
+        warnings.warn(f"score_kind='auto' reads the scores as logits, though {near} of {s.shape[0]} rows are "
+                      f"probabilities to within {NEAR_TOL:g} (auto needs every row within {ROW_SUM_TOL:g}): pass "
+                      "score_kind='probability' (which names a row that is not) or score_kind='logit'",
+                      CalibWarning, stacklevel=4)
+    return "logit"
+
+
+def auto_logits_rows(s: np.ndarray) -> int:
+    """How many rows are probabilities to within 1e-3 (non-negative, summing to 1 +- 1e-3)
+    when they are most rows, else 0: scores `auto` reads as logits though they look like
+    probabilities written with few decimals, or with a few bad rows."""
+    near = int(np.count_nonzero(np.all(s >= 0, axis=1) & (np.abs(s.sum(axis=1) - 1.0) <= NEAR_TOL)))
+    return near if 2 * near > s.shape[0] else 0
 
 
 def check_probabilities(s: np.ndarray) -> None:

@@ -269,6 +269,19 @@ def score_kind_of(P: np.ndarray, kind: str, cols: ScoreCols, source: str, offset
     return kind
 
 
+def auto_logits_note(P: np.ndarray, cols: ScoreCols) -> str | None:
+    """The warning when `auto` chose logits though most rows are probabilities to within 1e-3
+    (written with few decimals, or a few bad rows), else None."""
+    from calibcli.calibrators.kscores import NEAR_TOL, auto_logits_rows
+
+    near = auto_logits_rows(P)
+    if not near:
+        return None
+    return (f"--score-kind auto reads {cols.shown} as logits, though {near} of {P.shape[0]} rows are probabilities "
+            f"to within {NEAR_TOL:g} (auto needs every row within {PROBABILITY_TOLERANCE:g}): give --score-kind "
+            "probability (which names a row that is not) or --score-kind logit")
+
+
 LABELS_AS_NAMES = "class names"
 LABELS_AS_INDICES = "0-based class indices"
 
