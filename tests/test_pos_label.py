@@ -99,3 +99,26 @@ def test_pos_label_reads_numbers_booleans_and_text(values, pos, expected):
 def test_pos_label_is_refused_with_from_summary(tmp_path):
     code, _, err = _run(["fit", "--from-summary", str(tmp_path / "s.json"), "--pos-label", "yes"])
     assert code == 2 and "--pos-label" in err
+
+
+@pytest.mark.parametrize("command", [["fit"], ["evaluate", "--prob-col", "score"], ["summarize"], ["compare"]])
+@pytest.mark.parametrize("pos, hint", [("YES", "labels are compared as written: --pos-label 'yes'"),
+                                       ("maybe", "name the positive label, e.g. --pos-label 'yes'")])
+def test_a_pos_label_that_is_no_label_is_named_as_such(tmp_path, command, pos, hint):
+    _, named = _files(tmp_path, "yes", "no")
+    code, out, err = _run([command[0], str(named), *command[1:], "--pos-label", pos])
+    assert code == 2 and out == ""
+    assert err.splitlines() == [f"error: --pos-label '{pos}' is not a label of {named} column 'label' "
+                                "(its values: 'no', 'yes')", f"hint: {hint}"]
+
+
+def test_a_pos_label_absent_from_every_batch_is_named_not_a_third_value():
+    pos = columns.PosLabel("churn")
+    assert pos.codes(pa.chunked_array([["stay", "stay"]]), "y", "f.csv", 0).tolist() == [0.0, 0.0]
+    with pytest.raises(InputError, match=r"--pos-label 'churn' is not a label of f.csv column 'y' "
+                                         r"\(its values: 'left', 'stay'\)"):
+        pos.codes(pa.chunked_array([["stay", "left"]]), "y", "f.csv", 2)
+    seen = columns.PosLabel("churn")  # once the positive value was read, another value is a third one
+    seen.codes(pa.chunked_array([["stay", "churn"]]), "y", "f.csv", 0)
+    with pytest.raises(InputError, match="row 4: label 'left' is a third value"):
+        seen.codes(pa.chunked_array([["stay", "left"]]), "y", "f.csv", 2)

@@ -159,6 +159,7 @@ class PosLabel:
             if number == int(number) and abs(number) < 2 ** 53:
                 self.value = str(int(number))
         self.negative: str | None = None
+        self.seen = False  # whether a row had the positive value (in this batch or an earlier one)
 
     def codes(self, col: pa.ChunkedArray, name: str, source: str, offset: int) -> np.ndarray:
         text = label_text(col, name, source, offset)
@@ -172,10 +173,23 @@ class PosLabel:
             third = others & (values != self.negative)
             if third.any():
                 i = _first(third)
+                if not (self.seen or positive[:i].any()):  # two other values and not the positive one
+                    raise self._not_a_label(name, source, {self.negative, *_pc().unique(text).to_pylist()})
                 raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: label {shown(values[i])} "
                                  f"is a third value (besides {shown(self.value)} and {shown(self.negative)})",
                                  hint="--pos-label is for labels with two values")
+        self.seen = self.seen or bool(positive.any())
         return positive.astype(np.float64)
+
+    def _not_a_label(self, name: str, source: str, found: set[str]) -> InputError:
+        """`--pos-label VALUE` naming no label: two or more other values were read, not it."""
+        listed = sorted(found)
+        same = [v for v in listed if v.lower() == self.value.lower()]
+        hint = (f"labels are compared as written: --pos-label {shown(same[0])}" if same
+                else f"name the positive label, e.g. --pos-label {shown(listed[-1])}")
+        values = ", ".join(shown(v) for v in listed[:10]) + (", ..." if len(listed) > 10 else "")
+        return InputError(f"--pos-label {shown(self.value)} is not a label of {source} column {shown(name)} "
+                          f"(its values: {values})", hint=hint)
 
 
 def _label_hint(col: pa.ChunkedArray, name: str, source: str, offset: int) -> str:
