@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from calibcli.evaluation.selection import MetricChoice
 
 ON_INVALID = ("error", "null", "skip")
+DIAGRAMS = ("corp", "smooth", "binned")  # `calib evaluate --diagram`: what --plot draws
+GATE_ON = ("point", "upper")  # `calib evaluate --gate-on`
+OUTPUT_FORMATS = ("table", "json", "csv", "markdown")  # `calib evaluate --output-format`
 _SQL_QUOTES = {"ansi": "'\"", "spark": "'\"`"}  # what opens a quote in a --score-expr, per --dialect
 
 
@@ -287,15 +290,21 @@ class EvaluateOptions:
     @classmethod
     def build(cls, *, label_col: str = "label", score_col: str = "score", field_col: str | None = None,
               weight_col: str | None = None, calbin_window: int = CALBIN_WINDOW, ece_bins: int = ECE_BINS,
-              ece_strategy: str = "uniform", step: float | None = None, gates: GateSpec | None = None,
+              ece_strategy: str = "uniform", step: float | None = None,
               bootstrap: int = 0, seed: int = 0, by_field: bool = False, top: int = 5,
-              reliability_bins: int | None = None, interval_cols: tuple[str, str] | None = None,
+              reliability_bins: int | None = None, interval_cols: str | tuple[str, str] | None = None,
               pos_label: str | None = None, kclass_cols: tuple[str, ...] = (),
               classes: tuple[str, ...] | None = None, score_cols: str | None = None, metrics: str | None = None,
-              bands: int | None = None, hl_groups: int | None = None, diagram: str | None = None
-              ) -> "EvaluateOptions":
+              bands: int | None = None, hl_groups: int | None = None, diagram: str | None = None,
+              fail_above: Sequence[str] = (), fail_below: Sequence[str] = (), max_regression: Sequence[str] = (),
+              baseline: str | None = None, gate_on: str = "point") -> "EvaluateOptions":
         """Check every option and how they combine (what depends on a map being K-class is
-        known only once the maps are loaded: `kclass_evaluate.refuse_binary_options`)."""
+        known only once the maps are loaded: `kclass_evaluate.refuse_binary_options`).
+
+        `interval_cols`: (low, high) or the text of `--interval-cols LOW,HIGH`; `diagram` (what
+        `--plot` draws) is kept with `reliability_bins` (a plot) only; the gates are the texts
+        of `--fail-above`, `--fail-below`, `--max-regression` (METRIC=VALUE) with `--baseline`
+        and `--gate-on`."""
         window = _whole("--calbin-window", calbin_window)
         bounds.check(bootstrap=bootstrap, seed=seed, top=top, ece_bins=ece_bins, bands=bands, hl_groups=hl_groups)
         step = step_option(step)
@@ -308,7 +317,9 @@ class EvaluateOptions:
                              "which rows are drawn, not only how many)", hint="drop --weight-col or --bootstrap")
         if bootstrap and step is not None:
             raise UsageError("--bootstrap needs the exact probabilities; it cannot be combined with --step")
-        gates = _no_gate_spec() if gates is None else gates
+        if diagram is not None and diagram not in DIAGRAMS:
+            raise UsageError(f"--diagram {diagram!r}: expected one of {', '.join(DIAGRAMS)}")
+        gates = _gate_spec(fail_above, fail_below, max_regression, baseline, gate_on, bootstrap)
         _check_gates(gates, None if kclass_cols else field_col, step, bool(kclass_cols))
         if step is not None and ece_strategy != "uniform":
             raise UsageError("--ece-strategy quantile places its bin edges at percentiles of the exact p; it cannot "
@@ -324,8 +335,57 @@ class EvaluateOptions:
 
             plan = BootstrapPlan(bootstrap, seed)
         return cls(label_col, score_col, field_col, weight_col, window, ece_bins, ece_strategy, step, gates,
-                   plan, top if by_field else None, reliability_bins, interval_cols, pos_label,
-                   tuple(kclass_cols), classes, score_cols, choice, diagram)
+                   plan, top if by_field else None, reliability_bins, _interval_cols(interval_cols), pos_label,
+                   tuple(kclass_cols), classes, score_cols, choice, diagram if reliability_bins is not None else None)
+
+
+def _gate_spec(fail_above: Sequence[str], fail_below: Sequence[str], max_regression: Sequence[str],
+               baseline: str | None, gate_on: str, bootstrap: int) -> GateSpec:
+    """The gates of `--fail-above`, `--fail-below`, `--max-regression` (each METRIC=VALUE, read by
+    `gates.parse_limits`), `--baseline` and `--gate-on`."""
+    from calibcli.evaluation import gates
+
+    if gate_on not in GATE_ON:
+        raise UsageError(f"--gate-on {gate_on!r}: expected one of {', '.join(GATE_ON)}")
+    if gate_on == "upper" and bootstrap <= 0:
+        raise UsageError("--gate-on upper needs confidence intervals", hint="add --bootstrap 200 (or more)")
+    if max_regression and baseline is None:
+        raise UsageError("--max-regression needs --baseline FILE",
+                         hint="write one with `calib evaluate ... --save-baseline FILE`")
+    spec = gates.GateSpec(gates.parse_limits(fail_above, "--fail-above"), gates.parse_limits(fail_below, "--fail-below"),
+                          gates.parse_limits(max_regression, "--max-regression", allow_percent=True), baseline, gate_on)
+    gates.refuse_targets(spec.max_regression)
+    if baseline is not None and not spec.max_regression:
+        raise UsageError("--baseline needs --max-regression METRIC=VALUE",
+                         hint="e.g. --max-regression field-rce=0.01 or --max-regression log-loss=5%")
+    return spec
+
+
+def _interval_cols(cols: str | tuple[str, str] | None) -> tuple[str, str] | None:
+    """`--interval-cols LOW,HIGH` as a pair of column names."""
+    if cols is None or not isinstance(cols, str):
+        return None if cols is None else (cols[0], cols[1])
+    parts = [p.strip() for p in cols.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise UsageError(f"--interval-cols {cols!r}: expected two column names, LOW,HIGH")
+    return parts[0], parts[1]
+
+
+def evaluate_output(output_format: str | None = None, deprecated: str | None = None, as_json: bool = False,
+                    save_baseline: str | None = None) -> str:
+    """What `calib evaluate` writes on stdout (table, json, csv or markdown), from --output-format,
+    its deprecated name --output (`deprecated`) or --json; `--save-baseline` must name a file."""
+    if save_baseline == "-":
+        raise UsageError("--save-baseline needs a file name", hint="use --json for the report on stdout")
+    option = "--output" if deprecated is not None else "--output-format"
+    if deprecated is not None:
+        if output_format is not None:
+            raise UsageError("give --output-format only: --output is its deprecated name")
+        output_format = deprecated
+    kind = "table" if output_format is None else output_format
+    if kind not in OUTPUT_FORMATS:
+        raise UsageError(f"{option} {kind!r}: expected table, json, csv or markdown")
+    return "json" if as_json else kind
 
 
 def _check_gates(spec: GateSpec, field_col: str | None, step: float | None, kclass: bool) -> None:
@@ -351,4 +411,4 @@ def _check_gates(spec: GateSpec, field_col: str | None, step: float | None, kcla
 
 
 __all__ = ["ApplyRequest", "Columns", "CompareRequest", "EvaluateOptions", "ExportRequest", "FitRequest",
-           "check_expression", "seed_option", "step_option", "weight_kind_option"]
+           "check_expression", "evaluate_output", "seed_option", "step_option", "weight_kind_option"]

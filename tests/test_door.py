@@ -14,7 +14,7 @@ import calibcli
 from calibcli.cli import app
 from calibcli.errors import CalibError
 from calibcli import compare, export, export_kclass, kclass_files
-from calibcli.requests import ApplyRequest, EvaluateOptions
+from calibcli.requests import ApplyRequest, EvaluateOptions, evaluate_output
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,8 +147,11 @@ REFUSES_VALUE = ("out of range", "must be", "expected", "not an integer", "needs
 DOOR_OPTIONS = ("--seed", "--weight-kind", "--calbin-window", "--step", "--top", "--bootstrap",
                 "--ece-bins", "--ece-strategy", "--by-field", "--on-invalid", "--method", "--field-col",
                 "--bands", "--hl-groups", "--dialect", "--folds", "--metric", "--score-col", "--score-expr",
-                "--max-knots")
+                "--max-knots", "--gate-on", "--diagram", "--interval-cols", "--output-format", "--save-baseline")
 DOORS = {"calibcli/requests.py", "calibcli/bounds.py"}
+# Left where it is, for now: --interval-cols against the --prob-col list, which `evaluate_file`
+# takes beside its `EvaluateOptions` (not in them).
+NOT_YET = {("--interval-cols", "calibcli/evaluation/intervals.py")}
 
 
 def test_each_option_is_refused_in_exactly_one_place():
@@ -173,13 +176,15 @@ def test_each_option_is_refused_in_exactly_one_place():
                 if node.func.attr == "from_cli":
                     found.setdefault("from_cli", []).append(name)
             if isinstance(node, ast.Name) and node.id in ("WEIGHT_KINDS", "ON_INVALID", "ECE_STRATEGIES",
-                                                          "SQL_DIALECTS") \
+                                                          "SQL_DIALECTS", "DIAGRAMS", "GATE_ON", "OUTPUT_FORMATS") \
                     and isinstance(node.ctx, ast.Load):
                 found.setdefault(node.id, []).append(name)
-    outside = {key: sorted(set(where) - DOORS) for key, where in found.items() if set(where) - DOORS}
-    assert outside == {}
+    outside = {key: sorted(set(where) - DOORS - {name for option, name in NOT_YET if option == key})
+               for key, where in found.items()}
+    assert {key: where for key, where in outside.items() if where} == {}
     assert {"--weight-kind", "--calbin-window", "--ece-strategy", "--on-invalid", "from_cli",
-            "WEIGHT_KINDS", "--dialect", "--metric", "SQL_DIALECTS"} <= set(found)
+            "WEIGHT_KINDS", "--dialect", "--metric", "SQL_DIALECTS", "--gate-on", "--diagram", "--interval-cols",
+            "--save-baseline", "DIAGRAMS", "GATE_ON", "OUTPUT_FORMATS"} <= set(found)
 
 
 # `--param`: converted from text by its Param, checked (names and values) by the method's constructor
@@ -204,3 +209,25 @@ def test_a_seed_is_checked_once_and_set_on_the_calibrator():
     assert FitRequest.build("bayes-iso", seed=np.int64(7)).calibrator.params["seed"] == 7
     with pytest.raises(CalibError, match=r"^--seed 2\.5 is not an integer$"):
         FitRequest.build("bayes-iso", seed=2.5)
+
+
+# `calib evaluate`'s gates, plot and output options: checked by the request builders alone
+EVALUATE_CASES = [
+    ("--gate-on", [*EVALUATE, "--gate-on", "lower"], lambda: EvaluateOptions.build(gate_on="lower")),
+    ("--gate-on upper", [*EVALUATE, "--gate-on", "upper"], lambda: EvaluateOptions.build(gate_on="upper")),
+    ("--gate-on upper mce", [*EVALUATE, "--gate-on", "upper", "--bootstrap", "5", "--fail-above", "mce=0.1"],
+     lambda: EvaluateOptions.build(gate_on="upper", bootstrap=5, fail_above=["mce=0.1"])),
+    ("--fail-above unknown", [*EVALUATE, "--fail-above", "fild-rce=0.1"],
+     lambda: EvaluateOptions.build(fail_above=["fild-rce=0.1"])),
+    ("--max-regression --baseline", [*EVALUATE, "--max-regression", "auc=0.01"],
+     lambda: EvaluateOptions.build(max_regression=["auc=0.01"])),
+    ("--diagram", [*EVALUATE, "--diagram", "pie"], lambda: EvaluateOptions.build(diagram="pie")),
+    ("--interval-cols", [*EVALUATE, "--interval-cols", "low"], lambda: EvaluateOptions.build(interval_cols="low")),
+    ("--output-format", [*EVALUATE, "--output-format", "pdf"], lambda: evaluate_output("pdf")),
+    ("--save-baseline -", [*EVALUATE, "--save-baseline", "-"], lambda: evaluate_output(save_baseline="-")),
+]
+
+
+@pytest.mark.parametrize("option, argv, call", EVALUATE_CASES, ids=[c[0] for c in EVALUATE_CASES])
+def test_a_bad_evaluate_option_is_refused_with_one_message_by_the_command_and_the_api(option, argv, call):
+    test_a_bad_value_is_refused_with_one_message_by_the_command_and_the_api(option, argv, call)

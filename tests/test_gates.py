@@ -53,9 +53,10 @@ def test_parse_limits_rejects_negative_regression_and_duplicates():
     (dict(baseline="b.json"), "--baseline needs --max-regression"),
 ])
 def test_gate_spec_cross_checks(kwargs, message):
-    args = dict(fail_above=[], fail_below=[], max_regression=[], baseline=None, gate_on="point", bootstrap=0)
+    from calibcli.requests import EvaluateOptions
+
     with pytest.raises(UsageError, match=message):
-        gates.GateSpec.from_options(**{**args, **kwargs})
+        EvaluateOptions.build(**kwargs)
 
 
 def _spec(**kw):

@@ -8,23 +8,10 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from calibcli import bounds, console
+from calibcli import console
 from calibcli.commands.shared import (ClassesOpt, FormatOpt, InputArg, LabelCol, PosLabelOpt, ScoreCol, ScoreColsOpt,
                                       ScoreKindOpt, command_line, option_range, reports_errors)
 from calibcli.errors import ExitCode, UsageError
-
-
-DIAGRAMS = ("corp", "smooth", "binned")
-
-
-def _interval_cols(text: Optional[str]) -> Optional[tuple[str, str]]:
-    """`--interval-cols LOW,HIGH` as a pair of column names."""
-    if text is None:
-        return None
-    parts = [p.strip() for p in text.split(",")]
-    if len(parts) != 2 or not all(parts):
-        raise UsageError(f"--interval-cols {text!r}: expected two column names, LOW,HIGH")
-    return parts[0], parts[1]
 
 
 @reports_errors
@@ -81,23 +68,20 @@ def evaluate(
     calib evaluate test.csv --field-col field --baseline base.json --max-regression field-rce=5%
     calib evaluate digits.csv --prob-cols 'p_*' --prob-cols 'calibrated_*' --fail-above top-label-ece=0.05
     """
-    from calibcli.evaluation.gates import GateSpec
     from calibcli.io.score_cols import parse_classes
-    from calibcli.requests import EvaluateOptions
+    from calibcli.requests import EvaluateOptions, evaluate_output
 
-    if diagram not in DIAGRAMS:
-        raise UsageError(f"--diagram {diagram!r}: expected one of {', '.join(DIAGRAMS)}")
-    spec = GateSpec.from_options(fail_above, fail_below, max_regression, baseline, gate_on, bootstrap)
     options = EvaluateOptions.build(
         label_col=label_col, score_col=score_col, field_col=field_col, weight_col=weight_col,
-        calbin_window=calbin_window, ece_bins=ece_bins, ece_strategy=ece_strategy, step=step, gates=spec,
-        bootstrap=bootstrap, seed=seed, by_field=by_field, top=top, bands=bands, hl_groups=hl_groups,
-        reliability_bins=ece_bins if plot is not None else None, interval_cols=_interval_cols(interval_cols),
+        calbin_window=calbin_window, ece_bins=ece_bins, ece_strategy=ece_strategy, step=step,
+        fail_above=fail_above, fail_below=fail_below, max_regression=max_regression, baseline=baseline,
+        gate_on=gate_on, bootstrap=bootstrap, seed=seed, by_field=by_field, top=top, bands=bands,
+        hl_groups=hl_groups, reliability_bins=ece_bins if plot is not None else None, interval_cols=interval_cols,
         pos_label=pos_label, kclass_cols=tuple(prob_cols), classes=parse_classes(classes), score_cols=score_cols,
-        metrics=metrics, diagram=diagram if plot is not None else None)
-    output_kind = _output_kind(output_format, output_kind, as_json)
-    if save_baseline == "-":
-        raise UsageError("--save-baseline needs a file name", hint="use --json for the report on stdout")
+        metrics=metrics, diagram=diagram)
+    shown = evaluate_output(output_format, output_kind, as_json, save_baseline)
+    if output_kind is not None:
+        console.warn("evaluate --output is deprecated: use --output-format (-o names a file in the other commands)")
     from calibcli import progress
     from calibcli.evaluation import baseline as evaluation_json, evaluate as evaluation, report as render
     from calibcli.io.targets import check_output
@@ -120,30 +104,15 @@ def evaluate(
         result.command = command_line(ctx)
         plotting.save_reliability(result, plot)
     with console.data_output():
-        if output_kind == "json":
+        if shown == "json":
             console.write_data(json.dumps(result.to_json(), indent=2, allow_nan=False) + "\n")
-        elif output_kind == "csv":
+        elif shown == "csv":
             console.write_data(render.csv_text(result))
-        elif output_kind == "markdown":
+        elif shown == "markdown":
             console.write_data(render.markdown_text(result))
         else:
             render.print_report(result, reliability=plot == "-")
     _report_gates(result.gate)
-
-
-def _output_kind(output_format: Optional[str], deprecated: Optional[str], as_json: bool) -> str:
-    """What stdout gets, from --output-format, --json or the deprecated --output."""
-    if deprecated is not None:
-        if output_format is not None:
-            raise UsageError("give --output-format only: --output is its deprecated name")
-        console.warn("evaluate --output is deprecated: use --output-format (-o names a file in the other commands)")
-        output_format, option = deprecated, "--output"
-    else:
-        option = "--output-format"
-    kind = "table" if output_format is None else output_format
-    if kind not in ("table", "json", "csv", "markdown"):
-        raise UsageError(f"{option} {kind!r}: expected table, json, csv or markdown")
-    return "json" if as_json else kind
 
 
 def _report_gates(gate) -> None:

@@ -32,9 +32,6 @@ from calibcli.errors import UsageError
 from calibcli.evaluation import metrics
 from calibcli.evaluation.results import SETTING_DEFAULTS, GATED_SETTINGS, Baseline, Check, GateReport
 
-GATE_ON = ("point", "upper")
-
-
 def metric_names() -> str:
     """The metric names as typed on the command line, for hints."""
     return ", ".join(k.replace("_", "-") for k in metrics.ALL_METRICS)
@@ -103,35 +100,13 @@ def parse_limits(specs: Sequence[str], flag: str, allow_percent: bool = False) -
 
 @dataclass
 class GateSpec:
-    """Every gate option of one `calib evaluate` run."""
+    """Every gate option of one `calib evaluate` run (parsed and checked by `EvaluateOptions.build`)."""
 
     fail_above: list[Limit] = field(default_factory=list)
     fail_below: list[Limit] = field(default_factory=list)
     max_regression: list[Limit] = field(default_factory=list)
     baseline: str | None = None
     gate_on: str = "point"
-
-    @classmethod
-    def from_options(cls, fail_above: Sequence[str], fail_below: Sequence[str],
-                     max_regression: Sequence[str], baseline: str | None, gate_on: str,
-                     bootstrap: int) -> "GateSpec":
-        """Parse and cross-check the CLI options; raises UsageError on any inconsistency."""
-        if gate_on not in GATE_ON:
-            raise UsageError(f"--gate-on {gate_on!r}: expected one of {', '.join(GATE_ON)}")
-        if gate_on == "upper" and bootstrap <= 0:
-            raise UsageError("--gate-on upper needs confidence intervals",
-                             hint="add --bootstrap 200 (or more)")
-        if max_regression and baseline is None:
-            raise UsageError("--max-regression needs --baseline FILE",
-                             hint="write one with `calib evaluate ... --save-baseline FILE`")
-        spec = cls(parse_limits(fail_above, "--fail-above"), parse_limits(fail_below, "--fail-below"),
-                   parse_limits(max_regression, "--max-regression", allow_percent=True),
-                   baseline, gate_on)
-        refuse_targets(spec.max_regression)
-        if baseline is not None and not spec.max_regression:
-            raise UsageError("--baseline needs --max-regression METRIC=VALUE",
-                             hint="e.g. --max-regression field-rce=0.01 or --max-regression log-loss=5%")
-        return spec
 
     @property
     def active(self) -> bool:
