@@ -42,7 +42,7 @@ from typing import Callable, NamedTuple, Sequence
 import numpy as np
 
 from calibcli.calibrators import Calibrator
-from calibcli.errors import MapError, UsageError
+from calibcli.errors import MapError, UsageError, shown
 from calibcli.requests import ExportRequest, check_expression  # noqa: F401 (the API name)
 
 _FLAT = 8  # intervals below this many become one flat CASE instead of a nested one
@@ -437,6 +437,26 @@ class SQLExport(NamedTuple):
         growth = "K^4 (each of its logits sums K columns)" if self.method == "dirichlet" else "K^3"
         return (f"{size} for the {self.classes} classes of this {self.method} map: engines plan an expression "
                 f"this long slowly; each class repeats every logit, so the size grows as {growth}")
+
+
+def kclass_columns(given: Sequence[str] | None, recorded: Sequence[str] | None, k: int, source: str) -> list[str]:
+    """The K score columns a K-class select list reads: `--score-cols` names (a pattern is
+    refused: export reads no file to match it against) or the map's recorded columns."""
+    if given is None:
+        if not recorded:
+            raise UsageError(f"{source}: the map does not record its score columns",
+                             hint="name them with --score-cols a,b,c")
+        return list(recorded)
+    example = ",".join(recorded) if recorded and len(recorded) <= 4 else "p_a,p_b,p_c"
+    for name in given:
+        if re.search(r"[*?\[]", name):
+            raise UsageError(f"{source}: --score-cols {shown(name)} is a pattern, but export reads no file to match "
+                             f"it against: give the map's {k} score column names as a comma list",
+                             hint=f"e.g. --score-cols {example}")
+    if len(given) != k:
+        raise UsageError(f"{source}: --score-cols gives {len(given)} columns but the map has {k} classes",
+                         hint=f"give the {k} score column names as a comma list, e.g. --score-cols {example}")
+    return list(given)
 
 
 def export_sql(map_path: str, column: str | None = None, expression: str | None = None,

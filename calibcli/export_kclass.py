@@ -98,12 +98,7 @@ def export_map(map_path: str, request: ExportRequest) -> SQLExport:
         raise UsageError("--score-expr is for binary maps: a K-class map reads --score-cols")
     if max_knots is not None:
         raise UsageError("--max-knots simplifies knot maps; K-class maps have no knots")
-    columns = list(score_cols) if score_cols is not None else list(cal.score_cols or ())
-    if not columns:
-        raise UsageError(f"{source}: the map does not record its score columns", hint="name them with --score-cols")
-    if len(columns) != cal.n_classes:
-        raise UsageError(f"{source}: --score-cols gives {len(columns)} columns but the map has "
-                         f"{cal.n_classes} classes")
+    columns = export.kclass_columns(score_cols, cal.score_cols, cal.n_classes, source)
     try:
         return SQLExport(select_list(cal, columns, dialect), 0, None, cal.n_classes, cal.name)
     except MapError as exc:

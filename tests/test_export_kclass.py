@@ -93,3 +93,17 @@ def test_size_warning_of_a_kclass_map_names_no_knots(tmp_path, method, k, growth
     assert "knots" not in warning
     strict = runner.invoke(app, ["--strict", "export", str(path), "--sql"])
     assert strict.exit_code == 2 and "knots" not in strict.stderr and strict.stdout == ""
+
+
+@pytest.mark.parametrize("spec", ["x_*", "x?,b,c,d", "a,b,c,[xy]"])
+def test_a_score_cols_pattern_is_refused_export_reads_no_file(tmp_path, spec):
+    """`--score-cols 'x_*'` was taken as one column named x_*: export has no schema to match a
+    pattern against, so it asks for the K names as a comma list (the map's own as example)."""
+    map_path, _, _ = build(tmp_path, KCASES[0])
+    result = runner.invoke(app, ["export", map_path, "--sql", "--score-cols", spec])
+    assert result.exit_code == 2 and result.stdout == ""
+    pattern = next(item for item in spec.split(",") if set(item) & set("*?["))
+    assert result.stderr.splitlines() == [
+        f"error: {map_path}: --score-cols '{pattern}' is a pattern, but export reads no file to match it against: "
+        f"give the map's {len(CLASSES)} score column names as a comma list",
+        f"hint: e.g. --score-cols {','.join(COLUMNS)}"]
