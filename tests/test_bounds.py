@@ -149,3 +149,13 @@ def test_seeds_round_trip_exactly_through_cli_maps(tmp_path, seed, suffix):
     assert stored == seed and isinstance(stored, int)
     cal, env = maps.load_map(str(path))
     assert cal.params["seed"] == seed and env["training"]["seed"] == seed
+
+
+def test_the_baseline_loader_reads_its_lower_limits_from_bounds():
+    from calibcli.evaluation.baseline import _at_least
+
+    for option, integer in (("--ece-bins", True), ("--hl-groups", True), ("--calbin-window", True),
+                            ("--step", False)):
+        ok, _ = _at_least(option, integer)
+        low = bounds.OPTIONS[option].low
+        assert ok(low) != bounds.OPTIONS[option].low_open and not ok(low - 1)

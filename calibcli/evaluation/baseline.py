@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calibcli import io, options, strictjson
+from calibcli import bounds, io, options, strictjson
 from calibcli.io import targets
 from calibcli.errors import InputError
 from calibcli.evaluation import metrics as metrics_table
@@ -54,8 +54,9 @@ def load_baseline(path: str) -> Baseline:
     field_col, window = doc.get("field_col"), doc.get("calbin_window")
     if field_col is not None and not isinstance(field_col, str):
         raise bad(f"baseline 'field_col' is {field_col!r:.40}, not a column name or null")
-    if window is not None and (not _is_int(window) or window < 1):
-        raise bad(f"baseline 'calbin_window' is {window!r:.40}, not a positive integer or null")
+    window_ok, window_is = _at_least("--calbin-window", True)
+    if window is not None and not window_ok(window):
+        raise bad(f"baseline 'calbin_window' is {window!r:.40}, not {window_is} or null")
     settings = {}
     for key, valid, what in _SETTING_TYPES:
         value = doc.get(key)
@@ -87,12 +88,24 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _at_least(option: str, integer: bool) -> tuple[Any, str]:
+    """A test that a baseline setting is a number `option` may take (its lower bound in
+    `bounds.OPTIONS`), and what it must be, for the refusal."""
+    bound = bounds.OPTIONS[option]
+    number = _is_int if integer else (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool))
+    above = (lambda v: v > bound.low) if bound.low_open else (lambda v: v >= bound.low)
+    low = f"{bound.low:g}"
+    what = (("a positive integer" if bound.low == 1 else f"an integer of at least {low}") if integer else
+            "a positive number" if bound.low_open and bound.low == 0 else f"a number above {low}")
+    return (lambda v: number(v) and above(v)), what
+
+
 _SETTING_TYPES = (
-    ("ece_bins", lambda v: _is_int(v) and v >= 1, "a positive integer"),
-    ("hl_groups", lambda v: _is_int(v) and v >= 3, "an integer of at least 3"),
-    ("ece_strategy", lambda v: v in options.ECE_STRATEGIES, "'uniform' or 'quantile'"),
+    ("ece_bins", *_at_least("--ece-bins", True)),
+    ("hl_groups", *_at_least("--hl-groups", True)),
+    ("ece_strategy", lambda v: v in options.ECE_STRATEGIES, " or ".join(map(repr, options.ECE_STRATEGIES))),
     ("weight_col", lambda v: isinstance(v, str), "a column name"),
-    ("step", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0, "a positive number"),
+    ("step", *_at_least("--step", False)),
     ("label_col", lambda v: isinstance(v, str), "a column name"),
     ("score_col", lambda v: isinstance(v, str), "a column name"),
 )
