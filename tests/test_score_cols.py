@@ -241,3 +241,45 @@ def test_auto_choosing_logits_for_near_probabilities_warns_and_strict_refuses(tm
             pacsv.write_csv(pa.table({"p_a": Q[:, 0], "p_b": Q[:, 1], "p_c": Q[:, 2], "label": y[2:]}), src)
         quiet = runner.invoke(app, ["fit", str(src), "--score-cols", "p_*", "-m", "temperature"])
         assert quiet.exit_code == 0 and "warning" not in quiet.stderr, quiet.stderr
+
+
+def test_one_column_hint_names_the_binary_option_of_the_flag():
+    t = _table(p_a=[0.5], q=[0.5])
+    with pytest.raises(UsageError) as prob:
+        sc.resolve("p_a", t.schema, "s3.csv", flag="--prob-cols")
+    assert prob.value.hint == "for one probability column (binary labels) use --prob-col"
+    with pytest.raises(UsageError) as score:
+        sc.resolve("p_a", t.schema, "s3.csv")
+    assert score.value.hint == "for one score column (binary labels) use --score-col"
+
+
+def test_labels_are_all_class_names_or_all_indices_and_the_hint_says_so():
+    """Columns p_1,p_2,p_3 and labels 0..3: some labels are class names, so all are read as
+    names and 0 is not a class; the hint must not offer index 0 as if it were accepted."""
+    t = _table(label=[2, 0, 1, 3])
+    with pytest.raises(InputError) as names:
+        sc.label_codes(t, "label", ("1", "2", "3"), "idx.csv")
+    assert str(names.value.message) == "idx.csv: column 'label', row 2: label 0 is not a class"
+    assert names.value.hint == ("classes: 1, 2, 3; labels are read as class names (some are), so none is read as "
+                                "a 0-based index: give all labels as class names or all as indices; name the "
+                                "classes with --classes")
+    codes, how = sc.label_codes(_table(label=[2, 0, 1]), "label", ("a", "b", "c"), "f.csv")
+    assert how == sc.LABELS_AS_INDICES and codes.tolist() == [2, 0, 1]
+    with pytest.raises(InputError) as indices:
+        sc.label_codes(_table(label=[2, 0, 3]), "label", ("a", "b", "c"), "f.csv")
+    assert "row 3: label 3 is not a class" in indices.value.message
+    assert indices.value.hint == ("no label is a class name (a, b, c), so labels are read as 0-based indices 0..2; "
+                                  "name the classes with --classes")
+
+
+def test_evaluate_prob_cols_of_one_column_hints_prob_col(tmp_path):
+    import pyarrow.csv as pacsv
+    from typer.testing import CliRunner
+
+    from calibcli.cli import app
+
+    f = tmp_path / "s3.csv"
+    pacsv.write_csv(_table(p_a=[0.2, 0.7], p_b=[0.8, 0.3], label=["a", "b"]), f)
+    result = CliRunner().invoke(app, ["evaluate", str(f), "--prob-cols", "p_a"])
+    assert result.exit_code == 2 and "hint: for one probability column (binary labels) use --prob-col" in result.stderr
+    assert "--score-col" not in result.stderr

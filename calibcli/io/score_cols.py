@@ -143,7 +143,8 @@ def resolve_columns(columns: Sequence[str], schema: pa.Schema, source: str) -> S
 def _one_column(spec: str, source: str, flag: str, columns: Sequence[str] = ()) -> UsageError:
     got = f"only column {shown(columns[0])}" if columns else "one score a row"
     return UsageError(f"{source}: {flag} {shown(spec)} gives {got}: K-class scores need 2 or more columns",
-                      hint="for one score column (binary labels) use --score-col")
+                      hint=f"for one {'probability' if flag == '--prob-cols' else 'score'} column (binary labels) "
+                           f"use {flag[:-1]}")  # --prob-col, --score-col
 
 
 def _checked_classes(names: tuple[str, ...], k: int, source: str) -> tuple[str, ...]:
@@ -303,17 +304,17 @@ def label_codes(table: pa.Table | pa.RecordBatch, name: str, classes: Sequence[s
     if how == LABELS_AS_NAMES:
         if found.null_count:
             i = _first(np.asarray(found.is_null()))
-            raise _not_a_class(source, name, i + 1 + offset, col[i].as_py(), classes)
+            raise _not_a_class(source, name, i + 1 + offset, col[i].as_py(), classes, how)
         return np.asarray(found, dtype=np.int64), how
     codes = np.asarray(_pc().cast(text, pa.float64(), safe=False), dtype=np.float64) \
         if _all_numbers(text) else None
     if codes is None:
         i = _first(~_number_mask(text))
-        raise _not_a_class(source, name, i + 1 + offset, col[i].as_py(), classes)
+        raise _not_a_class(source, name, i + 1 + offset, col[i].as_py(), classes, how)
     bad = (codes != np.floor(codes)) | (codes < 0) | (codes >= len(classes))
     if bad.any():
         i = _first(bad)
-        raise _not_a_class(source, name, i + 1 + offset, col[i].as_py(), classes)
+        raise _not_a_class(source, name, i + 1 + offset, col[i].as_py(), classes, how)
     return codes.astype(np.int64), how
 
 
@@ -325,7 +326,14 @@ def _all_numbers(text: pa.ChunkedArray) -> bool:
     return bool(_number_mask(text).all())
 
 
-def _not_a_class(source: str, name: str, row: int, value, classes: Sequence[str]) -> InputError:
+def _not_a_class(source: str, name: str, row: int, value, classes: Sequence[str], how: str) -> InputError:
+    """A label that is not a class, read as `how` says: labels are all class names (when any
+    label is one) or all 0-based indices, never a mix."""
     listed = ", ".join(classes[:12]) + (", ..." if len(classes) > 12 else "")
+    if how == LABELS_AS_NAMES:
+        hint = (f"classes: {listed}; labels are read as class names (some are), so none is read as a 0-based "
+                "index: give all labels as class names or all as indices")
+    else:
+        hint = f"no label is a class name ({listed}), so labels are read as 0-based indices 0..{len(classes) - 1}"
     return InputError(f"{source}: column {shown(name)}, row {row}: label {shown(value)} is not a class",
-                      hint=f"classes: {listed} (or 0-based indices 0..{len(classes) - 1}); name them with --classes")
+                      hint=hint + "; name the classes with --classes")
