@@ -59,7 +59,7 @@ def test_out_of_range_values_are_refused(method, param, data):
     for value in (above, below):
         text = repr(value) if isinstance(value, float) else str(value)
         with pytest.raises(ParamError):
-            param.parse(text)
+            param.check(param.parse(text))  # converted, then checked by the constructor
         with pytest.raises(ParamError):
             param.check(value)
 
@@ -68,7 +68,7 @@ def test_out_of_range_values_are_refused(method, param, data):
 def test_non_numbers_and_non_finite_values_are_refused(method, param):
     for text in ("nan", "inf", "-inf", "1e999999999", "x", "0x10", "1e-999999999" if param.type is int else "y"):
         with pytest.raises(ParamError):
-            param.parse(text)
+            param.check(param.parse(text))
 
 
 def test_integers_parse_exactly():
@@ -78,7 +78,7 @@ def test_integers_parse_exactly():
     assert seed.parse("1e3") == 1000 and seed.parse("2.0") == 2
     for bad in ("1.5", "-1", str(2**63), "1e19"):
         with pytest.raises(ParamError):
-            seed.parse(bad)
+            seed.check(seed.parse(bad))
 
 
 @pytest.mark.parametrize("option", sorted(bounds.OPTIONS))
