@@ -46,9 +46,12 @@ def fit(
     classes: Sequence[Any] | None = None,
     score_kind: str = "auto",
     seed: int | None = None,
+    pos_label: Any = None,
     **params: Any,
 ) -> Calibrator | ClassMap:
     """Fit `method` on scores and 0/1 labels; `params` are the method's options (`calib methods`).
+    Binary labels of two other values (-1/1, "churn"/"stay") need `pos_label`, the positive
+    one (`calib fit --pos-label`).
 
     Scores of shape (n, K), K >= 2, take the K-class path and return a `ClassMap`: labels may
     be any hashable values (`classes` gives the class of each column in order, else the sorted
@@ -65,8 +68,9 @@ def fit(
     from calibcli.requests import Columns, FitRequest, weight_kind_option
 
     if np.ndim(scores) == 2:
-        if features is not None:
-            raise UsageError("features are for binary field-aware methods, not K-class scores")
+        if features is not None or pos_label is not None:
+            raise UsageError(f"{'features' if pos_label is None else 'pos_label'} is for binary scores of shape (n,), "
+                             "not K-class scores (their labels may be any values)")
         weight_kind = weight_kind_option(weight_kind, weights is not None)
         if seed is not None:
             params["seed"] = seed
@@ -84,9 +88,34 @@ def fit(
                       features=tuple(k for k, v in (feats or {}).items() if v.dtype != object))
     request = FitRequest.build(method, params, seed=seed, weight_kind=weight_kind, columns=columns,
                                weighted=weights is not None)
-    return request.calibrator.fit(np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=np.float64),
+    return request.calibrator.fit(np.asarray(scores, dtype=np.float64), _binary_labels(labels, pos_label),
                                   weights=None if weights is None else np.asarray(weights, dtype=np.float64),
                                   features=feats, weight_kind=request.weight_kind)
+
+
+def _binary_labels(labels: Any, pos_label: Any) -> np.ndarray:
+    """0/1 labels as float64: numbers as they are, or 1 where a label equals `pos_label` (two
+    values, `pos_label` one of them); text labels without `pos_label` are refused, naming it."""
+    from calibcli.errors import FitError
+
+    if pos_label is None:
+        try:
+            return np.asarray(labels, dtype=np.float64)
+        except (TypeError, ValueError):
+            distinct = sorted(str(v) for v in np.unique(np.asarray(labels).astype(str)).tolist())
+            shown = ", ".join(repr(v) for v in distinct[:5]) + (", ..." if len(distinct) > 5 else "")
+            raise FitError(f"labels must be 0 or 1 (numbers or booleans), got the values {shown}",
+                           hint=f"name the positive label with pos_label=, e.g. pos_label={distinct[-1]!r} "
+                                "(as calib fit --pos-label)") from None
+    classmap.refuse_mixed_labels(labels)
+    y = np.asarray(labels)
+    distinct = np.unique(y).tolist()
+    shown = ", ".join(repr(v) for v in distinct[:5]) + (", ..." if len(distinct) > 5 else "")
+    if pos_label not in distinct:
+        raise FitError(f"pos_label {pos_label!r} is not a label (its values: {shown})")
+    if len(distinct) > 2:
+        raise FitError(f"pos_label is for labels with two values; these have {len(distinct)}: {shown}")
+    return (y == pos_label).astype(np.float64)
 
 
 def save_map(calibrator: Calibrator | ClassMap, path: str, training: Mapping[str, Any] | None = None) -> None:
@@ -149,14 +178,11 @@ def evaluate(
         given = [name for name, value in (("fields", fields), ("interval", interval)) if value is not None]
         if given:
             raise UsageError(f"{given[0]} applies to binary probabilities, not to probs of shape (n, K)")
-        if options.choice.binary_only:
-            raise UsageError(f"metrics: {options.choice.binary_only[0]} is a metric of binary probabilities, "
-                             "not of probs of shape (n, K)", hint="K-class predictions take top_label_<name>")
+        options.check_kind(kclass=True)
         return _evaluate_kclass(labels, probs, classes, weights, options)
     if classes is not None:
         raise UsageError("classes applies to probs of shape (n, K); binary labels are 0 or 1")
-    if options.choice.kclass_only:
-        raise UsageError(f"metrics: {options.choice.kclass_only[0]} is a metric of probs of shape (n, K)")
+    options.check_kind(kclass=False)
     y = np.asarray(labels, dtype=np.float64)
     p = np.asarray(probs, dtype=np.float64)
     if y.shape != p.shape or y.ndim != 1 or y.size == 0:

@@ -105,7 +105,9 @@ def fit(scores: Any, labels: Any, method: str = "temperature", *, classes: Seque
 
 def class_codes(labels: Any, k: int, classes: Sequence[Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(class names, int64 codes of `labels`): names sorted unless `classes` is given; a FitError
-    for a label that is not a class, duplicate classes, or K names that do not match K columns."""
+    for a label that is not a class, labels mixing text and numbers, duplicate classes, or K
+    names that do not match K columns."""
+    refuse_mixed_labels(labels)
     y = np.asarray(labels)
     if y.ndim != 1:
         raise FitError(f"labels must be one-dimensional, got shape {y.shape}")
@@ -140,6 +142,19 @@ def class_codes(labels: Any, k: int, classes: Sequence[Any] | None = None) -> tu
         raise FitError(f"label {shown(value)[:40]} in row {bad[0]} is not one of the classes",
                        hint="the classes: " + ", ".join(shown(c)[:40] for c in names.tolist()[:10]))
     return names, codes
+
+
+def refuse_mixed_labels(labels: Any) -> None:
+    """A FitError for labels mixing text and numbers ("1" and 1): numpy would turn them all
+    into text and merge the two into one class."""
+    if isinstance(labels, np.ndarray) and labels.dtype != object:
+        return  # one dtype: all text or all numbers
+    values = set(np.asarray(labels, dtype=object).ravel().tolist())  # the distinct values, not the rows
+    text = next((v for v in values if isinstance(v, str)), None)
+    number = next((v for v in values if isinstance(v, (int, float, np.number))), None)
+    if text is not None and number is not None:
+        raise FitError(f"labels mix text and numbers ({text!r:.40} and {number!r:.40}): they would be merged "
+                       "or split unpredictably", hint="give every label as text or every label as a number")
 
 
 def from_envelope(envelope: Mapping[str, Any], source: str) -> ClassMap:

@@ -78,3 +78,37 @@ def test_fit_auto_warns_when_it_reads_near_probabilities_as_logits():
         warnings.simplefilter("error", CalibWarning)
         calibcli.fit(np.log(P + 0.1), y, method="temperature")  # logits: no warning
         calibcli.fit(P / P.sum(axis=1, keepdims=True), y, method="temperature")  # probabilities
+
+
+def test_fit_binary_text_labels_need_pos_label_as_the_cli():
+    from calibcli.errors import FitError
+
+    s, y01 = _data()
+    words = np.where(y01 == 1, "churn", "stay")
+    with pytest.raises(FitError, match=r"labels must be 0 or 1 \(numbers or booleans\), got the values 'churn', "
+                                       r"'stay'") as err:
+        calibcli.fit(s, words)
+    assert "pos_label=" in err.value.hint and "could not convert" not in str(err.value)
+    ref = calibcli.fit(s, y01, method="logistic")
+    got = calibcli.fit(s, words, method="logistic", pos_label="churn")
+    assert got.get_state() == ref.get_state()
+    minus = calibcli.fit(s, np.where(y01 == 1, 1, -1), method="logistic", pos_label=1)
+    assert minus.get_state() == ref.get_state()
+    with pytest.raises(FitError, match=r"pos_label 'CHURN' is not a label \(its values: 'churn', 'stay'\)"):
+        calibcli.fit(s, words, pos_label="CHURN")
+    with pytest.raises(FitError, match="pos_label is for labels with two values; these have 3"):
+        calibcli.fit(s, np.where(np.arange(s.size) == 0, "maybe", words), pos_label="churn")
+    with pytest.raises(calibcli.errors.UsageError, match="pos_label is for binary scores"):
+        calibcli.fit(np.column_stack([s, 1 - s]), words, method="temperature", pos_label="churn")
+
+
+@pytest.mark.parametrize("labels", [["1", 1, "0", 0, 1, "0"], np.array(["1", 1, "0", 0, "1", 0], dtype=object)])
+def test_fit_refuses_labels_mixing_text_and_numbers(labels):
+    """np.asarray(["1", 1]) is all text: "1" and 1 would be merged into one class silently."""
+    from calibcli.errors import FitError
+
+    P = np.random.default_rng(0).dirichlet([1.0, 1.0], 6)
+    with pytest.raises(FitError, match="labels mix text and numbers") as err:
+        calibcli.fit(P, labels, method="temperature")
+    assert err.value.hint == "give every label as text or every label as a number"
+    assert calibcli.fit(P, [str(v) for v in labels], method="temperature").classes_.tolist() == ["0", "1"]
