@@ -65,3 +65,34 @@ def test_a_row_of_zeros_becomes_uniform():
     cal = cm.calibrator
     cal.maps_ = [0.0, 0.0, 0.0]
     assert np.array_equal(cal.predict(P[:2]), np.full((2, 3), 1 / 3))
+
+
+OVR_METHODS = [m for m in registry.names() if registry.classes(m) == "one-vs-rest"]
+_SMALL = {"bayes-iso": {"samples": 200}, "boot-isotonic": {"r": 5}, "boot-binning": {"r": 5},
+          "spline": {"folds": 2}, "ilps": {"K": 20}}
+
+
+@pytest.mark.parametrize("method", OVR_METHODS)
+def test_every_one_vs_rest_method_is_its_binary_maps_renormalised(method):
+    """For each class k the binary method fitted on column k against 1[y = k] (same params and
+    seed), each row divided by its sum, a row of zeros uniform: what the one-vs-rest map gives,
+    bit for bit."""
+    import warnings
+
+    from calibcli.errors import CalibWarning
+
+    k = 3
+    P, y = kdata.probabilities(300, k, seed=11)
+    query = np.vstack([P[:50], np.random.default_rng(4).dirichlet(np.ones(k), 50), np.eye(k),
+                       np.full((1, k), 1.0 / k)])
+    declared = {p.name for p in registry.get(method).params}
+    params = {**_SMALL.get(method, {}), **({"seed": 7} if "seed" in declared else {})}
+    own = {**params, **({"score_kind": "probability"} if "score_kind" in declared else {})}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CalibWarning)
+        cm = calibcli.fit(P, y, method=method, score_kind="probability", **params)
+        raw = np.column_stack([registry.create(method, own).fit(P[:, j].copy(), (y == j).astype(float))
+                               .predict(query[:, j].copy()) for j in range(k)])
+    total = raw.sum(axis=1, keepdims=True)
+    expected = np.where(total > 0, raw / np.where(total > 0, total, 1.0), 1.0 / k)
+    np.testing.assert_array_equal(cm.predict(query), expected)
