@@ -338,6 +338,25 @@ class EvaluateOptions:
                    plan, top if by_field else None, reliability_bins, _interval_cols(interval_cols), pos_label,
                    tuple(kclass_cols), classes, score_cols, choice, diagram if reliability_bins is not None else None)
 
+    def check_kind(self, kclass: bool) -> None:
+        """Refuse `--metrics` and gates of the other kind of prediction than the one evaluated
+        (binary probabilities, or K-class ones: `kclass`), once that is known (a --map's kind is
+        known when it is loaded)."""
+        from calibcli.evaluation.metrics import KCLASS_METRICS, METRICS
+
+        hint = ("K-class metrics: " + ", ".join(k.replace("_", "-") for k in KCLASS_METRICS) if kclass
+                else "K-class predictions are --prob-cols SPEC or a multiclass --map")
+        if kclass and self.choice.binary_only:
+            raise UsageError(f"--metrics {self.choice.binary_only[0].replace('_', '-')}: a metric of binary "
+                             "probabilities, not of K-class predictions", hint=hint)
+        if not kclass and self.choice.kclass_only:
+            raise UsageError(f"--metrics {self.choice.kclass_only[0].replace('_', '-')}: it is a K-class metric",
+                             hint=hint)
+        other = sorted(self.gates.metrics_used() - set(KCLASS_METRICS if kclass else METRICS))
+        if other:
+            raise UsageError(f"a gate on {other[0].replace('_', '-')}: it is {'not ' if kclass else ''}a K-class metric",
+                             hint=hint)
+
 
 def _gate_spec(fail_above: Sequence[str], fail_below: Sequence[str], max_regression: Sequence[str],
                baseline: str | None, gate_on: str, bootstrap: int) -> GateSpec:

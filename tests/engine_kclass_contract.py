@@ -129,5 +129,5 @@ def test_evaluate_kclass_top_label_metrics_equal_calib_evaluate(engine, read, kc
     assert list(got) == list(want) and "top_label_corp_p" in want and "top_label_kuiper_p" in want
     for metric, value in want.items():
         assert got[metric] == pytest.approx(value, rel=1e-12, abs=1e-12), metric
-    with pytest.raises(UsageError, match="smece is a metric of binary probabilities"):
+    with pytest.raises(UsageError, match="--metrics smece: a metric of binary probabilities"):
         engine.evaluate_kclass(read(kclass_data), ["p_*"], metrics="smece")

@@ -231,3 +231,20 @@ EVALUATE_CASES = [
 @pytest.mark.parametrize("option, argv, call", EVALUATE_CASES, ids=[c[0] for c in EVALUATE_CASES])
 def test_a_bad_evaluate_option_is_refused_with_one_message_by_the_command_and_the_api(option, argv, call):
     test_a_bad_value_is_refused_with_one_message_by_the_command_and_the_api(option, argv, call)
+
+
+# --metrics and gates of the other kind of prediction: `EvaluateOptions.check_kind`, once the kind is known
+KCSV = str(DATA / "digits_scores.csv")
+KIND_CASES = [
+    ("--metrics binary on K classes", ["evaluate", KCSV, "--prob-cols", "p_*", "--metrics", "smece"],
+     lambda: calibcli.evaluate([0, 1, 2], np.eye(3), metrics="smece")),
+    ("--metrics K-class on binary", [*EVALUATE, "--metrics", "top-label-smece"],
+     lambda: calibcli.evaluate(Y, S, metrics="top_label_smece")),
+    ("engine --metrics binary on K classes", ["evaluate", KCSV, "--prob-cols", "p_*", "--metrics", "smece"],
+     lambda: _dask("evaluate_kclass")(_dask_frame(), ["score"], metrics="smece")),
+]
+
+
+@pytest.mark.parametrize("option, argv, call", KIND_CASES, ids=[c[0] for c in KIND_CASES])
+def test_a_metric_of_the_other_kind_is_refused_with_one_message(option, argv, call):
+    test_a_bad_value_is_refused_with_one_message_by_the_command_and_the_api(option, argv, call)

@@ -267,7 +267,7 @@ def test_api_options_apply_to_their_kind():
     for kwargs in ({"fields": y}, {"interval": (p, p)}):
         with pytest.raises(UsageError, match="applies to binary probabilities"):
             calibcli.evaluate(y, P, **kwargs)
-    with pytest.raises(UsageError, match="smece is a metric of binary probabilities"):
+    with pytest.raises(UsageError, match="--metrics smece: a metric of binary probabilities"):
         calibcli.evaluate(y, P, metrics="smece")  # K-class predictions take top_label_smece
 
 

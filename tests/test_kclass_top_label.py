@@ -107,9 +107,9 @@ def test_choice_keeps_each_kind_to_its_own_names():
     with pytest.raises(UsageError, match="top-label-corp-p is a resampling test"):
         selection.MetricChoice.parse("top-label-corp-p", bands=0)
     assert selection.MetricChoice.parse("top-label-corp-p").bands == selection.CORP_ROUNDS
-    with pytest.raises(UsageError, match="smece is a metric of binary probabilities"):
+    with pytest.raises(UsageError, match="--metrics smece: a metric of binary probabilities"):
         calibcli.evaluate([0, 1, 2], np.eye(3), metrics="smece")
-    with pytest.raises(UsageError, match="top_label_smece is a metric of probs of shape"):
+    with pytest.raises(UsageError, match="--metrics top-label-smece: it is a K-class metric"):
         calibcli.evaluate([0, 1], [0.2, 0.7], metrics="top_label_smece")
 
 

@@ -161,9 +161,9 @@ def evaluate_kclass(df, kclass_cols=(), maps=(), *, label_col: str = "label", we
     `KClassState` per prediction; the states merge in a tree of delayed tasks."""
     from calibcli.engines import kclass
 
-    choice = kclass.metric_choice(metrics, bands, seed, hl_groups)
-    preds = kclass.plan(list(df.columns), SOURCE, kclass_cols, maps, classes=classes, score_cols_spec=score_cols,
-                        label_col=label_col, weight_col=weight_col, ece_bins=ece_bins, ece_strategy=ece_strategy)
+    preds, choice = kclass.plan(list(df.columns), SOURCE, kclass_cols, maps, classes=classes, score_cols_spec=score_cols,
+                                label_col=label_col, weight_col=weight_col, ece_bins=ece_bins, ece_strategy=ece_strategy,
+                                metrics=metrics, bands=bands, seed=seed, hl_groups=hl_groups)
     keep = list(dict.fromkeys([label_col, *(c for k in preds for c in k.columns), *([weight_col] if weight_col else [])]))
     parts = [dask.delayed(kclass.partition_states)(p, preds, label_col, weight_col) for p in df[keep].to_delayed()]
     states, hows, bad = dask.compute(tree_reduce(parts, _merge_kclass))[0]

@@ -45,13 +45,16 @@ class Prediction:
 
 def plan(columns: Sequence[str], source: str, kclass_cols: Any, maps_: Any, *, classes: Sequence[str] | None,
          score_cols_spec: str | None, label_col: str, weight_col: str | None, ece_bins: int,
-         ece_strategy: str) -> list[Prediction]:
+         ece_strategy: str, metrics: str = "default", bands: int | None = None, seed: int = 0,
+         hl_groups: int = 10) -> tuple[list[Prediction], Any]:
     """Each prediction of `evaluate_kclass` (Spark's and Dask's) resolved against the
     DataFrame's columns; options checked.
 
     `kclass_cols`: one SPEC per prediction (a comma list or a pattern such as "p_*"); `classes`
     names their classes (default: the suffixes); `maps_`: multiclass maps (paths, `ClassMap`s
-    or envelopes), applied to `score_cols_spec` (default: the columns each was fitted on).
+    or envelopes), applied to `score_cols_spec` (default: the columns each was fitted on);
+    `metrics`, `bands`, `seed`, `hl_groups` as `calib evaluate --metrics ...`. Returns the
+    predictions and the checked `selection.MetricChoice` (one `EvaluateOptions` built).
     """
     import pyarrow as pa
 
@@ -61,8 +64,10 @@ def plan(columns: Sequence[str], source: str, kclass_cols: Any, maps_: Any, *, c
     if isinstance(kclass_cols, str) or isinstance(maps_, str):
         raise UsageError("kclass_cols and maps are lists (SPECs such as 'p_*', maps), one per prediction")
     kclass_cols = list(kclass_cols)
-    EvaluateOptions.build(label_col=label_col, weight_col=weight_col, ece_bins=ece_bins, ece_strategy=ece_strategy,
-                          kclass_cols=tuple(kclass_cols))
+    options = EvaluateOptions.build(label_col=label_col, weight_col=weight_col, ece_bins=ece_bins,
+                                    ece_strategy=ece_strategy, kclass_cols=tuple(kclass_cols),
+                                    metrics=metrics, bands=bands, seed=seed, hl_groups=hl_groups)
+    options.check_kind(kclass=True)
     if not kclass_cols and not maps_:
         raise UsageError("nothing to evaluate: give kclass_cols or maps")
     engines.check_columns(list(columns), source, label_col=label_col, weight_col=weight_col)
@@ -82,19 +87,7 @@ def plan(columns: Sequence[str], source: str, kclass_cols: Any, maps_: Any, *, c
             raise InputError(f"{source}: {cols.shown} give {cols.k} scores a row, but the map "
                              f"{engines.map_name(m, cal)} has {len(k)} classes")
         out.append(Prediction(engines.map_name(m, cal), "map", cols.with_k(len(k), source, k), envelope))
-    return out
-
-
-def metric_choice(metrics: str, bands: int | None, seed: int, hl_groups: int):
-    """The checked `selection.MetricChoice` of K-class predictions (`metrics` as `--metrics`)."""
-    from calibcli.requests import EvaluateOptions
-
-    choice = EvaluateOptions.build(metrics=metrics, bands=bands, seed=seed, hl_groups=hl_groups,
-                                   kclass_cols=("p",)).choice
-    if choice.binary_only:
-        raise UsageError(f"metrics: {choice.binary_only[0]} is a metric of binary probabilities, not of "
-                         "K-class predictions", hint="K-class predictions take top_label_<name>")
-    return choice
+    return out, options.choice
 
 
 def _resolve_map(m: Any):

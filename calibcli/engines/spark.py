@@ -272,10 +272,10 @@ def evaluate_kclass(df: DataFrame, kclass_cols: Sequence[str] = (), maps: Sequen
     one `KClassState` per prediction (`KClassState.to_arrow` rows); the driver merges them."""
     from calibcli.engines import kclass
 
-    choice = kclass.metric_choice(metrics, bands, seed, hl_groups)
     check_python_workers(df)
-    cols = kclass.plan(df.columns, SOURCE, kclass_cols, maps, classes=classes, score_cols_spec=score_cols,
-                       label_col=label_col, weight_col=weight_col, ece_bins=ece_bins, ece_strategy=ece_strategy)
+    cols, choice = kclass.plan(df.columns, SOURCE, kclass_cols, maps, classes=classes, score_cols_spec=score_cols,
+                               label_col=label_col, weight_col=weight_col, ece_bins=ece_bins, ece_strategy=ece_strategy,
+                               metrics=metrics, bands=bands, seed=seed, hl_groups=hl_groups)
     keep = list(dict.fromkeys([label_col, *(c for k in cols for c in k.columns), *([weight_col] if weight_col else [])]))
 
     def partition_state(batches):

@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from calibcli import io
 from calibcli.errors import InputError, UsageError
-from calibcli.evaluation import diagnostics, gates, intervals, kclass_evaluate, metrics, views
+from calibcli.evaluation import diagnostics, gates, intervals, kclass_evaluate, views
 from calibcli.evaluation.baseline import load_baseline
 from calibcli.evaluation.results import EvalRow, Evaluation
 from calibcli.evaluation.bootstrap import state_intervals
@@ -45,18 +45,15 @@ def _evaluate_file(path, prob_cols, map_paths, opts: EvaluateOptions, fmt):
         from calibcli import maps  # the calibrators load only when a map is evaluated
 
         loaded = [(m, maps.load_map(m)[0]) for m in map_paths]
-    if opts.kclass_cols or any(kclass_evaluate.is_kclass_map(cal) for _, cal in loaded):
+    kclass = bool(opts.kclass_cols) or any(kclass_evaluate.is_kclass_map(cal) for _, cal in loaded)
+    opts.check_kind(kclass)
+    if kclass:
         kclass_evaluate.refuse_binary_options(
             prob_cols, [m for m, cal in loaded if not kclass_evaluate.is_kclass_map(cal)], field_col, opts)
         return kclass_evaluate.evaluate_kclass(path, fmt, opts.kclass_cols, loaded, label_col, calbin_window, opts)
     if opts.classes is not None or opts.score_cols is not None:
         flag = "--classes" if opts.classes is not None else "--score-cols"
         raise UsageError(f"{flag} applies to K-class predictions (--prob-cols, or a multiclass --map)")
-    kclass_only = sorted(opts.gates.metrics_used() - set(metrics.METRICS))
-    for what, names in (("a gate on", kclass_only), ("--metrics", opts.choice.kclass_only)):
-        if names:
-            raise UsageError(f"{what} {names[0].replace('_', '-')}: it is a K-class metric",
-                             hint="K-class predictions are --prob-cols SPEC or a multiclass --map")
     if not prob_cols and not loaded:
         prob_cols = [score_col]
     baseline = None

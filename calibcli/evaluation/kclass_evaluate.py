@@ -16,7 +16,7 @@ import numpy as np
 
 from calibcli import io
 from calibcli.errors import InputError, UsageError
-from calibcli.evaluation import gates, metrics, views
+from calibcli.evaluation import gates, views
 from calibcli.evaluation.baseline import load_baseline
 from calibcli.evaluation.bootstrap import kclass_intervals
 from calibcli.evaluation.kclass_state import KClassState, merge_kclass_states
@@ -33,24 +33,17 @@ def is_kclass_map(cal: Any) -> bool:
 
 def refuse_binary_options(prob_cols: Sequence[str], binary_maps: Sequence[str], field_col: str | None,
                           opts: Any) -> None:
-    """The options of one-column probabilities that K-class predictions do not take (UsageError)."""
+    """The options of one-column probabilities that K-class predictions do not take (UsageError);
+    their --metrics and gates: `EvaluateOptions.check_kind`."""
     if prob_cols or binary_maps:
         what = f"--prob-col {prob_cols[0]}" if prob_cols else f"the binary map {io.display_name(binary_maps[0])}"
         raise UsageError(f"{what} and K-class predictions cannot be evaluated in one run: their labels differ",
                          hint="run calib evaluate once for the binary columns and once for the K-class ones")
     refused = [("--field-col", field_col), ("--step", opts.step), ("--interval-cols", opts.interval_cols),
                ("--by-field", opts.by_field_top), ("--pos-label", opts.pos_label)]
-    if opts.choice.binary_only:
-        name = opts.choice.binary_only[0].replace("_", "-")
-        raise UsageError(f"--metrics {name}: a metric of binary probabilities, not of K-class predictions",
-                         hint="K-class metrics: " + ", ".join(k.replace("_", "-") for k in metrics.KCLASS_METRICS))
     for flag, value in refused:
         if value is not None:
             raise UsageError(f"{flag} applies to binary probabilities; K-class predictions do not take it")
-    unknown = sorted(opts.gates.metrics_used() - set(metrics.KCLASS_METRICS))
-    if unknown:
-        raise UsageError(f"a gate on {unknown[0].replace('_', '-')}: it is not a K-class metric",
-                         hint="K-class metrics: " + ", ".join(k.replace("_", "-") for k in metrics.KCLASS_METRICS))
 
 
 @dataclass
