@@ -85,6 +85,36 @@ class FitRequest:
         return cls(calibrator, columns, weight_kind)
 
 
+def fit_inputs(input: str | None, from_summary: str | None, *, score_cols: str | None = None,
+               score_col: str | None = None, pos_label: str | None = None, field_col: Sequence[str] = (),
+               feature_col: Sequence[str] = (), weight_col: str | None = None, fmt: str | None = None,
+               classes: str | None = None, score_kind: str = "auto") -> None:
+    """How `calib fit`'s inputs combine: a score file or --from-summary; the options of one
+    binary score column or of K score columns (--score-cols), not both; a summary's options."""
+    if input is None and from_summary is None:
+        raise UsageError("missing the score file to fit on (or --from-summary FILE)",
+                         hint="e.g. `calib fit cal.csv -o map.json`, or `-` to read stdin")
+    if input is not None and from_summary is not None:
+        raise UsageError("give either a score file or --from-summary FILE, not both",
+                         hint="e.g. `calib fit cal.csv` or `calib fit --from-summary summary.parquet`")
+    if score_cols is not None:
+        given = [flag for flag, value in (("--score-col", score_col), ("--pos-label", pos_label),
+                                          ("--field-col", field_col), ("--feature-col", feature_col),
+                                          ("--from-summary", from_summary)) if value]
+        if given:
+            raise UsageError(f"--score-cols (K classes) cannot be combined with {given[0]}",
+                             hint="--score-col, --pos-label, --field-col, --feature-col and --from-summary "
+                             "are for one binary score column")
+        return
+    if classes is not None or score_kind != "auto":
+        flag = "--classes" if classes is not None else "--score-kind"
+        raise UsageError(f"{flag} is for K-class scores: give the K columns with --score-cols",
+                         hint="binary methods take --param score_kind=... where they have it")
+    if from_summary is not None and (weight_col or field_col or feature_col or fmt or pos_label is not None):
+        raise UsageError("--weight-col, --field-col, --feature-col, --pos-label and --format apply to score "
+                         "files, not to --from-summary", hint="give them to `calib summarize` instead")
+
+
 def seed_option(method: str, declared: Any, params: Mapping[str, Any], seed: int | None) -> dict[str, int]:
     """`--seed` of a fit (binary or K-class) whose method declares the parameter names
     `declared`: {} or {"seed": seed}, refused out of range, for a deterministic method, or
@@ -430,4 +460,4 @@ def _check_gates(spec: GateSpec, field_col: str | None, step: float | None, kcla
 
 
 __all__ = ["ApplyRequest", "Columns", "CompareRequest", "EvaluateOptions", "ExportRequest", "FitRequest",
-           "check_expression", "evaluate_output", "seed_option", "step_option", "weight_kind_option"]
+           "check_expression", "evaluate_output", "fit_inputs", "seed_option", "step_option", "weight_kind_option"]

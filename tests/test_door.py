@@ -219,6 +219,8 @@ EVALUATE_CASES = [
      lambda: EvaluateOptions.build(gate_on="upper", bootstrap=5, fail_above=["mce=0.1"])),
     ("--fail-above unknown", [*EVALUATE, "--fail-above", "fild-rce=0.1"],
      lambda: EvaluateOptions.build(fail_above=["fild-rce=0.1"])),
+    ("compare --method", [*COMPARE, "--method", "isotonik"],
+     lambda: compare.compare_file(str(DATA / "cal.csv"), ["isotonik"])),
     ("--max-regression --baseline", [*EVALUATE, "--max-regression", "auc=0.01"],
      lambda: EvaluateOptions.build(max_regression=["auc=0.01"])),
     ("--diagram", [*EVALUATE, "--diagram", "pie"], lambda: EvaluateOptions.build(diagram="pie")),

@@ -67,23 +67,15 @@ def fit(
     calib fit --from-summary summary.parquet --method isotonic -o map.json
     calib fit --score-cols 'p_*' --method temperature digits.csv -o map.json
     """
-    from calibcli.requests import Columns, FitRequest, weight_kind_option
+    from calibcli.requests import Columns, FitRequest, fit_inputs, weight_kind_option
 
-    if input is None and from_summary is None:
-        raise UsageError("missing the score file to fit on (or --from-summary FILE)",
-                         hint="e.g. `calib fit cal.csv -o map.json`, or `-` to read stdin")
-    if input is not None and from_summary is not None:
-        raise UsageError("give either a score file or --from-summary FILE, not both",
-                         hint="e.g. `calib fit cal.csv` or `calib fit --from-summary summary.parquet`")
+    fit_inputs(input, from_summary, score_cols=score_cols, score_col=score_col, pos_label=pos_label,
+               field_col=field_col, feature_col=feature_col, weight_col=weight_col, fmt=format, classes=classes,
+               score_kind=score_kind)
     request = None
     if score_cols is not None:
-        _check_kclass_options(score_col, pos_label, field_col, feature_col, from_summary)
         weight_kind_option(weight_kind, weight_col is not None)
     else:
-        _check_binary_options(classes, score_kind)
-        if from_summary is not None and (weight_col or field_col or feature_col or format or pos_label is not None):
-            raise UsageError("--weight-col, --field-col, --feature-col, --pos-label and --format apply to score "
-                             "files, not to --from-summary", hint="give them to `calib summarize` instead")
         cols = Columns(score_col or "score", label_col, weight_col, tuple(field_col), tuple(feature_col), pos_label)
         request = FitRequest.build(method, _parse_params(param), texts=True, seed=seed, weight_kind=weight_kind,
                                    columns=cols, from_summary=from_summary is not None)
@@ -114,24 +106,6 @@ def fit(
         _print_kclass_summary(method, result)
     else:
         _print_fit_summary(method, result)
-
-
-def _check_kclass_options(score_col, pos_label, field_col, feature_col, from_summary) -> None:
-    """Options of the binary path that K-class scores (--score-cols) cannot take."""
-    given = [flag for flag, value in (("--score-col", score_col), ("--pos-label", pos_label),
-                                      ("--field-col", field_col), ("--feature-col", feature_col),
-                                      ("--from-summary", from_summary)) if value]
-    if given:
-        raise UsageError(f"--score-cols (K classes) cannot be combined with {given[0]}",
-                         hint="--score-col, --pos-label, --field-col, --feature-col and --from-summary "
-                         "are for one binary score column")
-
-
-def _check_binary_options(classes, score_kind) -> None:
-    if classes is not None or score_kind != "auto":
-        flag = "--classes" if classes is not None else "--score-kind"
-        raise UsageError(f"{flag} is for K-class scores: give the K columns with --score-cols",
-                         hint="binary methods take --param score_kind=... where they have it")
 
 
 def _print_kclass_summary(method: str, result) -> None:
