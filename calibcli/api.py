@@ -71,11 +71,14 @@ def fit(
         if features is not None or pos_label is not None:
             raise UsageError(f"{'features' if pos_label is None else 'pos_label'} is for binary scores of shape (n,), "
                              "not K-class scores (their labels may be any values)")
+        from calibcli.io import score_cols
+
         weight_kind = weight_kind_option(weight_kind, weights is not None)
-        if seed is not None:
-            params["seed"] = seed
+        score_cols.check_score_kind(score_kind)  # the checks and words of `calib fit --score-cols`
+        if classes is not None:
+            score_cols.check_classes(classes)
         return classmap.fit(scores, labels, method, classes=classes, score_kind=score_kind, weights=weights,
-                            weight_kind=weight_kind, **params)
+                            weight_kind=weight_kind, seed=seed, **params)
     if classes is not None:
         raise UsageError("classes is for K-class scores of shape (n, K); binary labels are 0 or 1")
     if score_kind != "auto":  # the binary methods' own score_kind parameter

@@ -93,12 +93,16 @@ def _plain_class(value: Any) -> Any:
 
 def fit(scores: Any, labels: Any, method: str = "temperature", *, classes: Sequence[Any] | None = None,
         score_kind: str = "auto", weights: Any = None, weight_kind: str = "frequency",
-        score_cols: Sequence[str] | None = None, **params: Any) -> ClassMap:
-    """Fit `method` on (n, K) scores and labels of any hashable values (see `calibcli.fit`)."""
+        score_cols: Sequence[str] | None = None, seed: int | None = None, **params: Any) -> ClassMap:
+    """Fit `method` on (n, K) scores and labels of any hashable values (see `calibcli.fit`);
+    `seed` checked as `calib fit --seed` checks it."""
+    from calibcli.requests import seed_option
+
     s = kscores.as_score_matrix(scores)
     kind = kscores.resolve_score_kind(s, score_kind)
     names, codes = class_codes(labels, s.shape[1], classes)
-    cal = registry.kclass(method, {**params, "score_kind": kind})
+    declared = {p.name for p in registry.kclass(method, {"score_kind": kind}).declared_params()}
+    cal = registry.kclass(method, {**params, **seed_option(method, declared, params, seed), "score_kind": kind})
     cal.fit(s, codes, weights=weights, weight_kind=weight_kind)
     return ClassMap(cal, names, score_cols)
 

@@ -190,8 +190,6 @@ def _bad_file(tmp_path, name, columns):
      "column 'p_a', row 2: score nan is not finite"),
     ({"p_a": [0.5, 0.5, 0.5], "p_b": [0.5, 0.5, 0.5], "label": ["a", "b", "c"]}, ["--score-cols", "p_*"],
      "column 'label', row 3: label 'c' is not a class"),
-    ({"p_a": [0.5, 0.5], "p_b": [0.5, 0.5], "label": ["a", "b"]}, ["--score-cols", "p_*", "--classes", "x,x"],
-     "class name 'x' appears twice"),
 ])
 def test_bad_input_is_one_line_exit_2_no_output(tmp_path, columns, args, message):
     f = _bad_file(tmp_path, "bad.csv", columns)
@@ -359,3 +357,15 @@ def test_rows_not_summing_to_1_hint_options_the_command_has(files, tmp_path):
         if args[0] != "fit":
             assert "give --score-kind" not in err
     assert not (tmp_path / "o.csv").exists()
+
+
+def test_duplicate_classes_are_refused_at_the_door_as_by_the_api(files, tmp_path):
+    """`--classes x,x` is refused before the file is read, in the words `calibcli.fit(classes=)` uses."""
+    d, (P, y), _ = files
+    out = tmp_path / "m.json"
+    code, stdout, err = _run(["fit", d / "cal.csv", "--score-cols", "p_*", "--classes", "x,y,x", "-o", out])
+    assert code == 2 and stdout == "" and not out.exists()
+    assert err.splitlines()[0] == "error: --classes 'x,y,x': class name 'x' appears twice"
+    with pytest.raises(calibcli.errors.UsageError) as exc:
+        calibcli.fit(P, y, method="temperature", classes=["x", "y", "x"])
+    assert exc.value.message == "--classes 'x,y,x': class name 'x' appears twice"

@@ -250,3 +250,24 @@ KIND_CASES = [
 @pytest.mark.parametrize("option, argv, call", KIND_CASES, ids=[c[0] for c in KIND_CASES])
 def test_a_metric_of_the_other_kind_is_refused_with_one_message(option, argv, call):
     test_a_bad_value_is_refused_with_one_message_by_the_command_and_the_api(option, argv, call)
+
+
+# K-class fits (`calib fit --score-cols`, `calibcli.fit` on (n, K) scores): --seed, --param,
+# --score-kind and --classes refused in the same words by the command and the API
+KFIT = ["fit", str(DATA / "digits_scores.csv"), "--score-cols", "p_*"]
+KP = np.random.default_rng(0).dirichlet(np.ones(10), 40)
+KY = np.arange(40) % 10
+KCLASS_FIT_CASES = [
+    ("K-class --seed deterministic", [*KFIT, "-m", "temperature", "--seed", "3"],
+     lambda: calibcli.fit(KP, KY, method="temperature", seed=3)),
+    ("K-class --param name", [*KFIT, "-m", "temperature", "-p", "bins=3"],
+     lambda: calibcli.fit(KP, KY, method="temperature", bins=3)),
+    ("K-class --score-kind", [*KFIT, "--score-kind", "odds"], lambda: calibcli.fit(KP, KY, score_kind="odds")),
+    ("K-class --classes twice", [*KFIT, "--classes", "a,b,c,d,e,f,g,h,i,a"],
+     lambda: calibcli.fit(KP, KY, method="temperature", classes=list("abcdefghia"))),
+]
+
+
+@pytest.mark.parametrize("option, argv, call", KCLASS_FIT_CASES, ids=[c[0] for c in KCLASS_FIT_CASES])
+def test_a_bad_kclass_fit_option_is_refused_with_one_message_by_the_command_and_the_api(option, argv, call):
+    test_a_bad_value_is_refused_with_one_message_by_the_command_and_the_api(option, argv, call)

@@ -96,8 +96,8 @@ def test_string_labels_and_given_classes():
     assert ordered.predict_labels(P).tolist() == np.array(["cat", "dog", "car"])[codes.predict(P).argmax(1)].tolist()
     with pytest.raises(FitError, match=f"label 'cat' in row {np.argmax(names == 'cat')} is not one of the classes"):
         calibcli.fit(P, names, method="temperature", classes=["x", "dog", "car"])
-    with pytest.raises(FitError, match="duplicate"):
-        calibcli.fit(P, names, method="temperature", classes=["cat", "cat", "car"])
+    with pytest.raises(UsageError, match="^--classes 'cat,cat,car': class name 'cat' appears twice$"):
+        calibcli.fit(P, names, method="temperature", classes=["cat", "cat", "car"])  # as calib fit --classes
     with pytest.raises(FitError, match="2 distinct values but the scores have 3"):
         calibcli.fit(P, np.where(y == 2, 0, y), method="temperature")
 

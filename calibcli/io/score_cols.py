@@ -160,13 +160,25 @@ def _checked_classes(names: tuple[str, ...], k: int, source: str) -> tuple[str, 
 
 
 def parse_classes(text: str | None) -> tuple[str, ...] | None:
-    """`--classes a,b,c` as names (None when not given)."""
+    """`--classes a,b,c` as names (None when not given), checked by `check_classes`."""
     if text is None:
         return None
-    names = tuple(part.strip() for part in text.split(","))
-    if any(not name for name in names):
-        raise UsageError(f"--classes {shown(text)}: an empty class name")
-    return names
+    return check_classes(tuple(part.strip() for part in text.split(",")))
+
+
+def check_classes(names: Sequence) -> tuple:
+    """Class names given by `--classes` (or `classes=` of `calibcli.fit`): none empty, none
+    twice (as text), refused with the same words from the command and the API."""
+    text = [str(name) for name in names]
+    given = ",".join(text)
+    if any(not name for name in text):
+        raise UsageError(f"--classes {shown(given)}: an empty class name")
+    seen: set[str] = set()
+    for name in text:
+        if name in seen:
+            raise UsageError(f"--classes {shown(given)}: class name {shown(name)} appears twice")
+        seen.add(name)
+    return tuple(names)
 
 
 def check_score_kind(kind: str) -> str:
