@@ -96,7 +96,7 @@ def fit_kclass_file(path: str, method: str, params: Mapping[str, str] | None = N
                     weight_kind: str = "frequency") -> FitResult:
     """Fit `method` on a K-class score file and, when `out` is given, save the map there."""
     _claim_map_output(out, out_format, [path])
-    kclass_calibrator(method, params or {}, "logit", seed)  # a bad method or --param fails before reading
+    kclass_calibrator(method, params or {}, "probability", seed)  # a bad method or --param, before reading
     data = read_kclass(path, cols, fmt)
     cal = kclass_calibrator(method, params or {}, data.kind, seed)
     classes = data.cols.classes
@@ -161,7 +161,7 @@ def compare_kclass_file(path: str, methods: Sequence[str] | None, folds: int, se
     folds, seed, metric = CompareRequest.build(folds, seed, metric, kclass=True)
     chosen = list(methods) if methods else default_methods()
     for m in chosen:
-        registry.kclass(m, {"score_kind": "logit"})  # a method that cannot take K columns, refused first
+        registry.kclass(m, {"score_kind": "probability"})  # a method that cannot take K columns, refused first
     _claim_map_output(out, None, [path])
     data = read_kclass(path, cols, fmt)
     n = data.codes.size

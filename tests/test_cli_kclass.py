@@ -369,3 +369,17 @@ def test_duplicate_classes_are_refused_at_the_door_as_by_the_api(files, tmp_path
     with pytest.raises(calibcli.errors.UsageError) as exc:
         calibcli.fit(P, y, method="temperature", classes=["x", "y", "x"])
     assert exc.value.message == "--classes 'x,y,x': class name 'x' appears twice"
+
+
+def test_methods_that_need_probabilities_fit_and_compare_on_probabilities(files, tmp_path):
+    """bbq takes probabilities only: the check before reading the file assumed logits and refused it."""
+    d, (P, y), _ = files
+    m = tmp_path / "bbq.json"
+    code, _, err = _run(["fit", d / "cal.csv", "--score-cols", "p_*", "-m", "bbq", "-o", m])
+    assert code == 0, err
+    np.testing.assert_array_equal(maps.load_map(str(m))[0].predict(P),
+                                  calibcli.fit(P, np.array(CLASSES)[y], method="bbq").predict(P))
+    code, _, err = _run(["compare", d / "cal.csv", "--score-cols", "p_*", "-m", "bbq", "-m", "temperature"])
+    assert code == 0, err
+    code, _, err = _run(["fit", d / "cal.csv", "--score-cols", "p_*", "-m", "bbq", "--score-kind", "logit"])
+    assert code == 2 and "method 'bbq' needs probabilities in [0, 1]: it cannot take logits one-vs-rest" in err
