@@ -39,9 +39,9 @@ class ClassPlan:
         self.fitted_cols = tuple(cmap.score_cols or ())
         self.list_col = (envelope.get("training") or {}).get("score_list_col")
         self.added = [f"{output_col}_{c}" for c in self.classes]
-        # Parquet batches of about five million scores, not a million rows: a batch is read ahead,
+        # Parquet batches of about 2.6 million scores, not a million rows: a batch is read ahead,
         # predicted, queued and written at once, so K-wide batches set apply's peak memory.
-        self.batch_rows = max(CHUNK_ROWS, (5 << 20) // self.k)
+        self.batch_rows = max(CHUNK_ROWS, (5 << 19) // self.k)
         self.cols: score_cols.ScoreCols | None = None
         self.on_invalid = on_invalid
         # text cells that are not numbers read as empty (invalid rows), as the binary path does

@@ -54,6 +54,9 @@ def _encodable(typ: pa.DataType, fmt: str) -> bool:
     return True
 
 
+DICTIONARY_PAGE_LIMIT = 1 << 16
+
+
 class BatchWriter:
     """Writes record batches as CSV, TSV, JSON lines or Parquet to an open binary handle.
 
@@ -79,7 +82,9 @@ class BatchWriter:
         if fmt == "parquet":
             import pyarrow.parquet as pq
 
-            self._writer = pq.ParquetWriter(fh, schema)
+            # a column whose dictionary passes 64 KiB (continuous scores) is written plain at
+            # once, not after a megabyte of hashing per row group; few-valued columns keep theirs
+            self._writer = pq.ParquetWriter(fh, schema, dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT)
         elif fmt in ("csv", "tsv"):
             import pyarrow.csv as pacsv
 
