@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_map_loader import FAST, GRID, METHODS, _features, grid_features
+from test_maps_loader import FAST, GRID, METHODS, _features, grid_features
 
 import contract
 from calibcli import maps
