@@ -224,7 +224,8 @@ def diagram(p, pos_w, neg_w, rounds: int, seed: int, level: float = 0.9) -> dict
     """What a CORP reliability diagram draws, as JSON-ready lists: the PAV recalibration
     curve (`p`, `recalibrated`: the ends of each constant block, at most `CURVE_POINTS`),
     the consistency band (`band_p`, `band_lower`, `band_upper`; empty without rounds), its
-    `level` and `rounds`, and the test's `p_value` (None without rounds)."""
+    `level` and `rounds`, the test's `p_value` (None without rounds), and the Brier score's
+    `decomposition` {mcb, dsc, unc} (the figure's title, also where the metrics omit it)."""
     v, pos, total = _positive(p, pos_w, neg_w)
     fitted = _pav(pos / total, total)
     change = np.flatnonzero(np.diff(fitted) != 0) if fitted.size > 1 else np.zeros(0, dtype=np.int64)
@@ -234,7 +235,8 @@ def diagram(p, pos_w, neg_w, rounds: int, seed: int, level: float = 0.9) -> dict
     bands = consistency_bands(v, total, rounds, seed, level, pos_w=pos)
     return {"p": v[ends].tolist(), "recalibrated": fitted[ends].tolist(), "band_p": bands.x.tolist(),
             "band_lower": bands.lower.tolist(), "band_upper": bands.upper.tolist(), "level": level,
-            "rounds": bands.rounds, "p_value": bands.p_value if rounds > 0 else None}
+            "rounds": bands.rounds, "p_value": bands.p_value if rounds > 0 else None,
+            "decomposition": {k[6:]: x for k, x in decomposition(v, pos, total - pos).items() if k.startswith("brier_")}}
 
 
 __all__ = ["BAND_POINTS", "Bands", "DECOMPOSITION_KEYS", "band_points", "brier_of", "consistency_bands",
