@@ -153,3 +153,95 @@ def test_html_report_renders_in_chromium_with_every_part(scores, tmp_path):
     assert console == []
     assert _pixels_of(image, figures.CURVE_COLOR) > 500  # the PAV curves are drawn
     assert _pixels_of(image, figures.BAND_COLOR, alpha=figures.BAND_ALPHA) > 500  # and their bands
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """The figures `calib evaluate --plot` draws, kept when pyplot closes them."""
+    plt = pytest.importorskip("matplotlib.pyplot")
+    kept = []
+    close = plt.close
+
+    def keep(fig=None):
+        kept.append(fig)
+        close(fig)
+
+    monkeypatch.setattr(plt, "close", keep)
+    return kept
+
+
+def _texts_inside(fig):
+    """Every title of the figure lies within it (nothing clipped at either end)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)  # a closed figure has lost its canvas: draw it again at the saved dpi
+    fig.set_dpi(100)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    width, height = fig.bbox.width, fig.bbox.height
+    texts = [fig._suptitle] + [ax.title for ax in fig.axes]
+    for text in texts:
+        if text is not None and text.get_text():
+            box = text.get_window_extent(renderer)
+            assert box.x0 >= 0 and box.x1 <= width and box.y1 <= height, text.get_text()
+    return [t.get_text() for t in texts if t is not None]
+
+
+def test_titles_of_long_paths_and_names_fit_the_figure(tmp_path, drawn):
+    """A long input path titles the figure by its file name (the HTML report keeps the path);
+    a long column name is wrapped, not cut."""
+    folder = tmp_path / ("a_rather_long_directory_name_" * 3) / "another_nested_directory"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(3)
+    p = rng.uniform(0.05, 0.95, 400)
+    name = "probability_of_the_positive_class_from_the_newest_model_" * 2
+    src = folder / "scores_of_the_model.csv"
+    src.write_text(f"{name},label\n" + "".join(f"{a!r},{int(b)}\n" for a, b in zip(p.tolist(), rng.random(400) < p)))
+    res = runner.invoke(app, ["evaluate", str(src), "--prob-col", name, "--plot", str(tmp_path / "long.png")])
+    assert res.exit_code == 0, res.stderr
+    texts = _texts_inside(drawn[-1])
+    assert texts[0].startswith("scores_of_the_model.csv: 400 rows") and str(folder) not in texts[0]
+    assert name.replace("\n", "") in "".join(texts[1].split("\n")[:-1])  # all of it, over several lines
+    assert "Brier MCB" in texts[1]
+    res = runner.invoke(app, ["evaluate", str(src), "--prob-col", name, "--plot", str(tmp_path / "long.html")])
+    assert str(src) in (tmp_path / "long.html").read_text()  # the report names the whole path
+
+
+def test_kclass_corp_figure_titles_the_top_label_decomposition(tmp_path, drawn):
+    """The default K-class metrics have no decomposition: the CORP view carries the top label's,
+    equal to the top-label metrics when they are asked for."""
+    from pathlib import Path
+
+    digits = Path(__file__).resolve().parents[1] / "examples" / "data" / "digits_test.csv"
+    res = runner.invoke(app, ["evaluate", str(digits), "--prob-cols", "p_*", "--plot", str(tmp_path / "k.png"),
+                              "--bands", "10"])
+    assert res.exit_code == 0, res.stderr
+    texts = _texts_inside(drawn[-1])
+    assert "top-label Brier MCB" in texts[1] and "DSC" in texts[1] and "UNC" in texts[1]
+    doc = json.loads(runner.invoke(app, ["evaluate", str(digits), "--prob-cols", "p_*", "--plot", "-", "--bands", "10",
+                                         "--metrics", "default,top-label-brier-mcb,top-label-brier-dsc,"
+                                         "top-label-brier-unc", "--json"]).stdout)
+    r = doc["results"][0]
+    for k in ("mcb", "dsc", "unc"):
+        assert r["corp"]["decomposition"][k] == pytest.approx(r["metrics"]["top_label_brier_" + k], abs=1e-12)
+
+
+def test_smooth_curve_fades_where_p_has_no_rows(tmp_path, drawn):
+    """p ~ Beta(2, 5) (none above 0.85): the smoothed curve is faint beyond the rows, in full
+    where they are dense, as relplot draws it by the density of p."""
+    from matplotlib.collections import LineCollection
+
+    rng = np.random.default_rng(5)
+    p = np.minimum(rng.beta(2, 5, 3000), 0.85)
+    src = tmp_path / "beta.csv"
+    src.write_text("p,label\n" + "".join(f"{a!r},{int(b)}\n" for a, b in zip(p.tolist(), rng.random(p.size) < p)))
+    res = runner.invoke(app, ["evaluate", str(src), "--prob-col", "p", "--diagram", "smooth",
+                              "--plot", str(tmp_path / "s.png")])
+    assert res.exit_code == 0, res.stderr
+    curve = next(c for ax in drawn[-1].axes for c in ax.collections if isinstance(c, LineCollection))
+    x = np.array([seg[0][0] for seg in curve.get_segments()])
+    alpha = curve.get_colors()[:, 3]
+    assert np.all(alpha[x > 0.95] == figures.FAINT) and np.all(alpha[(x > 0.1) & (x < 0.4)] == 1.0)
+    width = np.asarray(curve.get_linewidths())
+    assert width[x > 0.95].max() < width[(x > 0.1) & (x < 0.4)].min()
+    assert figures.fade([0.0, 0.01, 0.5, 1.0]) == [0.0, 0.0, 0.5, 1.0]

@@ -7,24 +7,35 @@ with the reliability diagram on top and the histogram of p below, sharing the p 
   probability at each p) as a line, the 90% consistency band of that line under
   calibration (`--bands` rounds) as a shaded area, the diagonal; the title holds the Brier
   score's MCB, DSC and UNC (when computed) and the p-value of the resampling test;
-- `--diagram smooth`: the kernel-smoothed positive rate of smECE (`smooth.smooth_curve`);
+- `--diagram smooth`: the kernel-smoothed positive rate of smECE (`smooth.smooth_curve`),
+  its width and opacity following the smoothed density of p as relplot draws it, and faint
+  where that density is below `FADE_DENSITY` of its peak: there the curve is the kernel's
+  reach from the nearest rows, not data;
 - `--diagram binned`: the bins of ECE/MCE (`--ece-bins`, `--ece-strategy`), the positive
   rate against the mean p with 95% Wilson bars, each point labelled with its rows.
 
 Drawn with matplotlib's object API on a figure from `plot._pyplot`; user text goes through
-`plot.plain` (no mathtext).
+`plot.plain` (no mathtext). Titles never run past the figure: the input is named by its
+file name (the HTML report and the JSON hold the full path) and long names are wrapped
+(`TITLE_CHARS` characters a panel). K-class panels title the top label's decomposition.
 """
 
 from __future__ import annotations
 
 import io as _io
 import math
+import textwrap
+from pathlib import PurePath
 
 PANELS_PER_ROW = 3
 BAND_COLOR = "#9ecae1"
 BAND_ALPHA = 0.6
 CURVE_COLOR = "#c0392b"
 POINT_COLOR = "#1f4e79"
+FULL_DENSITY = 0.1  # the smooth curve is opaque where the density of p is at least this share of its peak,
+FADE_DENSITY = 0.02  # and faint (FAINT opacity, thinnest) under this share
+FAINT = 0.15
+TITLE_CHARS = 56  # characters a title line holds per panel (5.2 inches at the suptitle's size)
 
 
 def figure_bytes(report, fmt: str, plt, plain) -> bytes:
@@ -48,13 +59,14 @@ def figure_bytes(report, fmt: str, plt, plain) -> bytes:
                 title += f"\nsmECE {_num(r.metrics['smece'])}" if "smece" in r.metrics else ""
             else:
                 _corp(top, r)
-                title += f"\n{_decomposition_line(r)}"
-            top.set_title(title, fontsize="medium")
+                title += f"\n{_decomposition_line(r, report.kclass)}"
+            top.set_title(_wrapped(title, TITLE_CHARS), fontsize="medium")
             _axes(top, bottom, report.kclass, diagram)
             _histogram(bottom, r)
         what = {"binned": f"bins of ECE ({report.ece_bins}, {report.ece_strategy})",
                 "smooth": "smooth reliability diagram (smECE kernel)", "corp": "CORP reliability diagram"}[diagram]
-        fig.suptitle(f"{plain(report.input)}: {report.rows} rows, {what}", fontsize="large")
+        fig.suptitle(_wrapped(f"{plain(_file_name(report.input))}: {report.rows} rows, {what}", TITLE_CHARS * cols),
+                     fontsize="large")
         buf = _io.BytesIO()
         fig.savefig(buf, format=fmt, dpi=100)
     finally:
@@ -72,9 +84,30 @@ def _corp(ax, r) -> None:
 
 
 def _smooth(ax, r) -> None:
+    """The smoothed rate as segments whose width (0.5 to 3 points) and opacity follow the
+    density of p (`fade`): where rows are few the curve is the kernel's reach from the
+    nearest rows, drawn light; where the density is negligible, barely."""
+    from matplotlib.collections import LineCollection
+    from matplotlib.colors import to_rgba
+
     view = r.smooth or {}
-    ax.plot(view.get("p", []), view.get("rate", []), color=CURVE_COLOR, linewidth=2,
-            label="smoothed positive rate (smECE kernel)")
+    t, rate, density = (view.get(k, []) for k in ("p", "rate", "density"))
+    if len(t) < 2:
+        return
+    share = fade(density)
+    mid = [min(a, b) for a, b in zip(share, share[1:])]
+    segments = [[(t[i], rate[i]), (t[i + 1], rate[i + 1])] for i in range(len(t) - 1)]
+    ax.add_collection(LineCollection(
+        segments, colors=[to_rgba(CURVE_COLOR, max(min(m / FULL_DENSITY, 1.0), FAINT)) for m in mid],
+        linewidths=[0.5 + 2.5 * min(2 * m, 1.0) for m in mid],
+        label="smoothed positive rate (width and shade: density of p)"))
+
+
+def fade(density) -> list[float]:
+    """The density of p at each point as a share of its peak: the curve is drawn in full
+    where it is at least `FULL_DENSITY`, at `FAINT` opacity where it is under `FADE_DENSITY`."""
+    peak = max(density, default=0.0)
+    return [d / peak if peak > 0 and d >= FADE_DENSITY * peak else 0.0 for d in density]
 
 
 def _binned(ax, r) -> None:
@@ -120,11 +153,25 @@ def _num(v) -> str:
     return "n/a" if v is None or v != v else f"{v:.4f}"
 
 
-def _decomposition_line(r) -> str:
-    """`Brier MCB 0.0012 DSC 0.0345 UNC 0.2456, corp-p 0.0300` (what was computed)."""
-    parts = [f"{k.upper()} {_num(r.metrics['brier_' + k])}" for k in ("mcb", "dsc", "unc")
-             if "brier_" + k in r.metrics]
-    text = "Brier " + " ".join(parts) if parts else ""
+def _wrapped(text: str, width: int) -> str:
+    """`text` in lines of at most `width` characters (long words broken), its own lines kept."""
+    return "\n".join(textwrap.fill(line, width, break_long_words=True, break_on_hyphens=False) or line
+                     for line in text.split("\n"))
+
+
+def _file_name(path: str) -> str:
+    """The last part of an input path (`-` and names without a directory unchanged)."""
+    return PurePath(path).name or path
+
+
+def _decomposition_line(r, kclass: bool = False) -> str:
+    """`Brier MCB 0.0012 DSC 0.0345 UNC 0.2456, corp-p 0.0300` (what was computed): a K-class
+    row's top-label decomposition, from its metrics or else from its CORP view."""
+    prefix = "top_label_brier_" if kclass else "brier_"
+    found = {k: r.metrics[prefix + k] for k in ("mcb", "dsc", "unc") if prefix + k in r.metrics}
+    found = found or {k: v for k, v in (r.corp or {}).get("decomposition", {}).items() if k in ("mcb", "dsc", "unc")}
+    parts = [f"{k.upper()} {_num(v)}" for k, v in found.items()]
+    text = ("top-label Brier " if kclass else "Brier ") + " ".join(parts) if parts else ""
     p_value = (r.corp or {}).get("p_value")
     if p_value is not None:
         text += (", " if text else "") + f"corp-p {_num(p_value)}"
