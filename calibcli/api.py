@@ -65,7 +65,7 @@ def fit(
     options are checked as the command checks them, with its messages (`requests.FitRequest`).
     Returns the fitted calibrator (`.predict(scores, features=...)`).
     """
-    from calibcli.requests import Columns, FitRequest, weight_kind_option
+    from calibcli.requests import Columns, FitRequest, binary_scores, weight_kind_option
 
     if np.ndim(scores) == 2:
         if features is not None or pos_label is not None:
@@ -79,8 +79,7 @@ def fit(
             score_cols.check_classes(classes)
         return classmap.fit(scores, labels, method, classes=classes, score_kind=score_kind, weights=weights,
                             weight_kind=weight_kind, seed=seed, **params)
-    if classes is not None:
-        raise UsageError("classes is for K-class scores of shape (n, K); binary labels are 0 or 1")
+    binary_scores(classes)  # score_kind on binary scores: the method's own parameter
     if score_kind != "auto":  # the binary methods' own score_kind parameter
         params["score_kind"] = score_kind
     feats = None
@@ -176,15 +175,14 @@ def evaluate(
     from calibcli.requests import EvaluateOptions
 
     options = EvaluateOptions.build(calbin_window=calbin_window, ece_bins=ece_bins, ece_strategy=ece_strategy,
-                                    metrics=metrics, bands=bands, seed=seed, hl_groups=hl_groups)
+                                    metrics=metrics, bands=bands, seed=seed, hl_groups=hl_groups,
+                                    classes=None if classes is None else tuple(classes))
     if np.ndim(probs) == 2:
         given = [name for name, value in (("fields", fields), ("interval", interval)) if value is not None]
         if given:
             raise UsageError(f"{given[0]} applies to binary probabilities, not to probs of shape (n, K)")
         options.check_kind(kclass=True)
         return _evaluate_kclass(labels, probs, classes, weights, options)
-    if classes is not None:
-        raise UsageError("classes applies to probs of shape (n, K); binary labels are 0 or 1")
     options.check_kind(kclass=False)
     y = np.asarray(labels, dtype=np.float64)
     p = np.asarray(probs, dtype=np.float64)

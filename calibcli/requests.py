@@ -106,13 +106,19 @@ def fit_inputs(input: str | None, from_summary: str | None, *, score_cols: str |
                              hint="--score-col, --pos-label, --field-col, --feature-col and --from-summary "
                              "are for one binary score column")
         return
+    binary_scores(classes, score_kind)
+    if from_summary is not None and (weight_col or field_col or feature_col or fmt or pos_label is not None):
+        raise UsageError("--weight-col, --field-col, --feature-col, --pos-label and --format apply to score "
+                         "files, not to --from-summary", hint="give them to `calib summarize` instead")
+
+
+def binary_scores(classes: Any = None, score_kind: str = "auto") -> None:
+    """`--classes` and `--score-kind` (K-class options) refused on a binary fit or comparison
+    (`calib fit`, `calib compare`, `calibcli.fit` on scores of shape (n,))."""
     if classes is not None or score_kind != "auto":
         flag = "--classes" if classes is not None else "--score-kind"
         raise UsageError(f"{flag} is for K-class scores: give the K columns with --score-cols",
                          hint="binary methods take --param score_kind=... where they have it")
-    if from_summary is not None and (weight_col or field_col or feature_col or fmt or pos_label is not None):
-        raise UsageError("--weight-col, --field-col, --feature-col, --pos-label and --format apply to score "
-                         "files, not to --from-summary", hint="give them to `calib summarize` instead")
 
 
 def seed_option(method: str, declared: Any, params: Mapping[str, Any], seed: int | None) -> dict[str, int]:
@@ -370,12 +376,16 @@ class EvaluateOptions:
 
     def check_kind(self, kclass: bool) -> None:
         """Refuse `--metrics` and gates of the other kind of prediction than the one evaluated
-        (binary probabilities, or K-class ones: `kclass`), once that is known (a --map's kind is
-        known when it is loaded)."""
+        (binary probabilities, or K-class ones: `kclass`), and `--classes`/`--score-cols` on binary
+        ones, once that is known (a --map's kind is known when it is loaded)."""
         from calibcli.evaluation.metrics import KCLASS_METRICS, METRICS
 
         hint = ("K-class metrics: " + ", ".join(k.replace("_", "-") for k in KCLASS_METRICS) if kclass
                 else "K-class predictions are --prob-cols SPEC or a multiclass --map")
+        given = [flag for flag, value in (("--classes", self.classes), ("--score-cols", self.score_cols))
+                 if value is not None]
+        if given and not kclass:
+            raise UsageError(f"{given[0]} applies to K-class predictions (--prob-cols, or a multiclass --map)")
         if kclass and self.choice.binary_only:
             raise UsageError(f"--metrics {self.choice.binary_only[0].replace('_', '-')}: a metric of binary "
                              "probabilities, not of K-class predictions", hint=hint)
@@ -460,4 +470,4 @@ def _check_gates(spec: GateSpec, field_col: str | None, step: float | None, kcla
 
 
 __all__ = ["ApplyRequest", "Columns", "CompareRequest", "EvaluateOptions", "ExportRequest", "FitRequest",
-           "check_expression", "evaluate_output", "fit_inputs", "seed_option", "step_option", "weight_kind_option"]
+           "binary_scores", "check_expression", "evaluate_output", "fit_inputs", "seed_option", "step_option", "weight_kind_option"]

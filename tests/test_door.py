@@ -267,6 +267,24 @@ KCLASS_FIT_CASES = [
      lambda: calibcli.fit(KP, KY, method="temperature", classes=list("abcdefghia"))),
 ]
 
+# --classes/--score-kind on binary scores: `requests.binary_scores` (fit, compare), `check_kind` (evaluate)
+BINARY_RUN_CASES = [
+    ("fit --classes binary", [*FIT, "--classes", "a,b"], lambda: calibcli.fit(S, Y, classes=["a", "b"])),
+    ("fit --score-kind binary", [*FIT, "--score-kind", "logit"],
+     lambda: calibcli.requests.binary_scores(score_kind="logit")),
+    ("compare --classes binary", [*COMPARE, "--classes", "a,b"], lambda: calibcli.fit(S, Y, classes=["a", "b"])),
+    ("compare --score-kind binary", [*COMPARE, "--score-kind", "logit"],
+     lambda: calibcli.requests.binary_scores(score_kind="logit")),
+    ("evaluate --classes binary", [*EVALUATE, "--classes", "a,b"], lambda: calibcli.evaluate(Y, S, classes=[0, 1])),
+    ("engine evaluate --classes binary", [*EVALUATE, "--classes", "a,b"],
+     lambda: EvaluateOptions.build(classes=("a", "b")).check_kind(kclass=False)),
+]
+
+
+@pytest.mark.parametrize("option, argv, call", BINARY_RUN_CASES, ids=[c[0] for c in BINARY_RUN_CASES])
+def test_a_kclass_option_on_binary_scores_is_refused_with_one_message(option, argv, call):
+    test_a_bad_value_is_refused_with_one_message_by_the_command_and_the_api(option, argv, call)
+
 
 @pytest.mark.parametrize("option, argv, call", KCLASS_FIT_CASES, ids=[c[0] for c in KCLASS_FIT_CASES])
 def test_a_bad_kclass_fit_option_is_refused_with_one_message_by_the_command_and_the_api(option, argv, call):

@@ -262,7 +262,7 @@ def test_api_options_apply_to_their_kind():
     assert got["ece"] != calibcli.evaluate(y01, p)["ece"]
     with pytest.raises(UsageError, match="weights must be 300 finite"):
         calibcli.evaluate(y01, p, weights=-w)
-    with pytest.raises(UsageError, match="classes applies to probs of shape"):
+    with pytest.raises(UsageError, match="--classes applies to K-class predictions"):
         calibcli.evaluate(y01, p, classes=[0, 1])
     for kwargs in ({"fields": y}, {"interval": (p, p)}):
         with pytest.raises(UsageError, match="applies to binary probabilities"):

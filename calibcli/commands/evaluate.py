@@ -169,8 +169,9 @@ def compare(
         result = kclass_files.compare_kclass_file(input, method, folds, seed, metric.replace("-", "_"), kcols,
                                                   format, output)
     else:
-        if classes is not None or score_kind != "auto":
-            raise UsageError("--classes and --score-kind are for K-class scores: give the K columns with --score-cols")
+        from calibcli.requests import binary_scores
+
+        binary_scores(classes, score_kind)
         result = comparing.compare_file(input, method, folds, seed, metric.replace("-", "_"), score_col,
                                         label_col, format, output, pos_label=pos_label)
     with console.data_output():

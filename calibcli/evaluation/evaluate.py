@@ -51,9 +51,6 @@ def _evaluate_file(path, prob_cols, map_paths, opts: EvaluateOptions, fmt):
         kclass_evaluate.refuse_binary_options(
             prob_cols, [m for m, cal in loaded if not kclass_evaluate.is_kclass_map(cal)], field_col, opts)
         return kclass_evaluate.evaluate_kclass(path, fmt, opts.kclass_cols, loaded, label_col, calbin_window, opts)
-    if opts.classes is not None or opts.score_cols is not None:
-        flag = "--classes" if opts.classes is not None else "--score-cols"
-        raise UsageError(f"{flag} applies to K-class predictions (--prob-cols, or a multiclass --map)")
     if not prob_cols and not loaded:
         prob_cols = [score_col]
     baseline = None
