@@ -59,7 +59,7 @@ def figure_bytes(report, fmt: str, plt, plain) -> bytes:
                 title += f"\nsmECE {_num(r.metrics['smece'])}" if "smece" in r.metrics else ""
             else:
                 _corp(top, r)
-                title += f"\n{_decomposition_line(r, report.kclass)}"
+                title += "\n" + _decomposition_line(r, report.kclass).replace("corp-p ", "corp-p\u00a0")  # kept whole
             top.set_title(_wrapped(title, TITLE_CHARS), fontsize="medium")
             _axes(top, bottom, report.kclass, diagram)
             _histogram(bottom, r)
