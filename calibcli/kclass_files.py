@@ -15,7 +15,7 @@ import numpy as np
 
 from calibcli import io
 from calibcli.calibrators import registry
-from calibcli.requests import seed_option
+from calibcli.requests import param_texts, seed_option
 from calibcli.classmap import ClassMap
 from calibcli.requests import CompareRequest
 from calibcli.compare import KCLASS_COMPARED, Comparison, compare, save_best
@@ -90,12 +90,13 @@ def quality(y: np.ndarray, P: np.ndarray, w: np.ndarray | None = None) -> tuple[
             "brier": kclass_metrics.brier(y, P, sample_weight=w)}, total
 
 
-def fit_kclass_file(path: str, method: str, params: Mapping[str, str] | None = None, *, cols: KColumns,
+def fit_kclass_file(path: str, method: str, params: Mapping[str, str] | Sequence[str] | None = None, *, cols: KColumns,
                     fmt: str | None = None, seed: int | None = None, out: str | None = None,
                     out_format: str | None = None, strict: bool = False,
                     weight_kind: str = "frequency") -> FitResult:
     """Fit `method` on a K-class score file and, when `out` is given, save the map there."""
     _claim_map_output(out, out_format, [path])
+    params = param_texts(params)
     kclass_calibrator(method, params or {}, "probability", seed)  # a bad method or --param, before reading
     data = read_kclass(path, cols, fmt)
     cal = kclass_calibrator(method, params or {}, data.kind, seed)

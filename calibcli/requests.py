@@ -60,11 +60,11 @@ class FitRequest:
         return self.calibrator.name
 
     @classmethod
-    def build(cls, method: str, params: Mapping[str, Any] | None = None, *, texts: bool = False,
+    def build(cls, method: str, params: Mapping[str, Any] | Sequence[str] | None = None, *, texts: bool = False,
               seed: int | None = None, weight_kind: str = "frequency", columns: Columns = Columns(),
               weighted: bool | None = None, from_summary: bool = False) -> "FitRequest":
-        """Check and configure a fit. `params` are typed values (Python API), or the text after
-        `--param key=` with `texts`; `weighted`: weights are given (default: `columns.weight`);
+        """Check and configure a fit. `params` are typed values (Python API), or with `texts` the
+        `--param key=value` texts (or {key: text}); `weighted`: weights are given (default: `columns.weight`);
         `from_summary`: the fit reads a score summary, whose counts are weights."""
         from calibcli.calibrators import registry
 
@@ -78,7 +78,7 @@ class FitRequest:
             raise UsageError(
                 f"method {method!r} uses only the score; --field-col/--feature-col are for field-aware methods",
                 hint="use `calib evaluate --field-col` to measure field-level calibration")
-        params = dict(params or {})
+        params = param_texts(params) if texts else dict(params or {})
         seeded = seed_option(method, {p.name for p in kind.params}, params, seed)
         calibrator = kind.from_cli(params) if texts else kind(**params)  # the constructor checks params
         calibrator.params.update(seeded)  # checked here as --seed, not again as the method's `seed`
@@ -110,6 +110,19 @@ def fit_inputs(input: str | None, from_summary: str | None, *, score_cols: str |
     if from_summary is not None and (weight_col or field_col or feature_col or fmt or pos_label is not None):
         raise UsageError("--weight-col, --field-col, --feature-col, --pos-label and --format apply to score "
                          "files, not to --from-summary", hint="give them to `calib summarize` instead")
+
+
+def param_texts(pairs: Mapping[str, str] | Sequence[str] | None) -> dict[str, str]:
+    """`--param key=value` texts (`calib fit`, binary and K-class) as {key: text}; a mapping as it is."""
+    if pairs is None or isinstance(pairs, Mapping):
+        return dict(pairs or {})
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--param {pair!r} is not key=value", hint="e.g. --param platt_correction=true")
+        out[key.strip()] = value
+    return out
 
 
 def binary_scores(classes: Any = None, score_kind: str = "auto") -> None:
@@ -470,4 +483,4 @@ def _check_gates(spec: GateSpec, field_col: str | None, step: float | None, kcla
 
 
 __all__ = ["ApplyRequest", "Columns", "CompareRequest", "EvaluateOptions", "ExportRequest", "FitRequest",
-           "binary_scores", "check_expression", "evaluate_output", "fit_inputs", "seed_option", "step_option", "weight_kind_option"]
+           "binary_scores", "check_expression", "evaluate_output", "fit_inputs", "param_texts", "seed_option", "step_option", "weight_kind_option"]

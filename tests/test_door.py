@@ -195,6 +195,11 @@ PARAM_CASES = [
     ("--param integer", [*FIT, "-m", "binning", "-p", "bins=2.5"], lambda: calibcli.fit(S, Y, "binning", bins="2.5")),
     ("-p seed type", [*FIT, "-m", "bayes-iso", "-p", "seed=x"],
      lambda: calibcli.requests.FitRequest.build("bayes-iso", {"seed": "x"})),
+    # the Python API takes keywords; a text that is not key=value is refused by the request builder
+    ("--param not key=value", [*FIT, "-p", "platt_correction"],
+     lambda: calibcli.requests.FitRequest.build("isotonic", ["platt_correction"], texts=True)),
+    ("--param no key", [*FIT, "-m", "temperature", "--score-cols", "p_*", "-p", "=3"],
+     lambda: calibcli.requests.FitRequest.build("isotonic", ["=3"], texts=True)),
 ]
 
 

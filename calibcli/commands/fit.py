@@ -11,17 +11,6 @@ import typer
 from calibcli import bounds, console
 from calibcli.commands.shared import (ClassesOpt, FormatOpt, InputArg, LabelCol, PosLabelOpt, ScoreCol,
                                       ScoreColsOpt, ScoreKindOpt, option_range, reports_errors, state)
-from calibcli.errors import UsageError
-
-
-def _parse_params(pairs: List[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--param {pair!r} is not key=value", hint="e.g. --param platt_correction=true")
-        out[key.strip()] = value
-    return out
 
 
 class FitCommand(typer.core.TyperCommand):
@@ -77,7 +66,7 @@ def fit(
         weight_kind_option(weight_kind, weight_col is not None)
     else:
         cols = Columns(score_col or "score", label_col, weight_col, tuple(field_col), tuple(feature_col), pos_label)
-        request = FitRequest.build(method, _parse_params(param), texts=True, seed=seed, weight_kind=weight_kind,
+        request = FitRequest.build(method, param, texts=True, seed=seed, weight_kind=weight_kind,
                                    columns=cols, from_summary=from_summary is not None)
     from calibcli.io import reading
 
@@ -91,7 +80,7 @@ def fit(
 
             kcols = kclass_files.KColumns(score_cols, label_col, weight_col, resolving.parse_classes(classes),
                                           resolving.check_score_kind(score_kind))
-            result = kclass_files.fit_kclass_file(input, method, _parse_params(param), cols=kcols, fmt=format,
+            result = kclass_files.fit_kclass_file(input, method, param, cols=kcols, fmt=format,
                                                   seed=seed, out=output, strict=state["strict"],
                                                   out_format=output_format, weight_kind=weight_kind)
         elif from_summary is not None:
