@@ -75,9 +75,9 @@ class FitRequest:
             raise UsageError(f"method {method!r} uses feature columns, which a score summary does not have",
                              hint="fit it with `calib fit --field-col ...` on the rows")
         if (columns.fields or columns.features) and not kind.uses_features:
-            raise UsageError(
-                f"method {method!r} uses only the score; --field-col/--feature-col are for field-aware methods",
-                hint="use `calib evaluate --field-col` to measure field-level calibration")
+            from calibcli.calibrators.base import refuse_features
+
+            refuse_features(method, (*columns.fields, *columns.features))  # the contract's own refusal
         params = param_texts(params) if texts else dict(params or {})
         seeded = seed_option(method, {p.name for p in kind.params}, params, seed)
         calibrator = kind.from_cli(params) if texts else kind(**params)  # the constructor checks params

@@ -61,6 +61,8 @@ CASES = [
     ("--weight-kind unweighted", [*FIT, "--weight-kind", "importance"],
      lambda: calibcli.fit(S, Y, weight_kind="importance")),
     ("--field-col", [*FIT, "--field-col", "field"], lambda: calibcli.fit(S, Y, features={"field": ["a"] * S.size})),
+    ("--field-col contract", [*FIT, "--field-col", "field"],  # the contract's refusal of a direct fit
+     lambda: calibcli.calibrators.registry.get("isotonic")().fit(S, Y, features={"field": ["a"] * S.size})),
     ("engine --method", [*FIT, "--method", "isotonik"], lambda: _dask("fit")(_dask_frame(), "isotonik")),
     ("engine --seed", [*FIT, "-m", "bayes-iso", "--seed", "-1"], lambda: _dask("fit")(_dask_frame(), "bayes-iso", seed=-1)),
     ("--calbin-window", [*EVALUATE, "--calbin-window", "0"], lambda: calibcli.evaluate(Y, S, calbin_window=0)),

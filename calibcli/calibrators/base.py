@@ -57,6 +57,15 @@ PROBE_SCORES = np.array([-1.7976931348623157e308, -1e300, -1e10, -1e3, -30.0, -5
                          1 - 1e-12, 1.0, 1.0 + 1e-9, 2.0, 5.0, 30.0, 1e3, 1e10, 1e300, 1.7976931348623157e308])
 
 
+def refuse_features(method: str, names: Any) -> None:
+    """A score-only method given feature columns: the one refusal of `--field-col`/`--feature-col`
+    at the door (`requests.FitRequest`) and of `features=` in a direct fit or predict."""
+    named = ", ".join(map(str, names)) or "none"
+    raise UsageError(f"method {method!r} reads no feature columns, got features ({named})",
+                     hint="--field-col/--feature-col (features=) are for methods that use them (`calib methods "
+                     "--json`: uses_features); `calib evaluate --field-col` measures field-level calibration")
+
+
 def _one_class(y: np.ndarray, pos: float, neg: float, weighted: bool) -> FitError:
     """Why a fit sees one class only, by its true cause: all weights zero, every label the
     same, or every row of one class weighted zero."""
@@ -282,9 +291,7 @@ class ScoreCalibrator(Calibrator):
 
     def _check_features(self, features: Mapping[str, np.ndarray] | None) -> None:
         if features is not None:
-            named = ", ".join(map(str, features)) or "none"
-            raise UsageError(f"method {self.name!r} reads no feature columns, got features ({named})",
-                             hint="pass features only to methods that use them (`calib methods --json`: uses_features)")
+            refuse_features(self.name, features)
 
     def _fit_rows(self, s, y, w, features):
         self._fit(s, y, w)
