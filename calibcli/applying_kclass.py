@@ -78,7 +78,7 @@ class ClassPlan:
             part = batch.slice(lo, CHUNK_ROWS)
             P = score_cols.matrix_from(part, self.cols, name, offset + lo)
             try:
-                out[:, lo:lo + part.num_rows] = self.cmap.predict(P).T
+                out[:, lo:lo + part.num_rows] = self.cmap.predict_class_major(P)
             except FitError as exc:  # the map refuses rows that are not probabilities: name the file and row
                 if self.cmap.score_kind == "probability":
                     score_cols.check_probabilities(P, self.cols, name, offset + lo, score_cols.MAP_HINT)
@@ -100,7 +100,7 @@ class ClassPlan:
         rows = np.flatnonzero(valid)
         for lo in range(0, rows.size, CHUNK_ROWS):
             part = rows[lo:lo + CHUNK_ROWS]
-            out[:, part] = self.cmap.predict(P[part]).T
+            out[:, part] = self.cmap.predict_class_major(P[part])
         n_invalid = int(batch.num_rows - rows.size)
         if self.on_invalid == "skip":
             return batch.filter(pa.array(valid)), [pa.array(column[valid]) for column in out], n_invalid

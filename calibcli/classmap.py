@@ -59,6 +59,10 @@ class ClassMap:
         """Calibrated (n, K) probabilities, columns in the order of `classes_`."""
         return self.calibrator.predict(scores)
 
+    def predict_class_major(self, scores: Any) -> np.ndarray:
+        """The (K, n) transpose of `predict`, one contiguous row per class (`calib apply`)."""
+        return self.calibrator.predict_class_major(scores)
+
     def predict_labels(self, scores: Any) -> np.ndarray:
         """The most probable class of each row (the first on ties)."""
         return self.classes_[np.argmax(self.predict(scores), axis=1)]

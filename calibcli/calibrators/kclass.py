@@ -9,7 +9,8 @@ subclass with:
 - `_fit(z, y, w)`: learn from scores `z` ((n, K): logits, or the logs of probabilities
   when `uses_logits`; the scores as given otherwise), codes `y` and weights `w` (None when
   every row weighs 1; else positive, scaled as the binary methods scale them);
-- `_predict(z) -> (n, K)`: rows of probabilities (the base renormalises and checks them);
+- `_predict(z) -> (K, n)`: from class-major scores `z` ((K, n), the transpose: one contiguous
+  row per class), the probabilities, class-major too (the base renormalises them);
 - `_get_state()` / `_set_state(state)`: the fitted state, `n_classes` added by the base.
 
 Scores are checked as for binary maps (finite; kind "probability": non-negative rows summing
@@ -127,12 +128,20 @@ class ClassCalibrator:
         return self
 
     def predict(self, scores: Any) -> np.ndarray:
-        """Calibrated (n, K) probabilities, each row summing to 1 within 1e-12."""
+        """Calibrated (n, K) probabilities, each row summing to 1 within 1e-12 (the transpose
+        of `predict_class_major`)."""
+        return self.predict_class_major(scores).T
+
+    def predict_class_major(self, scores: Any) -> np.ndarray:
+        """The (K, n) transpose of `predict`, C-ordered: one contiguous row per class, what
+        `calib apply` writes as columns. The same bits whatever the layout of `scores`."""
         if self.n_classes is None:
             raise NotFittedError(f"{type(self).__name__} is not fitted yet: call fit first")
-        s = self._checked_scores(scores)
-        if s.shape[1] != self.n_classes:
-            raise FitError(f"scores have {s.shape[1]} class columns, the map was fitted on {self.n_classes}")
+        s = kscores.as_class_major(scores)
+        if s.shape[0] != self.n_classes:
+            raise FitError(f"scores have {s.shape[0]} class columns, the map was fitted on {self.n_classes}")
+        if self.score_kind == "probability":
+            kscores.check_class_major_probabilities(s)
         with np.errstate(over="ignore", under="ignore"):
             p = np.asarray(self._predict(self._inputs(s)), dtype=np.float64)
         return normalised_rows(p)
@@ -192,8 +201,9 @@ class ClassCalibrator:
 
 
 def normalised_rows(p: np.ndarray) -> np.ndarray:
-    """Rows divided by their sum (in place when `p` owns its data), NaN and negative values
-    taken as 0; a row of zeros becomes uniform."""
+    """Class-major (K, n) probabilities, each of the n predictions divided by its sum (in
+    place when `p` owns its data), NaN and negative values taken as 0; a prediction of zeros
+    becomes uniform."""
     if not (p.flags.writeable and p.flags.owndata):
         p = p.copy()
     with np.errstate(over="ignore", invalid="ignore"):
@@ -201,11 +211,11 @@ def normalised_rows(p: np.ndarray) -> np.ndarray:
     if not finite:
         np.nan_to_num(p, copy=False, nan=0.0, posinf=1.0, neginf=0.0)
     np.maximum(p, 0.0, out=p)
-    total = p.sum(axis=1, keepdims=True)
-    zero = total[:, 0] <= 0
+    total = p.sum(axis=0)
+    zero = total <= 0
     if zero.any():
-        p[zero] = 1.0
-        total[zero] = p.shape[1]
+        p[:, zero] = 1.0
+        total[zero] = p.shape[0]
     p /= total
     np.minimum(p, 1.0, out=p)
     return p

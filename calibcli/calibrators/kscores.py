@@ -48,6 +48,25 @@ def as_score_matrix(scores: Any, what: str = "scores") -> np.ndarray:
     return s
 
 
+def as_class_major(scores: Any, what: str = "scores") -> np.ndarray:
+    """The (K, n) transpose of (n, K) scores as a C-ordered float64 array (no copy when the
+    scores are Fortran-ordered, as columns read from a file are), K >= 2, every value finite,
+    else a FitError naming the first bad row. Predictions work class by class on it: reductions
+    over the classes then run along whole contiguous rows, in one order whatever the input's
+    layout, so the same scores give the same bits."""
+    s = np.asarray(scores, dtype=np.float64)
+    if s.ndim != 2 or s.shape[1] < 2:
+        raise FitError(f"{what} must have shape (n, K) with K >= 2 classes, got shape {s.shape}")
+    cm = np.ascontiguousarray(s.T)
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = np.add.reduce(cm, axis=None)
+    if not np.isfinite(total) and not (finite := np.isfinite(cm)).all():
+        row = int(np.argmin(finite.all(axis=0)))
+        col = int(np.argmin(finite[:, row]))
+        raise FitError(f"{what} must be finite (no NaN or inf): row {row}, class column {col} is {float(cm[col, row])!r}")
+    return cm
+
+
 def are_probabilities(s: np.ndarray) -> bool:
     """Every row non-negative and summing to 1 within `ROW_SUM_TOL`."""
     return bool(np.all(s >= 0)) and bool(np.all(np.abs(s.sum(axis=1) - 1.0) <= ROW_SUM_TOL))
@@ -84,18 +103,28 @@ def auto_logits_rows(s: np.ndarray) -> int:
 def check_probabilities(s: np.ndarray) -> None:
     """A FitError naming the first row that is not a probability vector (negative, or a sum
     more than 1e-6 from 1)."""
-    negative = np.flatnonzero(np.any(s < 0, axis=1))
-    sums = s.sum(axis=1)
-    off = np.flatnonzero(np.abs(sums - 1.0) > ROW_SUM_TOL)
-    if negative.size and (not off.size or negative[0] <= off[0]):
-        row = int(negative[0])
-        col = int(np.argmax(s[row] < 0))
-        raise FitError(f"probabilities must be non-negative: row {row}, class column {col} is {float(s[row, col])!r}",
+    _refuse_first(np.any(s < 0, axis=1), s.sum(axis=1), lambda row: s[row])
+
+
+def _refuse_first(negative: np.ndarray, sums: np.ndarray, row_of) -> None:
+    """The FitError of the first row with a negative value (`negative`) or a sum off 1."""
+    off = np.abs(sums - 1.0) > ROW_SUM_TOL
+    bad = np.flatnonzero(negative | off)
+    if not bad.size:
+        return
+    row = int(bad[0])
+    values = row_of(row)
+    if negative[row]:
+        col = int(np.argmax(values < 0))
+        raise FitError(f"probabilities must be non-negative: row {row}, class column {col} is {float(values[col])!r}",
                        hint="pass logits with score kind logit")
-    if off.size:
-        row = int(off[0])
-        raise FitError(f"probabilities must sum to 1 in each row (within {ROW_SUM_TOL:g}): row {row} sums to "
-                       f"{float(sums[row])!r}", hint="pass logits with score kind logit")
+    raise FitError(f"probabilities must sum to 1 in each row (within {ROW_SUM_TOL:g}): row {row} sums to "
+                   f"{float(sums[row])!r}", hint="pass logits with score kind logit")
+
+
+def check_class_major_probabilities(s: np.ndarray) -> None:
+    """`check_probabilities` of class-major (K, n) scores: the same message for the same rows."""
+    _refuse_first(s.min(axis=0) < 0, s.sum(axis=0), lambda row: s[:, row])
 
 
 def log_probabilities(p: np.ndarray) -> np.ndarray:
@@ -111,32 +140,33 @@ def as_logits(s: np.ndarray, kind: str) -> np.ndarray:
 
 
 def softmax(a: np.ndarray) -> np.ndarray:
-    """Row-wise softmax (a new array) of finite or infinite values, never NaN: +inf entries
-    share a row's mass, a row of -inf is uniform. Rows sum to 1 within K ulps."""
+    """Softmax over the classes of class-major (K, n) values (a new array), finite or infinite,
+    never NaN: +inf entries share a row's mass, a row of -inf is uniform. Each of the n
+    predictions sums to 1 within K ulps."""
     top = np.finfo(np.float64).max
     with np.errstate(over="ignore", invalid="ignore"):
         finite = np.isfinite(a.sum())  # one pass; nan_to_num is the identity on finite rows
     e = np.array(a, dtype=np.float64) if finite else np.nan_to_num(a, nan=0.0, posinf=top, neginf=-top)
     with np.errstate(over="ignore", invalid="ignore"):
-        e -= e.max(axis=1, keepdims=True)  # now in [-inf, 0]: exp in [0, 1], 1 at the max
+        e -= e.max(axis=0)  # now in [-inf, 0]: exp in [0, 1], 1 at the max
     np.exp(e, out=e)
-    e /= e.sum(axis=1, keepdims=True)
+    e /= e.sum(axis=0)
     return e
 
 
 def affine_logits(z: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """z @ w.T + b (w (K, K) full or (K,) diagonal); rows where extreme logits overflow are
-    recomputed from z scaled by a power of two, keeping their direction (the limit of the
-    softmax as the logits grow), so they are never inf - inf = NaN."""
+    """W z + b of class-major (K, n) logits z (w (K, K) full or (K,) diagonal); predictions
+    whose extreme logits overflow are recomputed from z scaled by a power of two, keeping their
+    direction (the limit of the softmax as the logits grow), so they are never inf - inf = NaN."""
     with np.errstate(over="ignore", invalid="ignore"):
-        a = z * w if w.ndim == 1 else z @ w.T
-        a += b
-    bad = ~np.all(np.isfinite(a), axis=1)
+        a = z * w[:, None] if w.ndim == 1 else w @ z
+        a += b[:, None]
+    bad = ~np.all(np.isfinite(a), axis=0)
     if bad.any():
-        zb = z[bad]
-        scale = np.ldexp(1.0, -np.frexp(np.max(np.abs(zb), axis=1, keepdims=True))[1])
+        zb = z[:, bad]
+        scale = np.ldexp(1.0, -np.frexp(np.max(np.abs(zb), axis=0))[1])
         zb = zb * scale
-        d = zb * w if w.ndim == 1 else zb @ w.T
-        top = np.max(np.abs(d), axis=1, keepdims=True)
-        a[bad] = d / np.where(top > 0, top, 1.0) * 1e300
+        d = zb * w[:, None] if w.ndim == 1 else w @ zb
+        top = np.max(np.abs(d), axis=0)
+        a[:, bad] = d / np.where(top > 0, top, 1.0) * 1e300
     return a

@@ -73,7 +73,7 @@ class OneVsRest(ClassCalibrator):
     def _predict(self, z):
         out = np.empty(z.shape)
         for k, cal in enumerate(self.maps_):
-            out[:, k] = cal if isinstance(cal, float) else cal.predict(np.ascontiguousarray(z[:, k]))
+            out[k] = cal if isinstance(cal, float) else cal.predict(z[k])
         return out
 
     def _get_state(self) -> dict[str, Any]:
