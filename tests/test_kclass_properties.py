@@ -13,7 +13,7 @@ from hypothesis.extra import numpy as hnp
 
 import calibcli
 from calibcli import maps
-from calibcli.errors import CalibWarning
+from calibcli.errors import CalibWarning, FitError
 
 METHODS = ["temperature", "vector", "dirichlet", "isotonic", "logistic", "boot-isotonic"]
 FAST = {"boot-isotonic": {"r": 3, "seed": 7}, "vector": {"folds": 2, "seed": 7},
@@ -52,7 +52,14 @@ def _check_rows(p):
 @given(data=st.data(), kind=st.sampled_from(["logit", "probability"]))
 def test_scores_give_probability_rows(tmp_path_factory, data, kind):
     values, y, method = data.draw(problems(kind))
-    cm = _fit(values, y, method, kind)
+    try:
+        cm = _fit(values, y, method, kind)
+    except FitError as exc:
+        # one-vs-rest fits the binary method on each column, and binary logistic refuses a slope
+        # float64 cannot hold (logits that differ only in the subnormals): docs/algorithms.md
+        assert (method, kind) == ("logistic", "logit") and "not representable" in exc.message, exc.message
+        assert any(0 < np.ptp(values[:, k]) < 1e-300 for k in range(values.shape[1]))
+        return
     _check_rows(cm.predict(values))
     _round_trip(tmp_path_factory, cm, values)
     again = _fit(values, y, method, kind)
