@@ -100,13 +100,12 @@ def fit(scores: Any, labels: Any, method: str = "temperature", *, classes: Seque
         score_cols: Sequence[str] | None = None, seed: int | None = None, **params: Any) -> ClassMap:
     """Fit `method` on (n, K) scores and labels of any hashable values (see `calibcli.fit`);
     `seed` checked as `calib fit --seed` checks it."""
-    from calibcli.requests import seed_option
+    from calibcli.requests import kclass_calibrator
 
+    cal = kclass_calibrator(method, params, seed=seed, score_kind=score_kind)
     s = kscores.as_score_matrix(scores)
-    kind = kscores.resolve_score_kind(s, score_kind)
+    cal.set_params(score_kind=kscores.resolve_score_kind(s, score_kind))
     names, codes = class_codes(labels, s.shape[1], classes)
-    declared = {p.name for p in registry.kclass(method, {"score_kind": kind}).declared_params()}
-    cal = registry.kclass(method, {**params, **seed_option(method, declared, params, seed), "score_kind": kind})
     cal.fit(s, codes, weights=weights, weight_kind=weight_kind)
     return ClassMap(cal, names, score_cols)
 

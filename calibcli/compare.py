@@ -16,6 +16,7 @@ when they are positive); every other method is tied with the best.
 
 from __future__ import annotations
 
+import copy
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -145,8 +146,21 @@ def _fold_metrics(y: np.ndarray, p: np.ndarray, calbin_window: int) -> dict[str,
             "ece": metrics.prob_ece(y, p), "calbin": metrics.calbin(y, p, min(calbin_window, y.size))}
 
 
-def _params(method: str, seed: int) -> dict[str, Any]:
-    return {"seed": seed} if "seed" in {p.name for p in registry.get(method).params} else {}
+def unfitted(build, seed: int):
+    """`make(method)`: a fresh unfitted calibrator of `method`, a copy of one built by
+    `build(method)` on first use (one look-up per method), `seed` (checked by `CompareRequest`)
+    set where the method samples, not checked again per fold."""
+    built: dict[str, Any] = {}
+
+    def make(method: str):
+        if method not in built:
+            cal = build(method)
+            if "seed" in cal.params:
+                cal.params["seed"] = seed
+            built[method] = cal
+        return copy.deepcopy(built[method])
+
+    return make
 
 
 def compare(s: np.ndarray, y: np.ndarray, methods: Sequence[str], folds: int, seed: int,
@@ -154,7 +168,7 @@ def compare(s: np.ndarray, y: np.ndarray, methods: Sequence[str], folds: int, se
     """Cross-validated scores of each method on scores `s` ((n,), or (n, K) with class codes
     `y`) and labels `y`. `make(method)` gives an unfitted calibrator (default: the binary
     method with `seed`), `fold_metrics(y, p)` a fold's metrics (default: `COMPARED`)."""
-    make = make or (lambda method: registry.create(method, _params(method, seed)))
+    make = make or unfitted(registry.create, seed)
     fold_metrics = fold_metrics or (lambda y_test, p: _fold_metrics(y_test, p, calbin_window))
     ids = fold_ids(len(s), folds, seed)
     results = []
@@ -195,8 +209,10 @@ def compare_file(path: str, methods: Sequence[str] | None = None, folds: int = 5
     y = io.labels_from(table, label_col, source, pos_label=io.PosLabel(pos_label) if pos_label else None)
     if s.size < 2 * folds:
         raise InputError(f"{source}: {s.size} rows are too few for {folds} folds")
-    result = Comparison(source, int(s.size), folds, seed, metric, compare(s, y, chosen, folds, seed, calbin_window))
-    return save_best(result, out, lambda method: registry.create(method, _params(method, seed)).fit(s, y))
+    make = unfitted(registry.create, seed)
+    result = Comparison(source, int(s.size), folds, seed, metric,
+                        compare(s, y, chosen, folds, seed, calbin_window, make=make))
+    return save_best(result, out, lambda method: make(method).fit(s, y))
 
 
 def save_best(result: Comparison, out: str | None, refit, training: dict[str, Any] | None = None) -> Comparison:

@@ -15,10 +15,10 @@ import numpy as np
 
 from calibcli import io
 from calibcli.calibrators import registry
-from calibcli.requests import param_texts, seed_option
+from calibcli.requests import kclass_calibrator
 from calibcli.classmap import ClassMap
 from calibcli.requests import CompareRequest
-from calibcli.compare import KCLASS_COMPARED, Comparison, compare, save_best
+from calibcli.compare import KCLASS_COMPARED, Comparison, compare, save_best, unfitted
 from calibcli.errors import InputError, UsageError
 from calibcli.evaluation import kclass_metrics
 from calibcli.fitting import FitResult, _claim_map_output, _fit_and_save
@@ -68,19 +68,6 @@ def read_kclass(path: str, cols: KColumns, fmt: str | None = None) -> KData:
     return KData(source, P, codes, w, resolved, kind, how)
 
 
-def kclass_calibrator(method: str, params: Mapping[str, str], kind: str, seed: int | None = None):
-    """An unfitted K-class calibrator of `method` (native, or one-vs-rest of a binary method)
-    from `--param` strings, each parsed by its Param."""
-    probe = registry.kclass(method, {"score_kind": kind})
-    declared = {p.name: p for p in probe.declared_params()}  # an unknown name: refused by the constructor
-    typed: dict[str, Any] = {key: declared[key].parse(text) if key in declared else text
-                             for key, text in params.items()}
-    if "score_kind" in params and typed["score_kind"] != kind:
-        raise UsageError("give the score kind with --score-kind, not --param score_kind")
-    typed.update(seed_option(method, declared, params, seed))
-    return registry.kclass(method, {**typed, "score_kind": kind})
-
-
 def quality(y: np.ndarray, P: np.ndarray, w: np.ndarray | None = None) -> tuple[dict[str, float], float]:
     """The training log-loss and Brier of rows (`kclass_metrics`' definitions) and their weight."""
     total = float(y.size if w is None else np.sum(w))
@@ -96,10 +83,9 @@ def fit_kclass_file(path: str, method: str, params: Mapping[str, str] | Sequence
                     weight_kind: str = "frequency") -> FitResult:
     """Fit `method` on a K-class score file and, when `out` is given, save the map there."""
     _claim_map_output(out, out_format, [path])
-    params = param_texts(params)
-    kclass_calibrator(method, params or {}, "probability", seed)  # a bad method or --param, before reading
+    cal = kclass_calibrator(method, params, texts=True, seed=seed, score_kind=cols.score_kind)  # before reading
     data = read_kclass(path, cols, fmt)
-    cal = kclass_calibrator(method, params or {}, data.kind, seed)
+    cal.set_params(score_kind=data.kind)
     classes = data.cols.classes
     counts = np.bincount(data.codes, minlength=len(classes))
     missing = [classes[i] for i in np.flatnonzero(counts == 0)]
@@ -143,12 +129,6 @@ def default_methods() -> list[str]:
     return [*registry.kclass_native(), "isotonic"]
 
 
-def _seeded(method: str, kind: str, seed: int):
-    """An unfitted K-class calibrator of `method` with `seed` where it samples."""
-    declared = {p.name for p in registry.kclass(method, {"score_kind": kind}).declared_params()}
-    return registry.kclass(method, {"score_kind": kind, **({"seed": seed} if "seed" in declared else {})})
-
-
 def _fold_metrics(y: np.ndarray, P: np.ndarray) -> dict[str, float]:
     return {"log_loss": kclass_metrics.log_loss(y, P), "brier": kclass_metrics.brier(y, P),
             "top_label_ece": kclass_metrics.top_label_ece(y, P),
@@ -168,12 +148,12 @@ def compare_kclass_file(path: str, methods: Sequence[str] | None, folds: int, se
     n = data.codes.size
     if n < 2 * folds:
         raise InputError(f"{data.source}: {n} rows are too few for {folds} folds")
-    scores = compare(data.scores, data.codes, chosen, folds, seed, make=lambda m: _seeded(m, data.kind, seed),
-                     fold_metrics=_fold_metrics)
+    make = unfitted(lambda m: registry.kclass(m, {"score_kind": data.kind}), seed)
+    scores = compare(data.scores, data.codes, chosen, folds, seed, make=make, fold_metrics=_fold_metrics)
     result = Comparison(data.source, int(n), folds, seed, metric, scores, KCLASS_COMPARED)
 
     def refit(method: str) -> ClassMap:
-        return ClassMap(_seeded(method, data.kind, seed).fit(data.scores, data.codes), data.cols.classes,
+        return ClassMap(make(method).fit(data.scores, data.codes), data.cols.classes,
                         data.cols.columns or None)
 
     return save_best(result, out, refit, _kinds(data))

@@ -23,6 +23,7 @@ from calibcli.options import (CALBIN_WINDOW, COMPARED, ECE_BINS, ECE_STRATEGIES,
 
 if TYPE_CHECKING:
     from calibcli.calibrators import Calibrator
+    from calibcli.calibrators.kclass import ClassCalibrator
     from calibcli.evaluation.bootstrap import BootstrapPlan
     from calibcli.evaluation.gates import GateSpec
     from calibcli.evaluation.selection import MetricChoice
@@ -83,6 +84,25 @@ class FitRequest:
         calibrator = kind.from_cli(params) if texts else kind(**params)  # the constructor checks params
         calibrator.params.update(seeded)  # checked here as --seed, not again as the method's `seed`
         return cls(calibrator, columns, weight_kind)
+
+
+def kclass_calibrator(method: str, params: Mapping[str, Any] | Sequence[str] | None = None, *, texts: bool = False,
+                      seed: int | None = None, score_kind: str = "auto") -> ClassCalibrator:
+    """A K-class fit's unfitted calibrator (`calib fit --score-cols`, `calibcli.fit` on (n, K)
+    scores): its method looked up once, the `--param` texts (`texts`) parsed once by their Params
+    and checked by the constructor's check, `--seed` checked once (`seed_option`) and set. An
+    `auto` score kind is built as probability; set the kind read from the rows with `set_params`."""
+    from calibcli.calibrators import registry
+
+    cal = registry.kclass(method, {"score_kind": "probability" if score_kind == "auto" else score_kind})
+    declared = {p.name: p for p in cal.declared_params()}
+    params = param_texts(params) if texts else dict(params or {})
+    typed = {key: declared[key].parse(text) if texts and key in declared else text for key, text in params.items()}
+    if typed.pop("score_kind", score_kind) != score_kind:
+        raise UsageError("give the score kind with --score-kind, not --param score_kind")
+    seeded = seed_option(method, declared, params, seed)
+    cal.set_params(**typed).params.update(seeded)  # checked here as --seed, not again as the method's `seed`
+    return cal
 
 
 def fit_inputs(input: str | None, from_summary: str | None, *, score_cols: str | None = None,
@@ -483,4 +503,5 @@ def _check_gates(spec: GateSpec, field_col: str | None, step: float | None, kcla
 
 
 __all__ = ["ApplyRequest", "Columns", "CompareRequest", "EvaluateOptions", "ExportRequest", "FitRequest",
-           "binary_scores", "check_expression", "evaluate_output", "fit_inputs", "param_texts", "seed_option", "step_option", "weight_kind_option"]
+           "binary_scores", "check_expression", "evaluate_output", "fit_inputs", "kclass_calibrator", "param_texts",
+           "seed_option", "step_option", "weight_kind_option"]

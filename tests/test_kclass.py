@@ -188,15 +188,36 @@ def test_log_transform_keeps_small_probabilities():
 
 def test_kclass_param_strings_are_parsed_by_the_fit_path():
     from calibcli.errors import CalibError
-    from calibcli.kclass_files import kclass_calibrator
+    from calibcli.requests import kclass_calibrator
 
-    cal = kclass_calibrator("isotonic", {"platt_correction": "false"}, "logit")
+    cal = kclass_calibrator("isotonic", ["platt_correction=false"], texts=True, score_kind="logit")
     assert cal.params == {"platt_correction": False, "score_kind": "logit"}
-    assert kclass_calibrator("temperature", {"score_kind": "logit"}, "logit").score_kind == "logit"
+    assert kclass_calibrator("temperature", {"score_kind": "logit"}, texts=True, score_kind="logit").score_kind == "logit"
+    with pytest.raises(CalibError, match="not --param score_kind"):
+        kclass_calibrator("temperature", {"score_kind": "logit"}, texts=True)
     with pytest.raises(CalibError, match="no parameter 'bins'"):
-        kclass_calibrator("temperature", {"bins": "3"}, "logit")
+        kclass_calibrator("temperature", {"bins": "3"}, texts=True, score_kind="logit")
     with pytest.raises(CalibError, match="expected true/false"):
-        kclass_calibrator("isotonic", {"platt_correction": "maybe"}, "logit")
+        kclass_calibrator("isotonic", {"platt_correction": "maybe"}, texts=True, score_kind="logit")
+
+
+def test_kclass_fit_looks_its_method_up_once_and_checks_the_seed_once(monkeypatch):
+    """`calib fit --score-cols`: one registry look-up, the --seed set on the built calibrator
+    (not checked again as the method's seed, by the K-class or the binary constructors)."""
+    from calibcli.calibrators import registry
+    from calibcli.options import Param
+    from calibcli.requests import kclass_calibrator
+
+    looked_up, checked = [], []
+    real_kclass, real_check = registry.kclass, Param.check
+    monkeypatch.setattr(registry, "kclass", lambda *a, **k: looked_up.append(a[0]) or real_kclass(*a, **k))
+    monkeypatch.setattr(Param, "check", lambda self, v: checked.append((self.name, v)) or real_check(self, v))
+    cal = kclass_calibrator("boot-isotonic", ["r=3"], texts=True, seed=7)
+    assert looked_up == ["boot-isotonic"] and cal.params["seed"] == 7
+    checked.clear()
+    P = np.random.default_rng(0).dirichlet(np.ones(3), 30)
+    cal.fit(P, np.arange(30) % 3)
+    assert ("seed", 7) not in checked and all(m.params["seed"] == 7 for m in cal.maps_)
 
 
 @pytest.mark.parametrize("method", KMETHODS)

@@ -68,13 +68,26 @@ class ClassCalibrator:
     needs_probabilities: ClassVar[bool] = False
 
     def __init__(self, **params: Any):
+        self.params: dict[str, Any] = {}
+        self.n_classes: int | None = None
+        self.set_params(**{**{p.name: p.default for p in self.declared_params()}, **params})
+
+    def set_params(self, **params: Any) -> "ClassCalibrator":
+        """Check (names and values, each by its Param) and set parameters: the constructor's
+        check, also for a calibrator configured once built (`requests.kclass_calibrator`: its
+        --param values; the score kind once an `auto` kind is read from the rows)."""
         declared = {p.name: p for p in self.declared_params()}
         unknown = [key for key in sorted(params) if key not in declared]
         if unknown:
             raise ParamError(f"method {self.name!r} has no parameter {unknown[0]!r}",
                              hint=f"its parameters: {', '.join(declared) or 'none'} (see `calib methods`)")
-        self.params: dict[str, Any] = {key: p.check(params.get(key, p.default)) for key, p in declared.items()}
-        self.n_classes: int | None = None
+        self.params.update({key: declared[key].check(value) for key, value in params.items()})
+        self._configured()
+        return self
+
+    def _configured(self) -> None:
+        """What follows from the parameters once set (one-vs-rest: whether its binary method
+        can take the score kind)."""
 
     def declared_params(self) -> tuple[Param, ...]:
         """The Params this instance takes (one-vs-rest: those of its binary method)."""

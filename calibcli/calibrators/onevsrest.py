@@ -13,6 +13,7 @@ for such a class, so a Parquet map stores every numeric list as its own column.
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any, Mapping
 
@@ -43,15 +44,19 @@ class OneVsRest(ClassCalibrator):
         self.binary = binary
         self.name = method_name  # type: ignore[misc]
         self.description = f"one-vs-rest {binary.description}"  # type: ignore[misc]
-        super().__init__(**dict(params or {}))
-        own = {p.name for p in binary.params}
-        self._binary_params = {k: v for k, v in self.params.items() if k in own}
-        if "score_kind" in own:
-            self._binary_params["score_kind"] = self.score_kind
-        elif self.score_kind == "logit" and binary.needs_probabilities:
-            raise ParamError(f"method {method_name!r} needs probabilities in [0, 1]: it cannot take "
-                             "logits one-vs-rest", hint="pass probabilities, or use another method")
         self.maps_: list[Any] = []
+        super().__init__(**dict(params or {}))
+
+    def _configured(self) -> None:
+        if self.score_kind == "logit" and "score_kind" not in self._binary_params and self.binary.needs_probabilities:
+            raise ParamError(f"method {self.name!r} needs probabilities in [0, 1]: it cannot take "
+                             "logits one-vs-rest", hint="pass probabilities, or use another method")
+
+    @property
+    def _binary_params(self) -> dict[str, Any]:
+        """The binary method's parameters (its score_kind that of the K columns, where it has one)."""
+        own = {p.name for p in self.binary.params}
+        return {k: v for k, v in self.params.items() if k in own}
 
     def declared_params(self) -> tuple[Param, ...]:
         own = tuple(p for p in self.binary.params if p.name != "score_kind")
@@ -61,12 +66,15 @@ class OneVsRest(ClassCalibrator):
         ones = np.ones(y.size) if w is None else w
         total = float(ones.sum())
         self.maps_ = []
+        params = self._binary_params
+        blank = self.binary(**{k: v for k, v in params.items() if k != "seed"})
+        blank.params.update({k: v for k, v in params.items() if k == "seed"})  # checked once, at the door
         for k in range(int(self.n_classes or 0)):
             target = (y == k).astype(np.float64)
             if not np.any(target):
                 self.maps_.append(1.0 / (total + 2.0))
                 continue
-            cal = self.binary(**self._binary_params)
+            cal = copy.deepcopy(blank)
             self.maps_.append(cal.fit(np.ascontiguousarray(z[:, k]), target, weights=w,
                                       weight_kind=self.weight_kind_))
 
