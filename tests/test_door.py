@@ -142,18 +142,24 @@ def _message(node: ast.expr) -> str:
 # What a refusal of an option's value says (a refusal for what else the run holds, such as a
 # K-class map that takes no --interval, is not one).
 REFUSES_VALUE = ("out of range", "must be", "expected", "not an integer", "needs", "cannot be combined",
-                 "is not one of")
+                 "is not one of", "for K-class", "applies to K-class", "is not key=value", "appears twice",
+                 "an empty class name")
 
 
 # Options with a request: their values are refused nowhere but in the request builders.
 DOOR_OPTIONS = ("--seed", "--weight-kind", "--calbin-window", "--step", "--top", "--bootstrap",
                 "--ece-bins", "--ece-strategy", "--by-field", "--on-invalid", "--method", "--field-col",
                 "--bands", "--hl-groups", "--dialect", "--folds", "--metric", "--score-col", "--score-expr",
-                "--max-knots", "--gate-on", "--diagram", "--interval-cols", "--output-format", "--save-baseline")
+                "--max-knots", "--gate-on", "--diagram", "--interval-cols", "--output-format", "--save-baseline",
+                "--classes", "--score-kind", "--param")
 DOORS = {"calibcli/requests.py", "calibcli/bounds.py"}
 # Left where it is, for now: --interval-cols against the --prob-col list, which `evaluate_file`
 # takes beside its `EvaluateOptions` (not in them).
 NOT_YET = {("--interval-cols", "calibcli/evaluation/intervals.py")}
+# The single lower-level function a builder calls: K-class --classes and --score-kind
+# (io.score_cols.check_classes, check_score_kind), a --param value's type (Param.parse/check).
+LOWER = {("--classes", "calibcli/io/score_cols.py"), ("--score-kind", "calibcli/io/score_cols.py"),
+         ("--param", "calibcli/options.py")}
 
 
 def test_each_option_is_refused_in_exactly_one_place():
@@ -181,12 +187,12 @@ def test_each_option_is_refused_in_exactly_one_place():
                                                           "SQL_DIALECTS", "DIAGRAMS", "GATE_ON", "OUTPUT_FORMATS") \
                     and isinstance(node.ctx, ast.Load):
                 found.setdefault(node.id, []).append(name)
-    outside = {key: sorted(set(where) - DOORS - {name for option, name in NOT_YET if option == key})
+    outside = {key: sorted(set(where) - DOORS - {name for option, name in NOT_YET | LOWER if option == key})
                for key, where in found.items()}
     assert {key: where for key, where in outside.items() if where} == {}
     assert {"--weight-kind", "--calbin-window", "--ece-strategy", "--on-invalid", "from_cli",
             "WEIGHT_KINDS", "--dialect", "--metric", "SQL_DIALECTS", "--gate-on", "--diagram", "--interval-cols",
-            "--save-baseline", "DIAGRAMS", "GATE_ON", "OUTPUT_FORMATS"} <= set(found)
+            "--save-baseline", "DIAGRAMS", "GATE_ON", "OUTPUT_FORMATS", "--classes", "--score-kind", "--param"} <= set(found)
 
 
 # `--param`: converted from text by its Param, checked (names and values) by the method's constructor
