@@ -17,25 +17,36 @@ on the data: a plain percentile interval can then miss its own estimate entirely
 bootstrap measures that shift itself: with T the estimate and m the median of the
 replicates, the interval is [q_lo - (m - T), q_hi - (m - T)] (the percentile interval
 re-centred by the bootstrap's median bias; q_lo <= m <= q_hi, so it always holds T),
-clipped to the metric's range. MCE and top-label MCE get no interval (NaN, null in JSON):
-a maximum over bins, some of a few rows, is biased up far beyond its spread, and moving
-the interval by the bootstrap's bias still left the truth outside it in most simulated
-data sets; `--gate-on upper` on them is refused where the options are checked. Spiegelhalter's p-value is a fold of z, not an estimate of
-its own: its interval is the p-values of z's interval (up to 1 when that holds 0).
-`benchmarks/bootstrap_coverage.py` measures the coverage by simulation.
+clipped to the metric's range (`metric_range`: one class per metric).
+
+Brier's and log-loss's DSC are biased up by PAV's in-sample fit, which resamples that repeat
+rows exaggerate: they are drawn from half-samples instead (n // 2 rows without replacement,
+`HALF_SAMPLED`), whose spread is that of the data's estimate and whose median shift, scaled
+by PAV's n^(-2/3) rate, estimates the bias at n rows; the interval is moved past T by it and
+widened to hold T. The metrics of `WITHHELD` get no interval (NaN, null in JSON), each with
+its reason: the maxima over bins (MCE), the sums of |gaps| (ECE, classwise and top-label
+ECE, smECE, Field-ECE/RCE), PAV's MCB, the debiased ECE and the test statistics (HL, KS,
+Kuiper) are biased by as much as their spread or more, and under calibration their true
+value is 0 or the bottom of their range, which no interval tried (re-centred, bias-corrected,
+half-sampled, extrapolated) covered in 93-97 % of simulated data sets; `--gate-on upper` on
+them is refused where the options are checked (`withheld_reason`). A p-value gets the
+p-values of its statistic's interval: Spiegelhalter's, the fold of z (up to 1 when z's
+interval holds 0); those of HL, KS, Kuiper and CORP none. `benchmarks/bootstrap_coverage.py`
+measures the coverage by simulation; `benchmarks/results_bootstrap_coverage.json` has it.
 
 When it is not exact, it is refused: with row weights (a cell's resampled weight depends on
 which of its rows are drawn, not only how many) and with `step` bucketing (the state no
 longer holds each row's p, so log-loss, Brier and ECE of a resample could not be exact).
 
 Cost per replicate: one Poisson draw per cell and the metrics on the cells, O(cells) plus
-CalBin's O(rows) windows; the sort of the cells is done once.
+CalBin's O(rows) windows (a half-sample for the DSCs: one hypergeometric draw per cell); the
+sort of the cells is done once; withheld metrics beyond the first set are not resampled.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterator, Mapping
 
 import numpy as np
@@ -71,29 +82,60 @@ def poisson_counts(state: EvalState, plan: BootstrapPlan) -> Iterator[np.ndarray
         yield rng.poisson(lam).astype(np.float64)
 
 
-def state_replicates(state: EvalState, calbin_window: int, plan: BootstrapPlan, choice: Any = None, **ece: Any
-                     ) -> dict[str, np.ndarray]:
-    """Every metric (of `selection.BASE`, or those of a `selection.MetricChoice` but its
-    p-values and tests) on `plan.replicates` Poisson resamples of the rows behind `state`."""
+def half_counts(state: EvalState, plan: BootstrapPlan) -> Iterator[np.ndarray]:
+    """Per replicate, the counts of a half-sample: n // 2 of the n rows drawn without
+    replacement (a multivariate hypergeometric draw over the cells' negatives then positives)."""
+    rng = np.random.default_rng([plan.seed, 1])
+    counts = np.concatenate([state.n0, state.n1]).astype(np.int64)
+    for _ in range(plan.replicates):
+        yield rng.multivariate_hypergeometric(counts, int(counts.sum()) // 2).astype(np.float64)
+
+
+def resampled_choices(choice: Any) -> tuple[Any, Any]:
+    """(the metrics Poisson resamples evaluate, those half-samples do: None when none) of a
+    `selection.MetricChoice` (None: `selection.BASE` by Poisson resamples), without the p-values
+    and tests and without the withheld metrics beyond the first set (nothing would use them)."""
     from calibcli.evaluation import selection
 
-    choice = None if choice is None else choice.without_tests()
+    if choice is None:
+        return None, None
+    choice = choice.without_tests()
+
+    def kept(keys: tuple[str, ...], base: tuple[str, ...], half: bool) -> tuple[str, ...]:
+        return tuple(k for k in keys if (k in base or k not in NO_INTERVAL) and (k in HALF_SAMPLED) == half)
+
+    poisson = replace(choice, keys=kept(choice.keys, selection.BASE, False),
+                      kclass_keys=kept(choice.kclass_keys, selection.KCLASS_DEFAULT, False))
+    half = replace(choice, keys=kept(choice.keys, selection.BASE, True),
+                   kclass_keys=kept(choice.kclass_keys, selection.KCLASS_DEFAULT, True))
+    return poisson, (half if half.keys or half.kclass_keys else None)
+
+
+def state_replicates(state: EvalState, calbin_window: int, plan: BootstrapPlan, choice: Any = None, **ece: Any
+                     ) -> dict[str, np.ndarray]:
+    """Every metric (of `selection.BASE`, or those of a `selection.MetricChoice` as
+    `resampled_choices` keeps them) on `plan.replicates` Poisson resamples of the rows behind
+    `state`, the `HALF_SAMPLED` ones on as many half-samples."""
+    from calibcli.evaluation import selection
+
     m = state.p.size
     y = np.concatenate([np.zeros(m), np.ones(m)])
     p = np.concatenate([state.p, state.p])
     groups = None if state.cell_field is None else np.concatenate([state.cell_field, state.cell_field])
     order = np.argsort(p, kind="stable")
-    keys = [k for k in (selection.BASE if choice is None else choice.keys)
-            if groups is not None or not k.startswith("field_")]
-    out = {k: np.full(plan.replicates, math.nan) for k in keys}
-    for b, w in enumerate(poisson_counts(state, plan)):
-        if w.sum() > 0:
-            for k, v in compute_all(y, p, groups, calbin_window, sample_weight=w, order=order,
-                                    choice=choice, **ece).items():
-                out[k][b] = v
+    out: dict[str, np.ndarray] = {}
+    poisson, half = resampled_choices(choice)
+    passes = [(poisson_counts(state, plan), poisson)] + ([] if half is None else [(half_counts(state, plan), half)])
+    for draws, chosen in passes:
+        for k in selection.BASE if chosen is None else chosen.keys:
+            if groups is not None or not k.startswith("field_"):
+                out[k] = np.full(plan.replicates, math.nan)
+        for b, w in enumerate(draws):
+            if w.sum() > 0:
+                for k, v in compute_all(y, p, groups, calbin_window, sample_weight=w, order=order,
+                                        choice=chosen, **ece).items():
+                    out[k][b] = v
     return out
-
-
 
 
 def percentile_intervals(replicates: Mapping[str, np.ndarray], level: float = CONFIDENCE
@@ -111,36 +153,94 @@ def percentile_intervals(replicates: Mapping[str, np.ndarray], level: float = CO
     return out
 
 
-UNIT_RANGE = frozenset({"brier", "auc", "ece", "mce", "calbin", "spiegelhalter_p", "interval_width",
-                        "interval_coverage", "accuracy", "top_label_ece", "top_label_mce", "classwise_ece"})
-NON_NEGATIVE = frozenset({"log_loss", "field_ece", "field_rce"})
-NO_INTERVAL = frozenset({"mce", "top_label_mce"})
+LN2 = math.log(2.0)
+
+
+def _with_top_label(*keys: str) -> frozenset[str]:
+    """`keys` and those of their top-label reductions that K-class predictions have."""
+    return frozenset(keys) | {metrics.TOP_LABEL + k for k in keys if metrics.TOP_LABEL + k in metrics.KCLASS_METRICS}
+
+
+# The range of every metric, one class each (tests/test_bootstrap_coverage.py checks every key of
+# metrics.METRICS and KCLASS_METRICS is in exactly one); intervals are clipped to it. Brier's DSC
+# and UNC are at most UNC's largest value ȳ(1 - ȳ) = 1/4, log-loss's at most ln 2; the debiased
+# ECE is a square root (of the debiased squared error, floored at 0); p-values are in [0, 1]. The
+# K-class Brier score (a sum over the classes) is in [0, 2] (`KCLASS_WIDER`).
+UNIT_RANGE = _with_top_label("brier", "auc", "ece", "mce", "calbin", "spiegelhalter_p", "interval_width",
+                             "interval_coverage", "accuracy", "top_label_ece", "top_label_mce", "classwise_ece",
+                             "field_ece", "brier_mcb", "smece", "ece_debiased", "corp_p", "hl_p", "ks_p", "kuiper_p")
+QUARTER_RANGE = _with_top_label("brier_dsc", "brier_unc")
+LN2_RANGE = _with_top_label("log_loss_dsc", "log_loss_unc")
+NON_NEGATIVE = _with_top_label("log_loss", "field_rce", "log_loss_mcb", "hl_stat", "ks", "kuiper")
+UNBOUNDED = _with_top_label("cal_slope", "cal_intercept", "spiegelhalter_z")
+RANGES = ((UNIT_RANGE, (0.0, 1.0)), (QUARTER_RANGE, (0.0, 0.25)), (LN2_RANGE, (0.0, LN2)),
+          (NON_NEGATIVE, (0.0, math.inf)), (UNBOUNDED, (-math.inf, math.inf)))
+KCLASS_WIDER = {"brier": (0.0, 2.0)}
+
+
+def metric_range(key: str, kclass: bool = False) -> tuple[float, float]:
+    """(lowest, highest) value of metric `key` (of K-class predictions when `kclass`)."""
+    if kclass and key in KCLASS_WIDER:
+        return KCLASS_WIDER[key]
+    for members, bounds in RANGES:
+        if key in members:
+            return bounds
+    raise KeyError(f"no range for metric {key!r}")
+
+
+# Metrics `--bootstrap` gives no interval (NaN, null in JSON), with the reason (README, `--gate-on
+# upper` refusals): by simulation (benchmarks/bootstrap_coverage.py, a miscalibrated and a
+# calibrated design) no resampling interval tried covered their true value in 93-97 % of data sets.
+_MAXIMUM = "a maximum over bins, biased up beyond what resampling corrects"
+_GAPS = "a sum of |gaps|, biased up by the noise of each bin as much as its spread: no interval covers 0 when calibrated"
+_PAV = "PAV's in-sample fit biases it up by more than its spread"
+_ROOT = "the root of an estimate floored at 0, biased near 0 and in its intervals' coverage"
+_TEST = "a test statistic, as large under calibration whatever the rows: no interval covers 0"
+_P = "the p-value of a test whose statistic has no interval"
+WITHHELD: dict[str, str] = {
+    **dict.fromkeys(_with_top_label("mce", "top_label_mce"), _MAXIMUM),
+    **dict.fromkeys(_with_top_label("smece"), _GAPS),
+    **dict.fromkeys(_with_top_label("brier_mcb", "log_loss_mcb"), _PAV),
+    **dict.fromkeys(_with_top_label("ece_debiased"), _ROOT),
+    **dict.fromkeys(_with_top_label("hl_stat", "ks", "kuiper"), _TEST),
+    **dict.fromkeys(_with_top_label("hl_p", "ks_p", "kuiper_p", "corp_p"), _P),
+}
+NO_INTERVAL = frozenset(WITHHELD)
+# Metrics whose interval comes from half-samples (n // 2 rows drawn without replacement,
+# `half_counts`), which never repeat a row, with the bias extrapolated: PAV's in-sample bias of
+# DSC shrinks as n^(-2/3), so the half-samples' median shift m - T is (2^(2/3) - 1) times the
+# bias at n rows, and the interval is centred on T - (m - T) / (2^(2/3) - 1) with the half-samples'
+# spread (at n/2 without replacement, the same as the spread at n of the data).
+HALF_SAMPLED: dict[str, float] = dict.fromkeys(_with_top_label("brier_dsc", "log_loss_dsc"), 1 / (2 ** (2 / 3) - 1))
+
+
+def withheld_reason(key: str) -> str:
+    """Why metric `key` has no bootstrap interval (`WITHHELD`), for messages."""
+    return WITHHELD[key]
 
 
 def recentred_intervals(replicates: Mapping[str, np.ndarray], estimates: Mapping[str, float],
-                        level: float = CONFIDENCE, bare: frozenset[str] = NO_INTERVAL
+                        level: float = CONFIDENCE, bare: frozenset[str] = NO_INTERVAL, kclass: bool = False
                         ) -> dict[str, tuple[float, float]]:
     """Each metric's percentile interval moved by the bootstrap's median bias onto its
-    estimate, clipped to the metric's range (module docstring); a metric n/a on the data
-    keeps its plain percentile interval; those in `bare` get none (NaN)."""
+    estimate (for `HALF_SAMPLED` ones past it by the extrapolated bias, then widened to hold
+    it), clipped to the metric's range (module docstring); a metric n/a on the data keeps its
+    plain percentile interval; those in `bare`, and the estimates without replicates (the
+    p-values) but Spiegelhalter's, get none (NaN)."""
     tail = (1 - level) / 2 * 100
     out = percentile_intervals(replicates, level)
-    for key, values in replicates.items():
-        finite = values[np.isfinite(values)]
+    for key in (*replicates, *(k for k in estimates if k not in replicates)):
         point = estimates.get(key, math.nan)
-        if key in bare:
+        if key in bare or key not in replicates:
             out[key] = (math.nan, math.nan)
             continue
+        finite = replicates[key][np.isfinite(replicates[key])]
         if finite.size == 0 or point != point:
             continue
         lo, mid, hi = np.percentile(finite, [tail, 50, 100 - tail])
-        shift = mid - point
-        lo, hi = float(min(lo - shift, point)), float(max(hi - shift, point))
-        if key in UNIT_RANGE or key in NON_NEGATIVE:
-            lo = max(lo, 0.0)
-        if key in UNIT_RANGE:
-            hi = min(hi, 1.0)
-        out[key] = (lo, hi)
+        centre = point - HALF_SAMPLED.get(key, 0.0) * (mid - point)
+        low, high = metric_range(key, kclass)
+        out[key] = (float(max(min(centre - (mid - lo), point), low)), float(min(max(centre + (hi - mid), point), high)))
     if "spiegelhalter_p" in out and "spiegelhalter_z" in out and estimates.get("spiegelhalter_p") == estimates.get(
             "spiegelhalter_p"):
         out["spiegelhalter_p"] = _p_values_of(*out["spiegelhalter_z"])
@@ -177,7 +277,8 @@ def kclass_intervals(y: np.ndarray, P: np.ndarray, plan: BootstrapPlan, ece_bins
                      ece_strategy: str = "uniform", choice: Any = None) -> dict[str, tuple[float, float]]:
     """Seeded intervals of the K-class metrics of rows (codes y, probabilities P), re-centred
     on the estimates as the binary ones are (`recentred_intervals`)."""
-    return recentred_intervals(*kclass_replicates(y, P, plan, ece_bins, ece_strategy, choice), plan.level)
+    return recentred_intervals(*kclass_replicates(y, P, plan, ece_bins, ece_strategy, choice), plan.level,
+                               kclass=True)
 
 
 def kclass_replicates(y: np.ndarray, P: np.ndarray, plan: BootstrapPlan, ece_bins: int = metrics.ECE_BINS,
@@ -197,18 +298,24 @@ def kclass_replicates(y: np.ndarray, P: np.ndarray, plan: BootstrapPlan, ece_bin
     for y01, p in pairs:
         xs, group = np.unique(p, return_inverse=True)
         prepared.append((xs, group, y01))
-    rng = np.random.default_rng(plan.seed)
 
-    def resampled(w: np.ndarray) -> dict[str, float]:
+    def resampled(w: np.ndarray, chosen: Any) -> dict[str, float]:
         dists = [(xs, np.bincount(g, w * (1 - y01), xs.size), np.bincount(g, w * y01, xs.size))
                  for xs, g, y01 in prepared]
-        return metrics_of(terms @ w, dists[0], dists[1:], ece_bins, ece_strategy, choice)
+        return metrics_of(terms @ w, dists[0], dists[1:], ece_bins, ece_strategy, chosen)
 
-    estimates = resampled(np.ones(y.size))
-    out = {k: np.full(plan.replicates, math.nan) for k in estimates}
+    estimates = resampled(np.ones(y.size), choice)
+    poisson, half = resampled_choices(choice)
+    rng, half_rng = np.random.default_rng(plan.seed), np.random.default_rng([plan.seed, 1])
+    out: dict[str, np.ndarray] = {}
     for b in range(plan.replicates):
-        for k, v in resampled(rng.poisson(1.0, y.size).astype(np.float64)).items():
-            out[k][b] = v
+        drawn = resampled(rng.poisson(1.0, y.size).astype(np.float64), poisson)
+        if half is not None:
+            w = np.zeros(y.size)
+            w[half_rng.choice(y.size, y.size // 2, replace=False)] = 1.0
+            drawn.update(resampled(w, half))
+        for k, v in drawn.items():
+            out.setdefault(k, np.full(plan.replicates, math.nan))[b] = v
     return out, estimates
 
 
