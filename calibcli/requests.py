@@ -484,17 +484,16 @@ def _check_gates(spec: GateSpec, field_col: str | None, step: float | None, kcla
     """Gates the other options make impossible: Field-ECE/RCE without --field-col (binary
     predictions; K-class ones refuse field gates as not theirs), the calibration slope or
     intercept under --step (n/a there), --gate-on upper on a metric without a bootstrap
-    interval (MCE: its missing end must not pass or fail a gate silently)."""
+    interval (`bootstrap.WITHHELD`: its missing end must not pass or fail a gate silently)."""
     from calibcli.evaluation import gates
-    from calibcli.evaluation.bootstrap import NO_INTERVAL
+    from calibcli.evaluation.bootstrap import NO_INTERVAL, withheld_reason
 
     if not kclass:
         gates.require_field_col(spec, field_col)
     bare = sorted(spec.metrics_used() & NO_INTERVAL) if spec.gate_on == "upper" else []
     if bare:
-        raise UsageError(f"--gate-on upper on {bare[0].replace('_', '-')}: it has no bootstrap interval (a maximum "
-                         "over bins, biased up beyond what resampling corrects)",
-                         hint="use --gate-on point, or gate on ece instead")
+        raise UsageError(f"--gate-on upper on {bare[0].replace('_', '-')}: it has no bootstrap interval "
+                         f"({withheld_reason(bare[0])})", hint="use --gate-on point")
     n_a = sorted(spec.metrics_used() & {"cal_slope", "cal_intercept"}) if step is not None else []
     if n_a:
         name = n_a[0].replace("_", "-")
