@@ -40,13 +40,14 @@ def fit(
     labels: Sequence[float] | np.ndarray,
     method: str = "isotonic",
     *,
-    weights: Sequence[float] | np.ndarray | None = None,
+    sample_weight: Sequence[float] | np.ndarray | None = None,
     features: Mapping[str, Sequence[Any]] | None = None,
     weight_kind: str = "frequency",
     classes: Sequence[Any] | None = None,
     score_kind: str = "auto",
     seed: int | None = None,
     pos_label: Any = None,
+    weights: Sequence[float] | np.ndarray | None = None,
     **params: Any,
 ) -> Calibrator | ClassMap:
     """Fit `method` on scores and 0/1 labels; `params` are the method's options (`calib methods`).
@@ -61,23 +62,25 @@ def fit(
 
     `features` maps column names to arrays for field-aware methods (categorical values may be
     any strings). `weight_kind`: "frequency" (weight k = k rows) or "importance" (only the
-    weights' ratios matter), as `calib fit --weight-kind`; `seed` as `calib fit --seed`. The
+    weights' ratios matter), as `calib fit --weight-kind`; `sample_weight`: one weight per row
+    (`weights=` is its old name, deprecated); `seed` as `calib fit --seed`. The
     options are checked as the command checks them, with its messages (`requests.FitRequest`).
     Returns the fitted calibrator (`.predict(scores, features=...)`).
     """
     from calibcli.requests import Columns, FitRequest, binary_scores, weight_kind_option
 
+    sample_weight = _sample_weight(sample_weight, weights)
     if np.ndim(scores) == 2:
         if features is not None or pos_label is not None:
             raise UsageError(f"{'features' if pos_label is None else 'pos_label'} is for binary scores of shape (n,), "
                              "not K-class scores (their labels may be any values)")
         from calibcli.io import score_cols
 
-        weight_kind = weight_kind_option(weight_kind, weights is not None)
+        weight_kind = weight_kind_option(weight_kind, sample_weight is not None)
         score_cols.check_score_kind(score_kind)  # the checks and words of `calib fit --score-cols`
         if classes is not None:
             score_cols.check_classes(classes)
-        return classmap.fit(scores, labels, method, classes=classes, score_kind=score_kind, weights=weights,
+        return classmap.fit(scores, labels, method, classes=classes, score_kind=score_kind, sample_weight=sample_weight,
                             weight_kind=weight_kind, seed=seed, **params)
     binary_scores(classes)  # score_kind on binary scores: the method's own parameter
     if score_kind != "auto":  # the binary methods' own score_kind parameter
@@ -89,10 +92,24 @@ def fit(
     columns = Columns(fields=tuple(k for k, v in (feats or {}).items() if v.dtype == object),
                       features=tuple(k for k, v in (feats or {}).items() if v.dtype != object))
     request = FitRequest.build(method, params, seed=seed, weight_kind=weight_kind, columns=columns,
-                               weighted=weights is not None)
+                               weighted=sample_weight is not None)
     return request.calibrator.fit(np.asarray(scores, dtype=np.float64), _binary_labels(labels, pos_label),
-                                  weights=None if weights is None else np.asarray(weights, dtype=np.float64),
+                                  sample_weight=None if sample_weight is None
+                                  else np.asarray(sample_weight, dtype=np.float64),
                                   features=feats, weight_kind=request.weight_kind)
+
+
+def _sample_weight(sample_weight: Any, weights: Any) -> Any:
+    """`sample_weight`, or `weights`, its old name (a FutureWarning), never both."""
+    if weights is None:
+        return sample_weight
+    if sample_weight is not None:
+        raise UsageError("give sample_weight only: weights is its old name")
+    import warnings
+
+    warnings.warn("weights= is now sample_weight=, as in scikit-learn; weights= will be removed",
+                  FutureWarning, stacklevel=3)
+    return weights
 
 
 def _binary_labels(labels: Any, pos_label: Any) -> np.ndarray:
@@ -143,13 +160,14 @@ def evaluate(
     calbin_window: int = 100,
     interval: tuple[Sequence[float] | np.ndarray, Sequence[float] | np.ndarray] | None = None,
     classes: Sequence[Any] | None = None,
-    weights: Sequence[float] | np.ndarray | None = None,
+    sample_weight: Sequence[float] | np.ndarray | None = None,
     ece_bins: int = 10,
     ece_strategy: str = "uniform",
     metrics: str = "default",
     bands: int | None = None,
     seed: int = 0,
     hl_groups: int = 10,
+    weights: Sequence[float] | np.ndarray | None = None,
 ) -> dict[str, float]:
     """Every metric `calib evaluate` reports for one probability column (NaN where n/a).
 
@@ -158,7 +176,8 @@ def evaluate(
     `classes` (the class of each column; default: the labels' sorted distinct values, or
     column indices for integer labels in 0 .. K-1) and `metrics` of the K-class table
     (`all` or names such as "top_label_smece": the binary metric of the confidence against
-    whether the top class is right); `fields` and `interval` are for binary probabilities only. `weights` (row weights, as `--weight-col`)
+    whether the top class is right); `fields` and `interval` are for binary probabilities only.
+    `sample_weight` (row weights, as `--weight-col`; `weights=` is its deprecated old name)
     and `ece_bins`/`ece_strategy` (`--ece-bins`, `--ece-strategy`) apply to both.
 
     `fields` (any values, e.g. country names) adds Field-ECE and Field-RCE; `interval`
@@ -174,6 +193,7 @@ def evaluate(
     from calibcli.io.columns import encode_fields
     from calibcli.requests import EvaluateOptions
 
+    sample_weight = _sample_weight(sample_weight, weights)
     options = EvaluateOptions.build(calbin_window=calbin_window, ece_bins=ece_bins, ece_strategy=ece_strategy,
                                     metrics=metrics, bands=bands, seed=seed, hl_groups=hl_groups,
                                     classes=None if classes is None else tuple(classes))
@@ -182,7 +202,7 @@ def evaluate(
         if given:
             raise UsageError(f"{given[0]} applies to binary probabilities, not to probs of shape (n, K)")
         options.check_kind(kclass=True)
-        return _evaluate_kclass(labels, probs, classes, weights, options)
+        return _evaluate_kclass(labels, probs, classes, sample_weight, options)
     options.check_kind(kclass=False)
     y = np.asarray(labels, dtype=np.float64)
     p = np.asarray(probs, dtype=np.float64)
@@ -195,7 +215,7 @@ def evaluate(
     groups = None if fields is None else encode_fields(fields)[0]
     if groups is not None and groups.size != y.size:
         raise UsageError(f"fields has {groups.size} values for {y.size} labels")
-    w = None if weights is None else np.asarray(weights, dtype=np.float64)
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     if w is not None and (w.shape != y.shape or not np.all(np.isfinite(w) & (w >= 0))):
         raise UsageError(f"weights must be {y.size} finite, non-negative values")
     out = state.compute_all(y, p, groups, options.calbin_window, sample_weight=w, ece_bins=options.ece_bins,
@@ -212,12 +232,12 @@ def evaluate(
     return {**out, **intervals.interval_metrics(p, y, low, high)}
 
 
-def _evaluate_kclass(labels, probs, classes, weights, options) -> dict[str, float]:
+def _evaluate_kclass(labels, probs, classes, sample_weight, options) -> dict[str, float]:
     """`evaluate` of one K-class prediction (the mergeable state the CLI and engines use)."""
     from calibcli.evaluation import kclass_metrics
     from calibcli.evaluation.kclass_state import KClassState
 
     P = np.asarray(probs, dtype=np.float64)
     codes, names = kclass_metrics.label_codes(labels, P.shape[1], classes)
-    return KClassState.from_arrays(codes, P, weights, names).metrics(options.ece_bins, options.ece_strategy,
+    return KClassState.from_arrays(codes, P, sample_weight, names).metrics(options.ece_bins, options.ece_strategy,
                                                                      options.choice)

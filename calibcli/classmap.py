@@ -96,7 +96,7 @@ def _plain_class(value: Any) -> Any:
 
 
 def fit(scores: Any, labels: Any, method: str = "temperature", *, classes: Sequence[Any] | None = None,
-        score_kind: str = "auto", weights: Any = None, weight_kind: str = "frequency",
+        score_kind: str = "auto", sample_weight: Any = None, weight_kind: str = "frequency",
         score_cols: Sequence[str] | None = None, seed: int | None = None, **params: Any) -> ClassMap:
     """Fit `method` on (n, K) scores and labels of any hashable values (see `calibcli.fit`);
     `seed` checked as `calib fit --seed` checks it."""
@@ -106,7 +106,7 @@ def fit(scores: Any, labels: Any, method: str = "temperature", *, classes: Seque
     s = kscores.as_score_matrix(scores)
     cal.set_params(score_kind=kscores.resolve_score_kind(s, score_kind))
     names, codes = class_codes(labels, s.shape[1], classes)
-    cal.fit(s, codes, weights=weights, weight_kind=weight_kind)
+    cal.fit(s, codes, sample_weight=sample_weight, weight_kind=weight_kind)
     return ClassMap(cal, names, score_cols)
 
 

@@ -93,7 +93,7 @@ def fit_file(
         return calibrator.predict(s[part], features=None if feats is None else {k: v[part] for k, v in feats.items()})
 
     del table  # its buffers go back to the allocator for the fit's arrays to reuse
-    return _fit_and_save(calibrator, source, dict(scores=s, labels=y, weights=w, features=feats,
+    return _fit_and_save(calibrator, source, dict(scores=s, labels=y, sample_weight=w, features=feats,
                                                   weight_kind=weight_kind),
                          training, notes, strict, out, out_format, quality, s, predict)
 
@@ -132,7 +132,7 @@ def fit_summary(summ: summary.ScoreSummary, request: FitRequest, source: str, *,
         return ({"log_loss": metrics.log_loss_counts(p, a, b), "brier": metrics.brier_counts(p, a, b)},
                 float(np.sum(a) + np.sum(b)))
 
-    return _fit_and_save(calibrator, source, dict(scores=s, labels=y, weights=w, weight_kind=weight_kind),
+    return _fit_and_save(calibrator, source, dict(scores=s, labels=y, sample_weight=w, weight_kind=weight_kind),
                          training, [], strict, out, out_format, quality, summ.score,
                          lambda part: calibrator.predict(summ.score[part]))
 

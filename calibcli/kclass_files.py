@@ -111,7 +111,7 @@ def fit_kclass_file(path: str, method: str, params: Mapping[str, str] | Sequence
     def part_quality(p: np.ndarray, part: slice) -> tuple[dict[str, float], float]:
         return quality(y[part], p, None if w is None else w[part])
 
-    return _fit_and_save(cal, data.source, dict(scores=P, labels=y, weights=w, weight_kind=weight_kind),
+    return _fit_and_save(cal, data.source, dict(scores=P, labels=y, sample_weight=w, weight_kind=weight_kind),
                          training, notes, strict, out, out_format, part_quality, P,
                          lambda part: cal.predict(P[part]), saved=saved, raw=data.kind == "probability",
                          said=MISSING_CLASS)

@@ -117,9 +117,9 @@ class Calibrator(ClassifierMixin, BaseEstimator):
         try:
             if x.shape[1] == 1:
                 codes = (y == classes[1]).astype(np.float64)
-                self.calibrator_ = api.fit(x[:, 0], codes, method=self.method, weights=w, **params)
+                self.calibrator_ = api.fit(x[:, 0], codes, method=self.method, sample_weight=w, **params)
             else:
-                self.calibrator_ = api.fit(x, y, method=self.method, classes=classes.tolist(), weights=w, **params)
+                self.calibrator_ = api.fit(x, y, method=self.method, classes=classes.tolist(), sample_weight=w, **params)
         except CalibError as exc:
             raise ValueError(exc.message) from None
         self.classes_ = classes

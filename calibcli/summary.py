@@ -130,7 +130,7 @@ def _bucket(s: np.ndarray, w0: np.ndarray, w1: np.ndarray, step: float) -> tuple
     return keys * step, n0, n1
 
 
-def summarize(scores: Any, labels: Any, weights: Any = None, step: float | None = None) -> ScoreSummary:
+def summarize(scores: Any, labels: Any, sample_weight: Any = None, step: float | None = None) -> ScoreSummary:
     """Summarise finite scores and 0/1 labels (optionally non-negative weights).
 
     Raises UsageError on malformed arrays; file readers validate rows before calling this.
@@ -144,11 +144,11 @@ def summarize(scores: Any, labels: Any, weights: Any = None, step: float | None 
     if not np.all((y == 0) | (y == 1)):
         raise UsageError("labels must be 0 or 1")
     positive = y == 1
-    if weights is None:
+    if sample_weight is None:
         w1 = positive.astype(np.float64)
         w0 = 1.0 - w1
     else:
-        w = np.asarray(weights, dtype=np.float64).ravel()
+        w = np.asarray(sample_weight, dtype=np.float64).ravel()
         if w.shape != s.shape:
             raise UsageError(f"weights and scores differ in length ({w.size} vs {s.size})")
         if not np.all(np.isfinite(w)) or np.any(w < 0):
@@ -156,7 +156,7 @@ def summarize(scores: Any, labels: Any, weights: Any = None, step: float | None 
         w1 = np.where(positive, w, 0.0)
         w0 = np.where(positive, 0.0, w)
     rng = (float(s.min()), float(s.max())) if s.size else (float("inf"), float("-inf"))
-    if step is None and weights is None:
+    if step is None and sample_weight is None:
         from calibcli.pooling import unique_with_sums  # the fit's own pooling: no argsort
 
         xs, count, n1 = unique_with_sums(s, y, np.ones_like(s))
@@ -168,7 +168,7 @@ def summarize(scores: Any, labels: Any, weights: Any = None, step: float | None 
     else:
         xs, n0, n1 = s.copy(), w0.copy(), w1.copy()
     return ScoreSummary(xs, n0, n1, int(s.size), int(np.count_nonzero(positive)), rng,
-                        weighted=weights is not None, step=step)
+                        weighted=sample_weight is not None, step=step)
 
 
 def merge(summaries: Iterable[ScoreSummary]) -> ScoreSummary:

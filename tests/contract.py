@@ -117,7 +117,7 @@ def check_weights_as_duplicates(cls, params, s, y, atol=1e-9):
     w = np.ones_like(s)
     w[:k] = 2.0
     g = grid(s)
-    a = cls(**params).fit(s, y, weights=w).predict(g)
+    a = cls(**params).fit(s, y, sample_weight=w).predict(g)
     b = cls(**params).fit(np.concatenate([s, s[:k]]), np.concatenate([y, y[:k]])).predict(g)
     np.testing.assert_allclose(a, b, atol=atol, rtol=0)
 
@@ -126,9 +126,9 @@ def check_importance_scale_invariant(cls, params, s, y, scales=(1e-6, 0.37, 1e6)
     """weight_kind="importance": multiplying every weight by c > 0 leaves the map unchanged."""
     w = np.random.default_rng(2).uniform(0.2, 3.0, s.size)
     g = grid(s)
-    base = cls(**params).fit(s, y, weights=w, weight_kind="importance").predict(g)
+    base = cls(**params).fit(s, y, sample_weight=w, weight_kind="importance").predict(g)
     for c in scales:
-        got = cls(**params).fit(s, y, weights=w * c, weight_kind="importance").predict(g)
+        got = cls(**params).fit(s, y, sample_weight=w * c, weight_kind="importance").predict(g)
         np.testing.assert_allclose(got, base, atol=atol, rtol=0, err_msg=f"weights scaled by {c:g}")
 
 
@@ -144,8 +144,8 @@ def check_platt_targets(cls, params, s, y):
 
     w = np.random.default_rng(3).uniform(0.5, 2.0, s.size)  # fractional: rows are not expanded
     n_pos, n_neg = float(np.sum(w[y == 1])), float(np.sum(w[y == 0]))
-    Spy(**params, platt_correction=True).fit(s, y, weights=w)
-    Spy(**params, platt_correction=False).fit(s, y, weights=w)
+    Spy(**params, platt_correction=True).fit(s, y, sample_weight=w)
+    Spy(**params, platt_correction=False).fit(s, y, sample_weight=w)
     (t_on, w_on), (t_off, w_off) = seen
     expected = np.where(y == 1, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
     np.testing.assert_allclose(t_on, expected, rtol=1e-15, atol=0)

@@ -112,3 +112,22 @@ def test_fit_refuses_labels_mixing_text_and_numbers(labels):
         calibcli.fit(P, labels, method="temperature")
     assert err.value.hint == "give every label as text or every label as a number"
     assert calibcli.fit(P, [str(v) for v in labels], method="temperature").classes_.tolist() == ["0", "1"]
+
+
+def test_weights_is_the_deprecated_name_of_sample_weight():
+    """`sample_weight=` as in scikit-learn; `weights=`, the old name, still works with a
+    FutureWarning and gives the same map and metrics; both at once are refused."""
+    rng = np.random.default_rng(5)
+    s = rng.uniform(0, 1, 400)
+    y = (rng.uniform(0, 1, 400) < s).astype(float)
+    w = rng.uniform(0.5, 2.0, 400)
+    want = calibcli.fit(s, y, sample_weight=w).predict(s)
+    with pytest.warns(FutureWarning, match="sample_weight"):
+        got = calibcli.fit(s, y, weights=w).predict(s)
+    assert got.tobytes() == want.tobytes()
+    with pytest.warns(FutureWarning, match="sample_weight"):
+        old = calibcli.evaluate(y, s, weights=w)
+    new = calibcli.evaluate(y, s, sample_weight=w)
+    assert old.keys() == new.keys() and all(old[k] == new[k] or old[k] != old[k] for k in new)
+    with pytest.raises(calibcli.errors.UsageError, match="sample_weight only"):
+        calibcli.fit(s, y, sample_weight=w, weights=w)

@@ -101,7 +101,7 @@ def test_weighted_fit_equals_duplicated_rows_exactly_in_netcal_variant():
     s = rng.random(300)
     y = (rng.random(300) < s).astype(float)
     w = rng.integers(1, 4, 300).astype(float)
-    a = get("bbq")(variant="netcal").fit(s, y, weights=w)
+    a = get("bbq")(variant="netcal").fit(s, y, sample_weight=w)
     b = get("bbq")(variant="netcal").fit(np.repeat(s, w.astype(int)), np.repeat(y, w.astype(int)))
     np.testing.assert_allclose(a.values_, b.values_, atol=1e-12)
     np.testing.assert_array_equal(a.edges_, b.edges_)

@@ -105,7 +105,7 @@ def betacal_converged(monkeypatch):
 @pytest.mark.parametrize("file", list(SCORE_FILES))
 def test_matches_betacal(tmp_path, betacal_converged, file, method):
     s, y, w = _write_and_read(tmp_path, file, *SCORE_FILES[file](np.random.default_rng(7), 3000))
-    ours = get(method)().fit(s, y, weights=w)
+    ours = get(method)().fit(s, y, sample_weight=w)
     ref = betacal_converged(BETACAL_PARAMETERS[method]).fit(s, y, sample_weight=w)
     p, q = ours.predict(s), ref.predict(s)
     ll_ours, ll_ref = _log_loss(y, p, w), _log_loss(y, q, w)
@@ -130,7 +130,7 @@ def test_never_worse_than_stock_betacal(method):
     """Against betacal as shipped: our exact optimum has the lower (or equal) log-loss."""
     betacal = pytest.importorskip("betacal")
     s, y, w = _two_betas_weighted(np.random.default_rng(8), 3000)
-    p = get(method)().fit(s, y, weights=w).predict(s)
+    p = get(method)().fit(s, y, sample_weight=w).predict(s)
     q = betacal.BetaCalibration(BETACAL_PARAMETERS[method]).fit(s, y, sample_weight=w).predict(s)
     assert _log_loss(y, p, w) <= _log_loss(y, q, w) + 1e-12
 

@@ -217,8 +217,8 @@ def test_row_order_exactly_irrelevant(method):
     w = np.random.default_rng(0).integers(1, 4, s.size).astype(float)
     order = np.random.default_rng(1).permutation(s.size)
     g = contract.grid(s)
-    a = create(method).fit(s, y, weights=w).predict(g)
-    b = create(method).fit(s[order], y[order], weights=w[order]).predict(g)
+    a = create(method).fit(s, y, sample_weight=w).predict(g)
+    b = create(method).fit(s[order], y[order], sample_weight=w[order]).predict(g)
     np.testing.assert_array_equal(a, b)
 
 
@@ -228,7 +228,7 @@ def test_zero_weight_rows_are_dropped(method):
     w = np.ones_like(s)
     w[::7] = 0.0
     g = contract.grid(s)
-    a = create(method).fit(s, y, weights=w).predict(g)
+    a = create(method).fit(s, y, sample_weight=w).predict(g)
     b = create(method).fit(s[w > 0], y[w > 0]).predict(g)
     np.testing.assert_array_equal(a, b)
 
@@ -242,9 +242,9 @@ def test_weights_are_duplicates_exactly_and_importance_weights_shift_alike():
     dup = np.concatenate([np.arange(s.size), np.repeat(np.flatnonzero(y == 1), 2)])
     g = np.linspace(0.1, 0.9, 50)
     for k in range(3):
-        a = create("boot-isotonic", {"seed": k}).fit(s, y, weights=w).predict(g)
+        a = create("boot-isotonic", {"seed": k}).fit(s, y, sample_weight=w).predict(g)
         np.testing.assert_array_equal(a, create("boot-isotonic", {"seed": k}).fit(s[dup], y[dup]).predict(g))
-    pw = np.mean([create("boot-isotonic", {"seed": k}).fit(s, y, weights=w, weight_kind="importance").predict(g)
+    pw = np.mean([create("boot-isotonic", {"seed": k}).fit(s, y, sample_weight=w, weight_kind="importance").predict(g)
                   for k in range(8)], 0)
     pd = np.mean([create("boot-isotonic", {"seed": k}).fit(s[dup], y[dup]).predict(g) for k in range(8)], 0)
     plain = np.mean([create("boot-isotonic", {"seed": k}).fit(s, y).predict(g) for k in range(8)], 0)

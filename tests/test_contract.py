@@ -226,7 +226,7 @@ def run(name, check):
 @pytest.mark.parametrize("name", METHODS)
 def test_predictions_finite_and_in_unit_interval(name):
     def check(new, s, y, w, fields):
-        cal = new().fit(s, y, weights=w, features=features_for(new(), fields))
+        cal = new().fit(s, y, sample_weight=w, features=features_for(new(), fields))
         on_train = cal.predict(s, features=features_for(cal, fields))
         assert np.all(np.isfinite(on_train)) and np.all((on_train >= 0) & (on_train <= 1))
         g = query(cal, s)
@@ -240,7 +240,7 @@ def test_predictions_finite_and_in_unit_interval(name):
 @pytest.mark.parametrize("name", [m for m in METHODS if get(m).monotone])
 def test_monotone_methods_never_decrease(name):
     def check(new, s, y, w, fields):
-        cal = new().fit(s, y, weights=w, features=features_for(new(), fields))
+        cal = new().fit(s, y, sample_weight=w, features=features_for(new(), fields))
         g = query(cal, s)
         p = cal.predict(g, features=fixed_field(cal, g))
         assert np.all(np.diff(p) >= -1e-12), f"{name} decreases on {g} -> {p}"
@@ -252,7 +252,7 @@ def test_monotone_methods_never_decrease(name):
 @pytest.mark.parametrize("name", METHODS)
 def test_saved_map_predicts_bit_for_bit(name):
     def check(new, s, y, w, fields):
-        cal = new().fit(s, y, weights=w, features=features_for(new(), fields))
+        cal = new().fit(s, y, sample_weight=w, features=features_for(new(), fields))
         g = query(cal, s)
         f = fixed_field(cal, g, "b")
         expected = cal.predict(g, features=f)
@@ -266,8 +266,8 @@ def test_saved_map_predicts_bit_for_bit(name):
 @pytest.mark.parametrize("name", METHODS)
 def test_same_seed_same_map(name):
     def check(new, s, y, w, fields):
-        a = new().fit(s, y, weights=w, features=features_for(new(), fields)).get_state()
-        b = new().fit(s, y, weights=w, features=features_for(new(), fields)).get_state()
+        a = new().fit(s, y, sample_weight=w, features=features_for(new(), fields)).get_state()
+        b = new().fit(s, y, sample_weight=w, features=features_for(new(), fields)).get_state()
         assert json.dumps(maps.to_plain(a), sort_keys=True) == json.dumps(maps.to_plain(b), sort_keys=True)
 
     run(name, check)
@@ -278,8 +278,8 @@ def test_same_seed_same_map(name):
 def test_row_order_does_not_matter(name):
     def check(new, s, y, w, fields):
         order = np.random.default_rng(s.size).permutation(s.size)
-        a = new().fit(s, y, weights=w, features=features_for(new(), fields))
-        b = new().fit(s[order], y[order], weights=w[order], features=features_for(new(), fields[order]))
+        a = new().fit(s, y, sample_weight=w, features=features_for(new(), fields))
+        b = new().fit(s[order], y[order], sample_weight=w[order], features=features_for(new(), fields[order]))
         g = query(a, s)
         np.testing.assert_allclose(a.predict(g, features=fixed_field(a, g)),
                                    b.predict(g, features=fixed_field(b, g)), atol=1e-6, rtol=0)
@@ -292,7 +292,7 @@ def test_row_order_does_not_matter(name):
 def test_integer_weights_equal_repeated_rows(name):
     def check(new, s, y, w, fields):
         reps = w.astype(np.int64)
-        a = new().fit(s, y, weights=w, features=features_for(new(), fields))
+        a = new().fit(s, y, sample_weight=w, features=features_for(new(), fields))
         b = new().fit(np.repeat(s, reps), np.repeat(y, reps),
                       features=features_for(new(), np.repeat(fields, reps)))
         g = query(a, s)

@@ -31,7 +31,7 @@ def test_weights_summing_to_one_are_no_weights_as_importance(name):
     g = contract.grid(s)
     plain = create(name, _params(name)).fit(s, y).predict(g)
     w = np.full(s.size, 1.0 / s.size)
-    got = create(name, _params(name)).fit(s, y, weights=w, weight_kind="importance").predict(g)
+    got = create(name, _params(name)).fit(s, y, sample_weight=w, weight_kind="importance").predict(g)
     np.testing.assert_allclose(got, plain, rtol=0, atol=1e-12)
 
 
@@ -42,7 +42,7 @@ def test_frequency_weights_are_counts(name):
     s, y = contract.synthetic(300)
     g = np.linspace(0.05, 0.95, 19)
     plain = create(name, _params(name)).fit(s, y).predict(g)
-    tiny = create(name, _params(name)).fit(s, y, weights=np.full(s.size, 1 / s.size)).predict(g)
+    tiny = create(name, _params(name)).fit(s, y, sample_weight=np.full(s.size, 1 / s.size)).predict(g)
     assert np.max(np.abs(tiny - plain)) > 0.02
 
 
@@ -51,7 +51,7 @@ def test_unknown_weight_kind_is_refused_at_the_door():
 
     s, y = contract.synthetic(50)
     with pytest.raises(UsageError, match="--weight-kind must be one of frequency, importance, got 'counts'"):
-        calibcli.fit(s, y, "isotonic", weights=np.ones_like(s), weight_kind="counts")
+        calibcli.fit(s, y, "isotonic", sample_weight=np.ones_like(s), weight_kind="counts")
 
 
 def test_expansion_limit_falls_back_to_weighted_draws(monkeypatch):
@@ -60,7 +60,7 @@ def test_expansion_limit_falls_back_to_weighted_draws(monkeypatch):
     monkeypatch.setattr(base, "EXPAND_LIMIT", 100)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        create("boot-isotonic", {"r": 5}).fit(s, y, weights=w)
+        create("boot-isotonic", {"r": 5}).fit(s, y, sample_weight=w)
     assert any(issubclass(c.category, CalibWarning) and "resampled in proportion" in str(c.message)
                for c in caught)
 
@@ -107,7 +107,7 @@ def test_python_api_takes_the_weight_kind():
 
     s, y = contract.synthetic(200)
     w = np.random.default_rng(4).uniform(0.5, 2.0, s.size)
-    a = calibcli.api.fit(s, y, "bayes-iso", weights=w, weight_kind="importance", samples=300)
-    b = calibcli.api.fit(s, y, "bayes-iso", weights=w * 1e-3, weight_kind="importance", samples=300)
+    a = calibcli.api.fit(s, y, "bayes-iso", sample_weight=w, weight_kind="importance", samples=300)
+    b = calibcli.api.fit(s, y, "bayes-iso", sample_weight=w * 1e-3, weight_kind="importance", samples=300)
     g = contract.grid(s)
     np.testing.assert_allclose(a.predict(g), b.predict(g), rtol=0, atol=1e-12)

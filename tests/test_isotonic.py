@@ -32,9 +32,9 @@ def test_matches_sklearn_with_ties_and_weights(seed, weighted, platt):
     t = np.where(y == 1, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2)) if platt else y
     grid = np.linspace(-0.2, 1.2, 1001)
     params = {} if platt else CLASSICAL  # the default is Platt-corrected
-    ours = create("isotonic", params).fit(s, y, weights=w).predict(grid)
+    ours = create("isotonic", params).fit(s, y, sample_weight=w).predict(grid)
     np.testing.assert_allclose(ours, _sklearn(s, t, w, grid), rtol=0, atol=1e-12)
-    at_train = create("isotonic", params).fit(s, y, weights=w).predict(s)
+    at_train = create("isotonic", params).fit(s, y, sample_weight=w).predict(s)
     np.testing.assert_allclose(at_train, _sklearn(s, t, w, s), rtol=0, atol=1e-12)
     assert (0 < ours.min() and ours.max() < 1) if platt else (ours.min() == 0 and ours.max() == 1)
 

@@ -137,9 +137,9 @@ def test_bad_weights_and_kinds():
     z, y = kdata.logits(50, 3)
     cal = registry.kclass("temperature", {"score_kind": "logit"})
     with pytest.raises(FitError, match="row 2 is -1.0"):
-        cal.fit(z, y, weights=np.r_[1, 1, -1, np.ones(47)])
+        cal.fit(z, y, sample_weight=np.r_[1, 1, -1, np.ones(47)])
     with pytest.raises(FitError, match="all weights are zero"):
-        cal.fit(z, y, weights=np.zeros(50))
+        cal.fit(z, y, sample_weight=np.zeros(50))
     with pytest.raises(UsageError, match="--weight-kind must be one of frequency, importance"):  # at the door
         calibcli.fit(z, y, "temperature", score_kind="logit", weight_kind="counts")
     with pytest.raises(NotFittedError):
@@ -155,14 +155,14 @@ def test_weights_frequency_and_importance():
     z, y = kdata.logits(300, 3, seed=6)
     w = np.random.default_rng(0).integers(0, 4, 300).astype(float)
     for method in ("temperature", "isotonic"):
-        weighted = calibcli.fit(z, y, method=method, weights=w, platt_correction=False) if method == "isotonic" \
-            else calibcli.fit(z, y, method=method, weights=w)
+        weighted = calibcli.fit(z, y, method=method, sample_weight=w, platt_correction=False) if method == "isotonic" \
+            else calibcli.fit(z, y, method=method, sample_weight=w)
         extra = {"platt_correction": False} if method == "isotonic" else {}
         rows = np.repeat(np.arange(300), w.astype(int))
         expanded = calibcli.fit(z[rows], y[rows], method=method, **extra)
         np.testing.assert_allclose(weighted.predict(z), expanded.predict(z), rtol=1e-9, atol=1e-12)
-        a = calibcli.fit(z, y, method=method, weights=w, weight_kind="importance", **extra)
-        b = calibcli.fit(z, y, method=method, weights=w * 1e-7, weight_kind="importance", **extra)
+        a = calibcli.fit(z, y, method=method, sample_weight=w, weight_kind="importance", **extra)
+        b = calibcli.fit(z, y, method=method, sample_weight=w * 1e-7, weight_kind="importance", **extra)
         np.testing.assert_allclose(a.predict(z), b.predict(z), rtol=1e-9, atol=1e-12)
 
 

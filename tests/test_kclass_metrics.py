@@ -212,7 +212,7 @@ def test_api_evaluate_dispatches_on_ndim():
 
     y, P, w = sample(300, 3, seed=12)
     names = np.array(["cat", "dog", "car"])[y]
-    got = calibcli.evaluate(names, P, classes=["cat", "dog", "car"], weights=w, ece_bins=5)
+    got = calibcli.evaluate(names, P, classes=["cat", "dog", "car"], sample_weight=w, ece_bins=5)
     assert list(got) == ["log_loss", "brier", "accuracy", "top_label_ece", "top_label_mce", "classwise_ece", "auc"]
     assert_same(got, km.compute_all(y, P, w, 5))
     assert got["log_loss"] == pytest.approx(log_loss(y, P, sample_weight=w), rel=1e-12)
@@ -255,13 +255,13 @@ def test_api_options_apply_to_their_kind():
 
     y, P, w = sample(300, 2, seed=6)
     p, y01 = P[:, 1], (y == 1).astype(float)
-    got = calibcli.evaluate(y01, p, weights=w, ece_bins=7, ece_strategy="quantile")
+    got = calibcli.evaluate(y01, p, sample_weight=w, ece_bins=7, ece_strategy="quantile")
     want = compute_all(y01, p, sample_weight=w, ece_bins=7, ece_strategy="quantile")
     assert got["ece"] == pytest.approx(want["ece"], rel=1e-12)
     assert got["log_loss"] == pytest.approx(log_loss(y01, p, sample_weight=w), rel=1e-12)
     assert got["ece"] != calibcli.evaluate(y01, p)["ece"]
     with pytest.raises(UsageError, match="weights must be 300 finite"):
-        calibcli.evaluate(y01, p, weights=-w)
+        calibcli.evaluate(y01, p, sample_weight=-w)
     with pytest.raises(UsageError, match="--classes applies to K-class predictions"):
         calibcli.evaluate(y01, p, classes=[0, 1])
     for kwargs in ({"fields": y}, {"interval": (p, p)}):

@@ -50,15 +50,15 @@ def _top(y, P):
 def test_top_label_metrics_equal_the_binary_metrics_of_confidence_and_correctness(weighted, decimals):
     y, P, w = _data(1500, 11, decimals)
     w = w if weighted else None
-    got = calibcli.evaluate(y, P, weights=w, metrics="all", bands=30, seed=4, hl_groups=8)
+    got = calibcli.evaluate(y, P, sample_weight=w, metrics="all", bands=30, seed=4, hl_groups=8)
     conf, right = _top(y, P)
-    want = calibcli.evaluate(right, conf, weights=w, metrics="all", bands=30, seed=4, hl_groups=8)
+    want = calibcli.evaluate(right, conf, sample_weight=w, metrics="all", bands=30, seed=4, hl_groups=8)
     assert [k for k in got if k.startswith("top_label_") and k not in ("top_label_ece", "top_label_mce")] == \
         list(selection.TOP_LABEL)
     for key in selection.NEW:
         assert got["top_label_" + key] == pytest.approx(want[key], rel=1e-12, abs=1e-12), key
     # the first K-class table is unchanged by the choice
-    base = calibcli.evaluate(y, P, weights=w)
+    base = calibcli.evaluate(y, P, sample_weight=w)
     assert {k: got[k] for k in base} == base
     # the decomposition's identity: S(conf) = MCB - DSC + UNC with S the Brier score of the top label
     brier = float(np.average((conf - right) ** 2, weights=w))
@@ -70,7 +70,7 @@ def test_top_label_decomposition_and_smece_equal_the_peer_packages():
     md = pytest.importorskip("model_diagnostics.scoring")
     relplot = pytest.importorskip("relplot")
     y, P, w = _data(2000, 5)  # untied confidences (tests/test_corp.py checks tied p against the peer)
-    got = calibcli.evaluate(y, P, weights=w, metrics="all")
+    got = calibcli.evaluate(y, P, sample_weight=w, metrics="all")
     conf, right = _top(y, P)
     for name, fn in (("brier", md.SquaredError()), ("log_loss", md.LogLoss())):
         ref = md.decompose(right, conf, weights=w, scoring_function=fn)
@@ -133,7 +133,7 @@ def test_cli_selects_gates_and_reports_top_label_metrics(kfile):
     assert result.exit_code == 0, result.stderr
     metrics = json.loads(result.stdout)["results"][0]["metrics"]
     assert list(metrics) == ["brier", "top_label_brier_mcb", "top_label_smece", "top_label_ks_p"]
-    want = calibcli.evaluate(y, P, weights=w, metrics="all")
+    want = calibcli.evaluate(y, P, sample_weight=w, metrics="all")
     for key, value in metrics.items():
         assert value == pytest.approx(want[key], rel=1e-12, abs=1e-12), key
     failed = _run(path, "--prob-cols", "p_*", "--fail-above", f"top-label-smece={want['top_label_smece'] / 2}")

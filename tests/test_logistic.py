@@ -30,7 +30,7 @@ def test_matches_independent_mle(seed, platt):
     s = rng.normal(0, 2, 800)
     y = (rng.random(800) < 1 / (1 + np.exp(-(0.7 * s - 0.4)))).astype(float)
     w = rng.uniform(0.5, 2.0, 800)
-    cal = create("logistic", {"platt_correction": platt}).fit(s, y, weights=w)
+    cal = create("logistic", {"platt_correction": platt}).fit(s, y, sample_weight=w)
     t = platt_targets(y, w) if platt else y
     a, b = newton_mle(s, t, w)
     np.testing.assert_allclose([cal.a_, cal.b_], [a, b], rtol=1e-7, atol=1e-9)

@@ -112,7 +112,7 @@ def test_weights_count_as_rows():
     w = np.random.default_rng(2).integers(1, 4, 300).astype(float)
     rows = np.repeat(np.arange(300), w.astype(int))
     for method, params in (("vector", {"reg_mu": 0.01}), ("dirichlet", {"reg_lambda": 0.01, "reg_mu": 0.01})):
-        weighted = calibcli.fit(z, y, method=method, weights=w, **params)
+        weighted = calibcli.fit(z, y, method=method, sample_weight=w, **params)
         expanded = calibcli.fit(z[rows], y[rows], method=method, **params)
         np.testing.assert_allclose(weighted.predict(z), expanded.predict(z), atol=1e-6)
 

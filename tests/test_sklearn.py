@@ -164,7 +164,7 @@ def test_params_clone_and_sample_weights():
     assert est.get_params()["samples"] == 300
     w = np.random.default_rng(0).integers(0, 4, s.size).astype(float)
     got = Calibrator("isotonic").fit(s[:, None], y, sample_weight=w).predict_proba(s[:, None])[:, 1]
-    assert got.tobytes() == calibcli.fit(s, y01, weights=w).predict(s).tobytes()
+    assert got.tobytes() == calibcli.fit(s, y01, sample_weight=w).predict(s).tobytes()
     rows = np.repeat(np.arange(s.size), w.astype(int))  # what scikit-learn means by a weight
     repeated = Calibrator("isotonic").fit(s[rows, None], y[rows]).predict_proba(s[:, None])[:, 1]
     np.testing.assert_allclose(got, repeated, rtol=0, atol=1e-12)

@@ -59,7 +59,7 @@ def test_logistic_on_summary_matches_rows():
     s, y = rounded_scores()
     direct = create("logistic").fit(s, y)
     ss, yy, ww = summary.fit_rows(summary.summarize(s, y))
-    fitted = create("logistic").fit(ss, yy, weights=ww)
+    fitted = create("logistic").fit(ss, yy, sample_weight=ww)
     assert fitted.a_ == pytest.approx(direct.a_, rel=1e-7) and fitted.b_ == pytest.approx(direct.b_, rel=1e-7)
 
 
@@ -187,6 +187,6 @@ def test_weighted_fit_records_the_same_training_quality_as_from_its_summary(tmp_
         for metric in ("log_loss", "brier"):
             assert b[when][metric] == pytest.approx(a[when][metric], rel=1e-12)
     # and they are the weighted means, not the row means
-    p = create("isotonic", {"platt_correction": False}).fit(s, y, weights=w).predict(s)
+    p = create("isotonic", {"platt_correction": False}).fit(s, y, sample_weight=w).predict(s)
     ll = -np.sum(w * np.log(np.clip(np.where(y == 1, p, 1 - p), 1e-15, None))) / w.sum()
     assert a["after"]["log_loss"] == pytest.approx(ll, rel=1e-12)

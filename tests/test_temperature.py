@@ -32,10 +32,10 @@ def test_reaches_sklearn_optimum(seed, k, n):
 def test_weighted_and_probabilities_reach_sklearn_optimum():
     P, y = kdata.probabilities(2000, 5, seed=7)
     w = np.random.default_rng(1).gamma(1.0, size=y.size)
-    cm = calibcli.fit(P, y, method="temperature", weights=w, weight_kind="importance")
+    cm = calibcli.fit(P, y, method="temperature", sample_weight=w, weight_kind="importance")
     z = np.log(P)  # what calibcli fits on (no zeros here); scikit-learn reads these as logits
     assert kdata.log_loss(cm.predict(P), y, w) <= _sklearn_loss(z, y, w) + 1e-9
-    assert np.array_equal(cm.predict(P), calibcli.fit(z, y, method="temperature", weights=w,
+    assert np.array_equal(cm.predict(P), calibcli.fit(z, y, method="temperature", sample_weight=w,
                                                       weight_kind="importance").predict(z))
 
 

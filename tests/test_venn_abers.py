@@ -78,7 +78,7 @@ def test_ivap_equals_pav_with_the_test_point(data, counts):
     w = np.array(counts[: s.size], dtype=np.float64)
     u = np.unique(s)
     q = np.concatenate([(u[1:] + u[:-1]) / 2, [u[0] - 1, u[-1] + 1]])
-    low, high = get("venn-abers")().fit(s, y, weights=w).predict_interval(q)
+    low, high = get("venn-abers")().fit(s, y, sample_weight=w).predict_interval(q)
     np.testing.assert_allclose(low, [brute_force(s, y, t, 0, w) for t in q], atol=1e-12, rtol=0)
     np.testing.assert_allclose(high, [brute_force(s, y, t, 1, w) for t in q], atol=1e-12, rtol=0)
     assert np.all(low <= high)

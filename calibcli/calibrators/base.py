@@ -135,7 +135,7 @@ class Calibrator:
         self,
         scores: Any,
         labels: Any,
-        weights: Any = None,
+        sample_weight: Any = None,
         features: Mapping[str, np.ndarray] | None = None,
         weight_kind: str = "frequency",
     ) -> "Calibrator":
@@ -158,23 +158,23 @@ class Calibrator:
             raise FitError("scores must be finite (no NaN or inf)")
         if not np.all((y == 0) | (y == 1)):
             raise FitError("labels must be 0 or 1")
-        if weights is None:
+        if sample_weight is None:
             w = np.broadcast_to(np.float64(1.0), s.shape)  # read-only unit weights, no n-long array
         else:
-            w = as_float_array(weights, "weights")
+            w = as_float_array(sample_weight, "weights")
             if w.shape != s.shape:
                 raise FitError(f"weights and scores differ in length ({w.size} vs {s.size})")
             if not np.all(np.isfinite(w)) or np.any(w < 0):
                 raise FitError("weights must be finite and non-negative")
         pos, neg = class_weights(y, w)
         if pos <= 0 or neg <= 0:
-            raise _one_class(y, pos, neg, weights is not None)
+            raise _one_class(y, pos, neg, sample_weight is not None)
         if self.needs_probabilities and (s.min() < 0 or s.max() > 1):
             raise FitError(
                 f"method {self.name!r} needs scores in [0, 1], got range [{s.min():g}, {s.max():g}]"
             )
         totals = (pos, neg)  # frequency: Platt's targets count the actual weights
-        if weights is not None:
+        if sample_weight is not None:
             w = scaled_weights(w, weight_kind)
             pos, neg = class_weights(y, w)
             if pos <= 0 or neg <= 0:

@@ -189,7 +189,7 @@ class _BetaFamily(ScoreCalibrator):
                 "(clipped to 1e-12 from the ends) map to 0 and 1 when a, b > 0, as the identity does; "
                 "on separated classes the coefficients grow (the fit warns)")
 
-    def fit(self, scores, labels, weights=None, features=None, weight_kind="frequency"):
+    def fit(self, scores, labels, sample_weight=None, features=None, weight_kind="frequency"):
         """As Calibrator.fit, with an error that names `score_kind=logit` for out-of-range scores."""
         s = as_float_array(scores, "scores")
         if self.needs_probabilities and s.size and np.all(np.isfinite(s)) and (s.min() < 0 or s.max() > 1):
@@ -198,7 +198,7 @@ class _BetaFamily(ScoreCalibrator):
                 f"[{s.min():g}, {s.max():g}]; if the scores are log-odds, use "
                 "`--param score_kind=logit`"
             )
-        return super().fit(s, labels, weights, features, weight_kind)
+        return super().fit(s, labels, sample_weight, features, weight_kind)
 
     def _fit(self, s, y, w):
         kind = self.params["score_kind"]

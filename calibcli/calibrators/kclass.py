@@ -100,7 +100,7 @@ class ClassCalibrator:
     def score_kind(self) -> str:
         return self.params["score_kind"]
 
-    def fit(self, scores: Any, labels: Any, weights: Any = None,
+    def fit(self, scores: Any, labels: Any, sample_weight: Any = None,
             weight_kind: str = "frequency") -> "ClassCalibrator":
         """Fit on (n, K) scores and class codes 0..K-1 (optionally weighted); returns self.
 
@@ -112,8 +112,8 @@ class ClassCalibrator:
         n, k = s.shape
         y = _class_codes(labels, n, k)
         w = None
-        if weights is not None:
-            w = as_float_array(weights, "weights")
+        if sample_weight is not None:
+            w = as_float_array(sample_weight, "weights")
             if w.shape != (n,):
                 raise FitError(f"weights and scores differ in length ({w.size} vs {n})")
             bad = np.flatnonzero(~(np.isfinite(w) & (w >= 0)))

@@ -75,7 +75,7 @@ class OneVsRest(ClassCalibrator):
                 self.maps_.append(1.0 / (total + 2.0))
                 continue
             cal = copy.deepcopy(blank)
-            self.maps_.append(cal.fit(np.ascontiguousarray(z[:, k]), target, weights=w,
+            self.maps_.append(cal.fit(np.ascontiguousarray(z[:, k]), target, sample_weight=w,
                                       weight_kind=self.weight_kind_))
 
     def _predict(self, z):
