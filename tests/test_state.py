@@ -193,7 +193,7 @@ def test_every_metric_under_step_is_exact_or_within_its_bound(seed, n, step, win
 
 
 def test_step_refuses_other_bin_counts():
-    """(--ece-strategy quantile with --step is refused once, by `EvaluateOptions.build`: test_door.)"""
+    """(--ece-strategy quantile with --step is refused once, by `EvaluateOptions.build`: test_requests.)"""
     y, p, _, _ = _data(3, 200, False, False)
     state = EvalState.from_arrays(y, p, step=0.01, ece_bins=20)
     with pytest.raises(UsageError, match="20 equal-width bins, not 10"):

@@ -144,3 +144,30 @@ def test_repeated_blocks_skips_data_tables_but_not_code(tmp_path):
 def test_no_repeated_block_in_calibcli():
     found = repeated_blocks(sorted(ROOT.rglob("*.py")))
     assert not found, "blocks repeated (file, first line): " + "; ".join(map(str, found))
+
+
+# Suites that cut across modules, each named for what it checks rather than a module.
+CROSS_CUTTING = {
+    "contract": "the calibrator contract, run over every registered method",
+    "extremes": "every method at the ends of float64",
+    "fast_paths": "fast paths against their straightforward versions",
+    "bad_inputs": "the bad-input corpus through the real CLI",
+    "cli_habits": "global flags, one meaning per option, honest messages, across commands",
+    "import_graph": "the package's imports",
+    "structure": "the package's shape",
+    "readme": "the README's commands and examples",
+}
+
+
+def test_tests_are_laid_out_like_the_code():
+    """Each tests/test_X.py is named after the calibcli module it tests (X, or X_<aspect> for
+    one aspect of it, e.g. test_maps_loader.py), or is a cross-cutting suite listed above."""
+    modules = {path.stem.lstrip("_") for path in ROOT.rglob("*.py") if path.stem != "__init__"}
+    modules |= {path.name for path in ROOT.rglob("*") if path.is_dir() and path.name != "__pycache__"}
+    stray = []
+    for test in sorted((ROOT.parent / "tests").glob("test_*.py")):
+        name = test.stem[len("test_"):]
+        if name in CROSS_CUTTING or any(name == m or name.startswith(m + "_") for m in modules):
+            continue
+        stray.append(test.name)
+    assert not stray, f"test modules named after no calibcli module: {stray} (rename them, or list the suite)"

@@ -1,5 +1,5 @@
-"""The metrics beyond the first set, each against its peer package (or a brute-force reference)
-and by simulation under calibration: smECE (relplot), the debiased ECE (uncertainty-calibration),
+"""`evaluation.gof` and `evaluation.smooth`: the metrics beyond the first set, each against its
+peer package (or a brute-force reference) and by simulation under calibration: smECE (relplot), the debiased ECE (uncertainty-calibration),
 Hosmer-Lemeshow (rows grouped by hand), KS and Kuiper (MAPIE)."""
 
 import math
