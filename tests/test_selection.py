@@ -106,12 +106,17 @@ def test_corp_p_is_seeded(data):
 
 
 def test_bootstrap_gives_intervals_but_not_to_p_values(data):
+    """The withheld metrics (`bootstrap.WITHHELD`: MCB, smECE, KS and the tests' p-values) are
+    null; the DSC and UNC have intervals in their range."""
+    from calibcli.evaluation.bootstrap import NO_INTERVAL
+
     path, _, _ = data
-    doc = report(path, "--prob-col", "p", "--metrics", "brier-mcb,smece,ks,ks-p", "--bootstrap", "15")
+    doc = report(path, "--prob-col", "p", "--metrics", "brier-mcb,brier-dsc,brier-unc,smece,ks,ks-p", "--bootstrap", "15")
     intervals = doc["results"][0]["intervals"]
-    assert {"brier_mcb", "smece", "ks"} <= set(intervals) and "ks_p" not in intervals
-    lo, hi = intervals["smece"]
-    assert 0 <= lo <= hi
+    for key in ("brier_mcb", "smece", "ks", "ks_p"):
+        assert key in NO_INTERVAL and intervals[key] == [None, None], key
+    lo, hi = intervals["brier_dsc"]
+    assert 0 <= lo <= hi <= intervals["brier_unc"][1] <= 0.25
 
 
 def test_step_keeps_the_uncertainty_exact_and_bounds_nothing_else(data):
