@@ -102,8 +102,10 @@ class Param:
         return value
 
     def _not_of_type(self, value: Any) -> ParamError:
-        """A value that is not of the Param's type, from the command line's text or Python."""
-        return ParamError(f"--param {self.name}={value!r:.40}: expected {self._kind()}")
+        """A value that is not of the Param's type, from the command line's text, a saved map or
+        Python: worded for all three (a map has no --param)."""
+        kind = "true or false" if self.type is bool and not self.optional else self._kind()
+        return ParamError(f"parameter {self.name!r} must be {kind}, got {value!r:.40}")
 
     def _kind(self) -> str:
         if self.choices:

@@ -93,7 +93,7 @@ def test_evaluate_table_and_json_agree():
         (["fit", str(DATA / "cal.csv"), "--score-col", "scroe"], "no column 'scroe'"),
         (["fit", str(DATA / "cal.csv"), "--method", "isotonik"], "unknown method 'isotonik'"),
         (["fit", str(DATA / "cal.csv"), "--param", "bogus=1"], "no parameter 'bogus'"),
-        (["fit", str(DATA / "cal.csv"), "--param", "platt_correction=perhaps"], "expected true/false"),
+        (["fit", str(DATA / "cal.csv"), "--param", "platt_correction=perhaps"], "must be true or false"),
         (["fit", str(DATA / "cal.csv"), "--seed", "3"], "takes no --seed"),
         (["evaluate", str(DATA / "test.csv"), "--prob-col", "id"], "not a probability"),
     ],

@@ -197,7 +197,7 @@ def test_kclass_param_strings_are_parsed_by_the_fit_path():
         kclass_calibrator("temperature", {"score_kind": "logit"}, texts=True)
     with pytest.raises(CalibError, match="no parameter 'bins'"):
         kclass_calibrator("temperature", {"bins": "3"}, texts=True, score_kind="logit")
-    with pytest.raises(CalibError, match="expected true/false"):
+    with pytest.raises(CalibError, match="must be true or false"):
         kclass_calibrator("isotonic", {"platt_correction": "maybe"}, texts=True, score_kind="logit")
 
 

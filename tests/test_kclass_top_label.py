@@ -141,13 +141,19 @@ def test_cli_selects_gates_and_reports_top_label_metrics(kfile):
 
 
 def test_cli_bootstrap_brackets_each_top_label_estimate(kfile):
+    """Top-label metrics get the binary ones' intervals: each holds its estimate; those the
+    binary table withholds (`bootstrap.WITHHELD`: MCB, smECE, the tests' p-values) are null."""
+    from calibcli.evaluation.bootstrap import WITHHELD
+
     path = kfile[0]
-    report = json.loads(_run(path, "--prob-cols", "p_*", "--metrics", "default,top-label-brier-mcb,top-label-smece,"
-                             "top-label-hl-p", "--bootstrap", "30", "--json").stdout)["results"][0]
-    for key in ("top_label_brier_mcb", "top_label_smece"):
+    report = json.loads(_run(path, "--prob-cols", "p_*", "--metrics", "default,top-label-brier-dsc,top-label-brier-unc,"
+                             "top-label-brier-mcb,top-label-smece,top-label-hl-p", "--bootstrap", "30",
+                             "--json").stdout)["results"][0]
+    for key in ("top_label_brier_dsc", "top_label_brier_unc", "top_label_ece", "log_loss"):
         low, high = report["intervals"][key]
         assert low <= report["metrics"][key] <= high, key
-    assert "top_label_hl_p" not in report["intervals"]  # a p-value gets no interval
+    for key in ("top_label_brier_mcb", "top_label_smece", "top_label_hl_p"):
+        assert key in WITHHELD and report["intervals"].get(key) in (None, [None, None]), key
 
 
 @pytest.mark.parametrize("args, message", [
