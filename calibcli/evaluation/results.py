@@ -87,7 +87,8 @@ class Evaluation:
         - `results`*: one object per --prob-col and --map, in order: `name`*, `kind`*
           ("column" or "map"), `metrics`* (snake_case keys of `metrics.METRICS`, null when
           n/a), `intervals` ({metric: [low, high]} with --bootstrap, [null, null] for a metric
-          the bootstrap withholds (`bootstrap.WITHHELD`), else null), `by_field` (with --by-field: `fields`, `top`, `by_bias` and `by_relative_bias` lists of
+          the bootstrap withholds (`bootstrap.WITHHELD`), else null), `by_field` (with
+          --by-field: `fields`, `top`, `by_bias` and `by_relative_bias` lists of
           {field, rows, positives, mean_p, positive_rate, bias, relative_bias}, else null),
           `histogram` (with --plot: rows with p in each of 20 equal-width bins, else null),
           `reliability` (with --plot: the bins of ECE/MCE, --ece-bins and --ece-strategy,
