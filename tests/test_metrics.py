@@ -232,3 +232,19 @@ def test_degenerate_inputs_give_nan_not_errors():
     assert all(math.isnan(v) for v in metrics.calibration_slope_intercept(xs, n0, n1))
     sep = metrics.calibration_slope_intercept(np.array([0.2, 0.8]), np.array([5.0, 0.0]), np.array([0.0, 5.0]))
     assert all(math.isnan(v) for v in sep)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_log_loss_and_brier_equal_sklearn(seed):
+    from sklearn.metrics import brier_score_loss, log_loss
+
+    rng = np.random.default_rng(seed)
+    p = rng.uniform(0.01, 0.99, 2000)
+    y = (rng.uniform(size=2000) < p).astype(float)
+    w = rng.uniform(0.2, 3.0, 2000)
+    got = compute_all(y, p)
+    assert got["log_loss"] == pytest.approx(log_loss(y, p), rel=1e-12)
+    assert got["brier"] == pytest.approx(brier_score_loss(y, p), rel=1e-12)
+    weighted = compute_all(y, p, sample_weight=w)
+    assert weighted["log_loss"] == pytest.approx(log_loss(y, p, sample_weight=w), rel=1e-12)
+    assert weighted["brier"] == pytest.approx(brier_score_loss(y, p, sample_weight=w), rel=1e-12)
