@@ -11,6 +11,10 @@ positives' a 50/50 mixture of Beta(1.5, 3) and Beta(30, 3).
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -78,3 +82,31 @@ def true_map(s: np.ndarray) -> np.ndarray:
 def brier_logloss(y: np.ndarray, p: np.ndarray) -> tuple[float, float]:
     """(Brier score, log-loss) as calibcli.evaluation.metrics computes them."""
     return metrics.brier(y, p), metrics.log_loss(y, p)
+
+
+# A process's peak RSS (ru_maxrss) starts at the RSS of the process it was forked from: Linux
+# folds the old image's high-water mark into the new one at exec. A command spawned from a
+# benchmark that holds a gigabyte of test data would report that gigabyte as its own. So each
+# command is started by a small launcher, which forks it, waits, and reports the command's
+# wall time and peak RSS: the command then starts from the launcher's few megabytes.
+_LAUNCHER = """
+import json, os, sys, time
+t0 = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.execvpe(sys.argv[1], sys.argv[1:], os.environ)
+_, status, usage = os.wait4(pid, 0)
+wall = time.perf_counter() - t0
+print(json.dumps({"seconds": wall, "rss_mb": usage.ru_maxrss / 1024, "code": os.waitstatus_to_exitcode(status)}))
+"""
+
+
+def measured_process(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int, str]:
+    """(wall seconds, peak RSS in MiB, exit code, stderr) of one run of `cmd` as a fresh
+    process, its stdout discarded, measured by `_LAUNCHER` (so the figure is the command's own)."""
+    proc = subprocess.run([sys.executable, "-c", _LAUNCHER, *cmd], capture_output=True, env=env)
+    report = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+    return report["seconds"], report["rss_mb"], report["code"], proc.stderr.decode()
+

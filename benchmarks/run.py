@@ -6,7 +6,8 @@ in a fresh subprocess (this script with --worker), peer and calibcli alike, and 
 best wall time of --repeat runs and its peak memory (`resource.getrusage`, ru_maxrss) over the
 resident size it had once its data were loaded. Command-line rows (`calib fit`, `apply`,
 `evaluate`, start-up) are timed from outside as whole processes, interpreter start included,
-best of 5, with the child's peak RSS from `os.wait4`.
+best of 5, each started by a small launcher that reports the command's own peak RSS
+(`_common.measured_process`: a process forked from this one would start at its size).
 
 Writes benchmarks/results.json (machine, versions, every figure, ratio, target and whether
 it is met) and prints the table as Markdown. Absolute targets (seconds, MB) are stated for
@@ -15,7 +16,7 @@ the full size and are only judged there; ratios are judged at every size.
     python benchmarks/run.py --quick            # smoke run, 1e5 rows, ~1 min
     python benchmarks/run.py                    # 1e7 rows, the issue's table
     python benchmarks/run.py --big              # also the 1e8-row streamed apply (peak RSS)
-    python benchmarks/run.py --only apply --out benchmarks/results_apply.json   # the apply rows alone
+    python benchmarks/run.py --only apply --out /tmp/apply.json   # the apply rows alone
 """
 
 from __future__ import annotations
@@ -146,16 +147,14 @@ def sub(kind: str, data: Path, repeat: int) -> dict:
 
 def run_process(cmd: list[str], repeat: int) -> dict:
     """Best wall time of `repeat` runs of a command, and its largest child peak RSS."""
+    from _common import measured_process
+
     best, rss = float("inf"), 0.0
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=PROCESS_ENV)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"failed: {' '.join(cmd)}\n{proc.stderr.read().decode()}")
-        proc.stderr.close()
-        best, rss = min(best, wall), max(rss, usage.ru_maxrss / 1024)
+        wall, peak, code, err = measured_process(cmd, PROCESS_ENV)
+        if code != 0:
+            raise SystemExit(f"failed: {' '.join(cmd)}\n{err}")
+        best, rss = min(best, wall), max(rss, peak)
     return {"seconds": best, "rss_mb": rss}
 
 
