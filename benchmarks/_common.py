@@ -1,7 +1,7 @@
 """Pieces several benchmark scripts share: a best-of-N timer, the Bayes-Iso section 5.1 data.
 
 The scripts run as `python benchmarks/x.py`, so the script's folder is on sys.path and
-`from _common import ...` works. Metrics come from calibcli.evaluation.metrics, the same code
+`from _common import ...` works. Metrics come from calibcli.evaluation.metrics.binary, the same code
 `calib evaluate` runs, so a benchmark's losses are the ones users see.
 
 Section 5.1 of Allikivi & Kull (2019): balanced classes; negatives' scores ~ Beta(1, 3),
@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from calibcli.evaluation import metrics
+from calibcli.evaluation.metrics import binary as metrics
 
 # Table 1 of Allikivi & Kull (2019): method -> (Brier N=100, log-loss N=100, Brier N=3000, log-loss N=3000).
 TABLE1 = {
@@ -80,7 +80,7 @@ def true_map(s: np.ndarray) -> np.ndarray:
 
 
 def brier_logloss(y: np.ndarray, p: np.ndarray) -> tuple[float, float]:
-    """(Brier score, log-loss) as calibcli.evaluation.metrics computes them."""
+    """(Brier score, log-loss) as calibcli.evaluation.metrics.binary computes them."""
     return metrics.brier(y, p), metrics.log_loss(y, p)
 
 

@@ -27,7 +27,7 @@ import warnings
 
 import numpy as np
 
-from calibcli.evaluation.metrics import log_loss
+from calibcli.evaluation.metrics.binary import log_loss
 
 from _common import best, section51, true_map
 
@@ -161,7 +161,7 @@ def blocked_vs_one(sizes, replicates, grid=300):
     from calibcli.calibrators import create
     from calibcli.calibrators.bayes_iso_bounds import pool_cells, sample_bounds
     from calibcli.calibrators.isotonic import pav
-    from calibcli.evaluation.metrics import brier
+    from calibcli.evaluation.metrics.binary import brier
 
     rng = np.random.default_rng(2)
     s_test, y_test = section51(200_000, rng)

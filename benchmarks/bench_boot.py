@@ -16,7 +16,7 @@ import numpy as np
 from sklearn.isotonic import IsotonicRegression
 
 from calibcli.calibrators import create
-from calibcli.evaluation.metrics import brier
+from calibcli.evaluation.metrics.binary import brier
 
 from _common import best
 

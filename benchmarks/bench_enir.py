@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 from calibcli.calibrators import create
-from calibcli.pooling import unique_with_sums
+from calibcli.numeric.pooling import unique_with_sums
 from calibcli.calibrators.enir import near_isotonic_path
 
 from _common import TABLE1, best, brier_logloss, section51_by_class, true_map

@@ -42,7 +42,7 @@ PEER = """
 import json, sys
 import pyarrow.parquet as pq
 from calibcli import io
-from calibcli.evaluation.state import compute_all
+from calibcli.evaluation.state.binary import compute_all
 t = pq.read_table(sys.argv[1])
 y = io.labels_from(t, "label", "x"); p = io.scores_from(t, "score", "x")
 g = io.field_codes(t, "field", "x")[0]

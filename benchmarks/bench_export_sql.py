@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from _common import sizes_parser
-from calibcli import export
+from calibcli.export import sql as export
 from calibcli.calibrators import registry
 
 KNOTS = (10, 100, 1000, 10000)

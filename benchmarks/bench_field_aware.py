@@ -33,7 +33,7 @@ import numpy as np
 
 import calibcli
 from calibcli.calibrators import create
-from calibcli.evaluation.metrics import field_ece, log_loss
+from calibcli.evaluation.metrics.binary import field_ece, log_loss
 
 from _common import best
 

@@ -34,7 +34,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import calibcli  # noqa: E402
 from _common import best  # noqa: E402
-from calibcli.evaluation import kclass_metrics  # noqa: E402
+from calibcli.evaluation.metrics import kclass as kclass_metrics  # noqa: E402
 
 K = 100
 

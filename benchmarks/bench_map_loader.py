@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from _common import best, sizes_parser
-from calibcli import maps
+from calibcli.maps import envelope as maps
 from calibcli.calibrators import create
 
 

@@ -59,10 +59,10 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from calibcli.evaluation import metrics, selection
+from calibcli.evaluation.metrics import binary as metrics, selection
 from calibcli.evaluation.bootstrap import (NO_INTERVAL, BootstrapPlan, metric_range, poisson_counts,
                                            recentred_intervals, state_replicates)
-from calibcli.evaluation.state import EvalState, compute_all
+from calibcli.evaluation.state.binary import EvalState, compute_all
 
 ROWS = 2000
 REPLICATES = 200

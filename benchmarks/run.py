@@ -56,7 +56,7 @@ def _timed(fn, repeat: int) -> tuple[float, object]:
 
 
 def _log_loss(y, p) -> float:
-    from calibcli.evaluation import metrics
+    from calibcli.evaluation.metrics import binary as metrics
 
     return metrics.log_loss(y, p)
 

@@ -1,5 +1,5 @@
 """`python -m calibcli` runs the `calib` command."""
 
-from calibcli.cli import main
+from calibcli.cli.app import main
 
 main()

@@ -24,8 +24,8 @@ import numpy as np
 
 from calibcli.calibrators import Calibrator, registry
 from calibcli.errors import UsageError
-from calibcli import classmap
-from calibcli.classmap import ClassMap
+from calibcli.maps import classmap
+from calibcli.maps.classmap import ClassMap
 
 __all__ = ["Calibrator", "ClassMap", "evaluate", "fit", "load_map", "methods", "save_map"]
 
@@ -139,7 +139,7 @@ def _binary_labels(labels: Any, pos_label: Any) -> np.ndarray:
 
 def save_map(calibrator: Calibrator | ClassMap, path: str, training: Mapping[str, Any] | None = None) -> None:
     """Write a fitted calibrator as a map file (.json or .parquet), as `calib fit -o` does."""
-    from calibcli import maps
+    from calibcli.maps import envelope as maps
 
     maps.save_map(calibrator, path, training)
 
@@ -147,7 +147,7 @@ def save_map(calibrator: Calibrator | ClassMap, path: str, training: Mapping[str
 def load_map(path: str) -> Calibrator | ClassMap:
     """Read a map file written by `calib fit` or `save_map` (checked like every map calib reads):
     a `ClassMap` for a K-class map."""
-    from calibcli import maps
+    from calibcli.maps import envelope as maps
 
     return maps.load_map(path)[0]
 
@@ -188,7 +188,7 @@ def evaluate(
     `calbin_window` outside `calib evaluate --calbin-window`'s range) raises
     `calibcli.errors.UsageError` with the CLI's message.
     """
-    from calibcli.evaluation import state
+    from calibcli.evaluation.state import binary as state
     from calibcli.errors import UsageError
     from calibcli.io.columns import encode_fields
     from calibcli.requests import EvaluateOptions
@@ -222,7 +222,7 @@ def evaluate(
                             ece_strategy=options.ece_strategy, choice=options.choice)
     import math
 
-    from calibcli.evaluation import intervals
+    from calibcli.evaluation.metrics import intervals
 
     if interval is None:
         return {**out, **dict.fromkeys(intervals.KEYS, math.nan)}
@@ -234,8 +234,8 @@ def evaluate(
 
 def _evaluate_kclass(labels, probs, classes, sample_weight, options) -> dict[str, float]:
     """`evaluate` of one K-class prediction (the mergeable state the CLI and engines use)."""
-    from calibcli.evaluation import kclass_metrics
-    from calibcli.evaluation.kclass_state import KClassState
+    from calibcli.evaluation.metrics import kclass as kclass_metrics
+    from calibcli.evaluation.state.kclass import KClassState
 
     P = np.asarray(probs, dtype=np.float64)
     codes, names = kclass_metrics.label_codes(labels, P.shape[1], classes)

@@ -10,7 +10,7 @@ import json
 
 import numpy as np
 
-from calibcli import maps
+from calibcli.maps import envelope as maps
 from calibcli.calibrators import get
 from calibcli.calibrators.base import Calibrator
 from calibcli.errors import NotFittedError

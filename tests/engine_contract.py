@@ -18,9 +18,11 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from calibcli import export, maps, summary
+from calibcli.export import sql as export
+from calibcli.maps import envelope as maps
+from calibcli.fitting import summary
 from calibcli.calibrators import registry
-from calibcli.cli import app
+from calibcli.cli.app import app
 from calibcli.errors import InputError
 
 runner = CliRunner()

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from calibcli.cli import app
+from calibcli.cli.app import app
 from calibcli.errors import InputError, UsageError
 
 _runner = CliRunner()
@@ -95,7 +95,7 @@ def test_evaluate_kclass_integer_labels_are_indices_as_in_the_cli(engine, read, 
 
 
 def test_evaluate_kclass_with_multiclass_maps_equals_calib_evaluate(engine, read, kclass_data, tmp_path):
-    from calibcli import classmap, maps
+    from calibcli.maps import classmap, envelope as maps
 
     table = pq.read_table(kclass_data)
     y = np.array(table.column("label").to_pylist())

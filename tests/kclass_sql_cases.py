@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from typer.testing import CliRunner
 
 from calibcli.calibrators import registry
-from calibcli.cli import app
+from calibcli.cli.app import app
 
 # (case name, method, params, scores are logits)
 KCASES = [

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from typer.testing import CliRunner
 
-from calibcli import maps
-from calibcli.cli import app
+from calibcli.maps import envelope as maps
+from calibcli.cli.app import app
 
 # (case name, method, params, scores are logits)
 CASES = [

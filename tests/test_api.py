@@ -45,8 +45,8 @@ def test_evaluate_accepts_string_fields_and_matches_codes():
     by_name = calibcli.evaluate(y, s, fields=list(names))
     by_code = calibcli.evaluate(y, s, fields=np.arange(s.size) % 3)
     assert by_name == by_code
-    from calibcli.evaluation.metrics import INTERVAL_KEYS
-    from calibcli.evaluation.selection import ALL, DEFAULT
+    from calibcli.evaluation.metrics.binary import INTERVAL_KEYS
+    from calibcli.evaluation.metrics.selection import ALL, DEFAULT
 
     assert set(by_name) == set(DEFAULT) | set(INTERVAL_KEYS)
     every = calibcli.evaluate(y, s, fields=list(names), metrics="all", bands=20)

@@ -1,4 +1,4 @@
-"""`calib apply` over directories and globs of Parquet parts (`calibcli.applying`)."""
+"""`calib apply` over directories and globs of Parquet parts (`calibcli.applying.stream`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 from synthetic import rounded_scores, write_parquet
 from typer.testing import CliRunner
 
-from calibcli.cli import app
+from calibcli.cli.app import app
 from calibcli.io import parquet
 
 runner = CliRunner()
@@ -26,7 +26,7 @@ def test_apply_directory_of_parts_mirrors_them(tmp_path, monkeypatch):
     assert res.stderr == ""  # stderr is not a terminal: no progress bar
     outs = sorted(p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*.parquet"))
     assert outs == ["day=1/a.parquet", "day=2/b.parquet"]
-    from calibcli import maps
+    from calibcli.maps import envelope as maps
 
     cal, _ = maps.load_map(str(tmp_path / "map.json"))
     got = pq.read_table(tmp_path / "out" / "day=2" / "b.parquet")

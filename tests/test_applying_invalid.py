@@ -21,9 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from typer.testing import CliRunner
 
-from calibcli import fitting, maps
-from calibcli.applying import apply_file
-from calibcli.cli import app
+from calibcli.fitting import pipeline as fitting
+from calibcli.maps import envelope as maps
+from calibcli.applying.stream import apply_file
+from calibcli.cli.app import app
 from calibcli.errors import InputError
 from calibcli.io import parquet, parsers
 from calibcli.requests import ApplyRequest

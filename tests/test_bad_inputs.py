@@ -22,7 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 from calibcli.calibrators import available
-from calibcli.cli import app
+from calibcli.cli.app import app
 
 CORPUS = Path(__file__).resolve().parent / "bad_inputs"
 CASES = tomllib.loads((CORPUS / "cases.toml").read_text())["case"]

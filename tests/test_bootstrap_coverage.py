@@ -13,7 +13,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import bootstrap_coverage as sim  # noqa: E402
 
-from calibcli.evaluation import bootstrap, metrics, selection  # noqa: E402
+from calibcli.evaluation import bootstrap
+from calibcli.evaluation.metrics import binary as metrics, selection  # noqa: E402
 
 SETS = 25
 
@@ -50,7 +51,7 @@ def test_each_reported_interval_holds_its_estimate_in_range_and_withheld_are_nul
 
     from typer.testing import CliRunner
 
-    from calibcli.cli import app
+    from calibcli.cli.app import app
 
     p, y = audit_data
     path = tmp_path / "c.csv"

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calibcli import bounds, maps
+from calibcli.requests import bounds
+from calibcli.maps import envelope as maps
 from calibcli.calibrators import registry
 from calibcli.errors import ParamError, UsageError
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from calibcli.cli import app
+from calibcli.cli.app import app
 
 DATA = Path(__file__).resolve().parent.parent / "examples" / "data"
 runner = CliRunner()

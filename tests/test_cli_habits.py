@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from calibcli.calibrators import registry
-from calibcli.cli import app
+from calibcli.cli.app import app
 
 runner = CliRunner()
 DATA = Path(__file__).resolve().parents[1] / "examples" / "data"

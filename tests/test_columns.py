@@ -10,7 +10,7 @@ import pyarrow.csv as pacsv
 import pytest
 from typer.testing import CliRunner
 
-from calibcli.cli import app
+from calibcli.cli.app import app
 from calibcli.errors import InputError
 from calibcli.io import columns
 

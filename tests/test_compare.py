@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 import calibcli
-from calibcli import compare
-from calibcli.cli import app
+from calibcli.fitting import compare
+from calibcli.cli.app import app
 
 runner = CliRunner()
 

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from calibcli import maps
+from calibcli.maps import envelope as maps
 from calibcli.calibrators import available, get
 
 import contract

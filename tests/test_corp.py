@@ -4,8 +4,8 @@ consistency bands and the resampling test of calibration (its size by simulation
 import numpy as np
 import pytest
 
-from calibcli.evaluation import corp
-from calibcli.evaluation.state import EvalState
+from calibcli.evaluation.metrics import corp
+from calibcli.evaluation.state.binary import EvalState
 
 
 def _data(n, seed, power=1.3, decimals=2):

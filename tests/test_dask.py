@@ -50,7 +50,7 @@ def test_import_calibcli_does_not_import_the_engines():
     import subprocess
     import sys
 
-    code = ("import sys, calibcli, calibcli.cli, calibcli.engines; "
+    code = ("import sys, calibcli, calibcli.cli.app, calibcli.engines; "
             "print(sorted(m for m in ('pyspark', 'dask') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

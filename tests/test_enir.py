@@ -10,11 +10,11 @@ import pytest
 
 from calibcli.calibrators import create
 from calibcli.calibrators.fitdata import platt_targets
-from calibcli.pooling import unique_with_sums
+from calibcli.numeric.pooling import unique_with_sums
 from calibcli.calibrators.enir import near_isotonic_path
 from calibcli.calibrators.isotonic import pav
 from calibcli.errors import FitError
-from calibcli.evaluation.metrics import brier, log_loss
+from calibcli.evaluation.metrics.binary import brier, log_loss
 
 from synthetic import section51_by_class
 

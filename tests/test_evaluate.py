@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from calibcli.cli import app
-from calibcli.evaluation.state import EvalState
+from calibcli.cli.app import app
+from calibcli.evaluation.state.binary import EvalState
 
 runner = CliRunner()
 
@@ -310,7 +310,7 @@ def test_step_weight_and_bootstrap_usage_errors(scores, args, message):
 
 
 def test_reliability_bands_are_wilson_intervals_and_histogram_counts_rows(scores):
-    from calibcli.evaluation.diagnostics import histogram, wilson_interval
+    from calibcli.evaluation.metrics.diagnostics import histogram, wilson_interval
 
     # Wilson (1927), 50 of 100, z = 1.959964: 0.5 -+ z*sqrt(.25/100 + z^2/40000)/(1 + z^2/100)
     lo, hi = wilson_interval(0.5, 100)

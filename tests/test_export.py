@@ -7,9 +7,9 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
-from calibcli import export
+from calibcli.export import sql as export
 from calibcli.calibrators import registry
-from calibcli.cli import app
+from calibcli.cli.app import app
 from sql_cases import CASES, build
 
 duckdb = pytest.importorskip("duckdb", reason="duckdb is not installed (pip install calibcli[dev])")
@@ -133,7 +133,7 @@ def test_export_needs_a_format_and_a_valid_map(tmp_path):
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
 import extremes  # noqa: E402
-from calibcli import maps  # noqa: E402
+from calibcli.maps import envelope as maps  # noqa: E402
 from sql_cases import EXTREME_SCORES, HOSTILE_COLUMNS, HOSTILE_EXPRESSIONS  # noqa: E402
 
 KNOTS = {"x": [0.1, 0.4, 0.7], "y": [0.05, 0.5, 0.8]}
@@ -401,7 +401,7 @@ EXTREME_KNOTS = [  # (x, y): overflowing gaps, subnormal gaps whose slope overfl
 def test_extreme_knot_intervals_export_interval_values(x, y):
     """Knot maps with extreme intervals: the SQL equals `predict` (which is not the slope formula
     there) on points inside them, and the ordinary intervals stay bit-exact with np.interp."""
-    from calibcli import _lookup
+    from calibcli.numeric import lookup as _lookup
 
     x, y = np.array(x), np.array(y)
     cal = registry.get("isotonic").from_state({}, {"x": x, "y": y})

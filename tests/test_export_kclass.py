@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from calibcli.cli import app
-from calibcli.export import quote_identifier
+from calibcli.cli.app import app
+from calibcli.export.sql import quote_identifier
 from kclass_sql_cases import CLASSES, COLUMNS, KCASES, build
 
 duckdb = pytest.importorskip("duckdb", reason="duckdb is not installed (pip install calibcli[dev])")

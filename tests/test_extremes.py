@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import contract
 import extremes
 from contract import FAST, make, takes_probabilities
-from calibcli import _lookup
+from calibcli.numeric import lookup as _lookup
 from calibcli.calibrators import available, get
 from calibcli.calibrators.piecewise import KnotMap
 from calibcli.errors import CalibWarning, FitError

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from calibcli import _lookup
+from calibcli.numeric import lookup as _lookup
 from calibcli.calibrators import create
 from calibcli.calibrators.fitdata import platt_targets
 from calibcli.calibrators.isotonic import compress_knots, pav
-from calibcli.pooling import unique_with_sums
+from calibcli.numeric.pooling import unique_with_sums
 
 SPECIAL = [0.0, -0.0, 5e-324, -5e-324, 1e-300, -1e-300, 1e300, -1e300, 1.0, -1.0, 0.5]
 

@@ -16,7 +16,7 @@ from calibcli.calibrators.field_aware import FieldAwareCalibrator, encode
 from calibcli.calibrators.field_network import Network, loss_and_grads
 from calibcli.calibrators.ilps import ILPSCalibrator, ilps_eta, ilps_splits, knot_penalty
 from calibcli.errors import FitError, InputError
-from calibcli.evaluation.metrics import field_ece, field_rce
+from calibcli.evaluation.metrics.binary import field_ece, field_rce
 
 
 def ctr_data(n, seed, levels=500):

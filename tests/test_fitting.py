@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 import contract
-from calibcli import maps
+from calibcli.maps import envelope as maps
 from calibcli.calibrators import available, base, create, get
-from calibcli.cli import app
+from calibcli.cli.app import app
 from calibcli.errors import CalibWarning, UsageError
 
 runner = CliRunner()

@@ -6,9 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from calibcli.evaluation import baseline, bootstrap, diagnostics, gates, metrics, results
+from calibcli.evaluation import baseline, bootstrap, gates, results
+from calibcli.evaluation.metrics import diagnostics, binary as metrics
 from calibcli.errors import InputError, UsageError
-from calibcli.evaluation.state import EvalState, compute_all
+from calibcli.evaluation.state.binary import EvalState, compute_all
 
 
 def test_metric_names_accept_hyphens_underscores_and_case():

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from calibcli.evaluation import gof, smooth
-from calibcli.evaluation.prefix import Prefix
-from calibcli.evaluation.state import EvalState
+from calibcli.evaluation.metrics import gof, smooth
+from calibcli.evaluation.metrics.prefix import Prefix
+from calibcli.evaluation.state.binary import EvalState
 
 
 def _data(n, seed, power=1.0, decimals=None, low=0.0, high=1.0):

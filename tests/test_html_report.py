@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from calibcli.cli import app
-from calibcli.evaluation import figures
+from calibcli.cli.app import app
+from calibcli.evaluation.render import figures
 
 runner = CliRunner()
 

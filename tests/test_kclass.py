@@ -12,10 +12,10 @@ import pytest
 
 import calibcli
 import kdata
-from calibcli import maps
+from calibcli.maps import envelope as maps
 from calibcli.calibrators import kscores, registry
 from calibcli.calibrators.kclass import ClassCalibrator
-from calibcli.classmap import ClassMap
+from calibcli.maps.classmap import ClassMap
 from calibcli.errors import CalibWarning, FitError, NotFittedError, ParamError, UsageError
 
 KMETHODS = [m for m in registry.names() if registry.classes(m) != "binary-only"]
@@ -205,7 +205,7 @@ def test_kclass_fit_looks_its_method_up_once_and_checks_the_seed_once(monkeypatc
     """`calib fit --score-cols`: one registry look-up, the --seed set on the built calibrator
     (not checked again as the method's seed, by the K-class or the binary constructors)."""
     from calibcli.calibrators import registry
-    from calibcli.options import Param
+    from calibcli.requests.params import Param
     from calibcli.requests import kclass_calibrator
 
     looked_up, checked = [], []

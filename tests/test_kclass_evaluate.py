@@ -11,8 +11,8 @@ import pytest
 from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
 from typer.testing import CliRunner
 
-from calibcli.cli import app
-from calibcli.evaluation import kclass_metrics as km
+from calibcli.cli.app import app
+from calibcli.evaluation.metrics import kclass as km
 
 runner = CliRunner()
 CLASSES = ["car", "cat", "dog"]  # the natural order of p_car, p_cat, p_dog
@@ -207,7 +207,7 @@ def test_bad_rows_name_file_column_and_row(tmp_path):
 def kmaps(data):
     """A temperature map fitted on `q_*` (it records those columns), and a one-vs-rest
     isotonic map fitted on `p_*`, both saved as JSON."""
-    from calibcli import classmap, maps
+    from calibcli.maps import classmap, envelope as maps
 
     y = np.array(CLASSES)[data["y"]]
     temp = classmap.fit(data["Q"], y, "temperature", score_cols=[f"q_{c}" for c in CLASSES])
@@ -243,7 +243,7 @@ def test_score_cols_points_a_map_at_other_columns(data, kmaps):
 
 
 def test_multiclass_map_refusals(data, kmaps, tmp_path):
-    from calibcli import maps
+    from calibcli.maps import envelope as maps
 
     temp_path, _ = kmaps["temp"]
     binary = tmp_path / "binary.json"
@@ -279,7 +279,7 @@ def test_baseline_with_other_bins_is_refused_for_binned_metrics(data, tmp_path):
 
 def test_diagram_data_is_of_the_top_label(data, tmp_path):
     """--diagram corp / smooth give the binary curves of (confidence, top class right)."""
-    from calibcli.evaluation import corp, metrics, smooth
+    from calibcli.evaluation.metrics import corp, binary as metrics, smooth
 
     path = data["dir"] / "k.parquet"
     conf, right = data["P"].max(1), (data["P"].argmax(1) == data["y"]).astype(float)

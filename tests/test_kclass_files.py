@@ -16,8 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 import calibcli
-from calibcli import maps
-from calibcli.cli import app
+from calibcli.maps import envelope as maps
+from calibcli.cli.app import app
 
 DATA = Path(__file__).resolve().parent.parent / "examples" / "data"
 CLASSES = ["car", "cat", "dog"]
@@ -161,8 +161,8 @@ def test_compare_score_cols_and_best_map(files, tmp_path):
     assert set(report["methods"][0]["mean"]) == {"log_loss", "brier", "top_label_ece", "classwise_ece"}
     assert report["best"] in ("temperature", "isotonic")
     # the folds' log-loss is the out-of-fold log-loss of the method fitted on the other folds
-    from calibcli.compare import fold_ids
-    from calibcli.evaluation import kclass_metrics
+    from calibcli.fitting.compare import fold_ids
+    from calibcli.evaluation.metrics import kclass as kclass_metrics
 
     ids = fold_ids(y.size, 5, 0)
     first = calibcli.fit(P[ids != 0], np.array(CLASSES)[y[ids != 0]], method="temperature", classes=CLASSES)
@@ -237,7 +237,7 @@ def test_binary_and_kclass_options_do_not_mix(files, tmp_path):
 
 @pytest.mark.parametrize("chunk", [7, 64, 1 << 16])
 def test_apply_in_chunks_predicts_the_same_and_names_the_true_row(files, tmp_path, monkeypatch, chunk):
-    from calibcli import applying_kclass
+    from calibcli.applying import kclass as applying_kclass
 
     monkeypatch.setattr(applying_kclass, "CHUNK_ROWS", chunk)
     d, _, (Pt, yt) = files

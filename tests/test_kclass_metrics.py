@@ -10,8 +10,8 @@ from hypothesis import given, settings, strategies as st
 from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
 
 from calibcli.errors import UsageError
-from calibcli.evaluation import kclass_metrics as km
-from calibcli.evaluation.kclass_state import KClassState, merge_kclass_states
+from calibcli.evaluation.metrics import kclass as km
+from calibcli.evaluation.state.kclass import KClassState, merge_kclass_states
 
 
 def sample(n=400, k=4, seed=0, ties=False):
@@ -102,7 +102,7 @@ def test_eces_brute_force(bins):
 
 
 def test_quantile_strategy_uses_the_binary_binning():
-    from calibcli.evaluation import metrics
+    from calibcli.evaluation.metrics import binary as metrics
 
     y, P, w = sample(300, 3, seed=11)
     conf, right = P.max(axis=1), (P.argmax(axis=1) == y).astype(float)
@@ -251,7 +251,7 @@ def test_arrow_state_is_one_record_batch():
 def test_api_options_apply_to_their_kind():
     """weights and the ECE bins reach the binary path too; options of one kind refuse the other."""
     import calibcli
-    from calibcli.evaluation.state import compute_all
+    from calibcli.evaluation.state.binary import compute_all
 
     y, P, w = sample(300, 2, seed=6)
     p, y01 = P[:, 1], (y == 1).astype(float)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import calibcli
-from calibcli import maps
+from calibcli.maps import envelope as maps
 from calibcli.errors import CalibWarning, FitError
 
 METHODS = ["temperature", "vector", "dirichlet", "isotonic", "logistic", "boot-isotonic"]

@@ -14,10 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 import calibcli
-from calibcli.cli import app
+from calibcli.cli.app import app
 from calibcli.errors import UsageError
-from calibcli.evaluation import selection
-from calibcli.evaluation.kclass_state import KClassState
+from calibcli.evaluation.metrics import selection
+from calibcli.evaluation.state.kclass import KClassState
 from calibcli.requests import EvaluateOptions
 
 runner = CliRunner()

@@ -1,4 +1,4 @@
-"""The compiled predict kernel (`calibcli/_kernels.c`) and the numpy path it replaces both give
+"""The compiled predict kernel (`calibcli/numeric/_kernels.c`) and the numpy path it replaces both give
 `np.interp`'s bytes; the kernel is built wherever a C compiler was present at install."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from calibcli import _lookup
+from calibcli.numeric import lookup as _lookup
 
 
 def test_kernel_is_built_where_a_compiler_is_present():
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         pytest.skip("no C compiler on this machine: the install skipped the kernel, numpy serves")
-    assert _lookup._kernel() is not None, "calibcli/_kernels.c was not built or does not load: reinstall with pip"
+    assert _lookup._kernel() is not None, "calibcli/numeric/_kernels.c was not built or does not load: reinstall with pip"
 
 
 def test_the_kernel_can_be_switched_off():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import contract
-from calibcli import maps
+from calibcli.maps import envelope as maps
 from calibcli.calibrators import create
 from calibcli.errors import MapError
 

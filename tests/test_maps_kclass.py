@@ -12,7 +12,7 @@ import pytest
 
 import calibcli
 import kdata
-from calibcli import maps
+from calibcli.maps import envelope as maps
 from calibcli.errors import MapError
 
 

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import contract
-from calibcli import maps, strictjson
+from calibcli.maps import envelope as maps, strictjson
 from calibcli.calibrators import registry
 from calibcli.errors import CalibWarning, MapError
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from test_maps_loader import FAST, GRID, METHODS, _features, grid_features
 
 import contract
-from calibcli import maps
+from calibcli.maps import envelope as maps
 from calibcli.calibrators import registry
 from calibcli.errors import CalibError, CalibWarning, MapError
 

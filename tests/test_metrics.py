@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
-from calibcli.evaluation import metrics
-from calibcli.evaluation.state import compute_all
-from calibcli.evaluation import kernels
+from calibcli.evaluation.metrics import binary as metrics
+from calibcli.evaluation.state.binary import compute_all
+from calibcli.evaluation.metrics import kernels
 
 Y = np.array([0, 1, 1, 0, 1], dtype=float)
 P = np.array([0.1, 0.8, 0.6, 0.4, 0.4])

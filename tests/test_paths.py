@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from calibcli import io
-from calibcli.cli import app
+from calibcli.cli.app import app
 
 runner = CliRunner()
 N = 3000
@@ -87,7 +87,7 @@ def test_summarize_and_fit_read_the_spark_folder(layouts, tmp_path):
 
 
 def test_fit_from_a_summary_folder_skips_temporary(layouts, tmp_path):
-    from calibcli import summary
+    from calibcli.fitting import summary
 
     folder = tmp_path / "summary"
     (folder / "_temporary").mkdir(parents=True)

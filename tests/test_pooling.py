@@ -1,4 +1,4 @@
-"""Tie pooling (`calibcli.pooling`) and the exact lookup (`calibcli._lookup`) against numpy's plain paths."""
+"""Tie pooling (`calibcli.numeric.pooling`) and the exact lookup (`calibcli.numeric.lookup`) against numpy's plain paths."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from calibcli import _lookup, pooling
-from calibcli.pooling import unique_with_sums
+from calibcli.numeric import lookup as _lookup, pooling
+from calibcli.numeric.pooling import unique_with_sums
 
 runner = CliRunner()
 

@@ -1,4 +1,4 @@
-"""The progress bar shows only on a terminal (`calibcli.progress`)."""
+"""The progress bar shows only on a terminal (`calibcli.io.progress`)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import sys
 
 from typer.testing import CliRunner
 
-from calibcli import progress
+from calibcli.io import progress
 
 runner = CliRunner()
 
 
 def test_progress_bar_only_on_a_terminal(monkeypatch):
-    from calibcli import console
+    from calibcli.io import console
 
     class Tty:
         def isatty(self):

@@ -20,9 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from calibcli import io, maps
+from calibcli import io
+from calibcli.maps import envelope as maps
 from calibcli.calibrators import create
-from calibcli.cli import app
+from calibcli.cli.app import app
 from calibcli.errors import FitError, InputError, UsageError
 
 runner = CliRunner()

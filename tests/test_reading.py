@@ -105,7 +105,7 @@ def test_field_codes_of_a_stored_dictionary_equal_those_of_plain_text(tmp_path):
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    from calibcli.evaluation.evaluate import evaluate_file
+    from calibcli.evaluation.driver import evaluate_file
     from calibcli.requests import EvaluateOptions
 
     rng = np.random.default_rng(4)

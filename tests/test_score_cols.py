@@ -211,7 +211,7 @@ def test_auto_choosing_logits_for_near_probabilities_warns_and_strict_refuses(tm
     import pyarrow.csv as pacsv
     from typer.testing import CliRunner
 
-    from calibcli.cli import app
+    from calibcli.cli.app import app
 
     P, y = _near_probabilities()
     f = tmp_path / "near.csv"
@@ -276,7 +276,7 @@ def test_evaluate_prob_cols_of_one_column_hints_prob_col(tmp_path):
     import pyarrow.csv as pacsv
     from typer.testing import CliRunner
 
-    from calibcli.cli import app
+    from calibcli.cli.app import app
 
     f = tmp_path / "s3.csv"
     pacsv.write_csv(_table(p_a=[0.2, 0.7], p_b=[0.8, 0.3], label=["a", "b"]), f)

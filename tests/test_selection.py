@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 import calibcli
-from calibcli.cli import app
-from calibcli.evaluation import selection
+from calibcli.cli.app import app
+from calibcli.evaluation.metrics import selection
 
 runner = CliRunner()
 

@@ -21,7 +21,7 @@ from engine_contract import data  # noqa: E402,F401
 from engine_kclass_contract import *  # noqa: E402,F401,F403 - the K-class engine tests
 from sql_cases import CASES, build  # noqa: E402
 
-from calibcli import export  # noqa: E402
+from calibcli.export import sql as export  # noqa: E402
 from calibcli.errors import UsageError  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
@@ -101,7 +101,7 @@ def test_sql_export_in_spark_sql_quotes_hostile_columns_and_gives_null_for_nan(s
     scores give `predict`'s value or, where it has none or `calib apply` refuses, NULL."""
     from typer.testing import CliRunner
 
-    from calibcli.cli import app
+    from calibcli.cli.app import app
     from sql_cases import EXTREME_SCORES, HOSTILE_COLUMNS, HOSTILE_EXPRESSIONS
 
     map_path, cal, _, _ = build(tmp_path, case)
@@ -172,7 +172,7 @@ def test_example_job_runs_end_to_end(spark, tmp_path):
 def test_state_schema_lists_the_state_columns_in_order():
     """mapInArrow reads columns by position: the declared schema must follow EvalState.to_arrow."""
     from calibcli.engines.spark import _STATE_SCHEMA
-    from calibcli.evaluation.state import EvalState
+    from calibcli.evaluation.state.binary import EvalState
 
     names = [field.strip().split()[0] for field in _STATE_SCHEMA.split(",") if field.strip()[:1].isalpha()]
     state = EvalState.from_arrays(np.array([0.0, 1.0]), np.array([0.2, 0.7]))
@@ -186,7 +186,7 @@ def test_kclass_select_list_in_spark_sql_equals_calib_apply(spark, tmp_path, cas
     from kclass_sql_cases import CLASSES, build
 
     map_path, queries, expected = build(tmp_path, case)
-    from calibcli import export_kclass
+    from calibcli.export import kclass as export_kclass
 
     spark.createDataFrame(queries).createOrReplaceTempView("q")
     sql = export_kclass.export_sql(map_path, dialect="spark").sql

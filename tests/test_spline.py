@@ -109,7 +109,7 @@ def test_sql_of_small_splines_equals_predict(distinct):
     duckdb = pytest.importorskip("duckdb")
     import pyarrow as pa
 
-    from calibcli import export
+    from calibcli.export import sql as export
 
     rng = np.random.default_rng(distinct)
     s = rng.choice(np.linspace(0.1, 0.9, distinct), 400)

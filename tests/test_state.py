@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calibcli import pooling
+from calibcli.numeric import pooling
 from calibcli.errors import UsageError
-from calibcli.evaluation import diagnostics, kernels, metrics
-from calibcli.evaluation.builder import StateBuilder
-from calibcli.evaluation.state import EvalState, compute_all, merge_states
+from calibcli.evaluation.metrics import diagnostics, kernels, binary as metrics
+from calibcli.evaluation.state.builder import StateBuilder
+from calibcli.evaluation.state.binary import EvalState, compute_all, merge_states
 
 
 def _data(seed, n, ties, weighted, fields=7):

@@ -1,4 +1,4 @@
-"""Score summaries (`calibcli.summary`): map/reduce, save/load, `calib summarize`, `fit --from-summary`."""
+"""Score summaries (`calibcli.fitting.summary`): map/reduce, save/load, `calib summarize`, `fit --from-summary`."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 from synthetic import rounded_scores, write_parquet
 from typer.testing import CliRunner
 
-from calibcli import summary
+from calibcli.fitting import summary
 from calibcli.calibrators import create
-from calibcli.cli import app
+from calibcli.cli.app import app
 from calibcli.io import parquet
 
 runner = CliRunner()
@@ -159,7 +159,7 @@ def test_subprocess_fit_from_summary_on_stdin(tmp_path):
     s, y = rounded_scores(3000)
     write_parquet(tmp_path / "cal.parquet", s, y)
     res = runner.invoke(app, ["summarize", str(tmp_path / "cal.parquet")])
-    assert res.exit_code == 0 and json.loads(res.stdout)["format"] == "calibcli.summary"
+    assert res.exit_code == 0 and json.loads(res.stdout)["format"] == "calibcli.fitting.summary"
     fit = subprocess.run([sys.executable, "-m", "calibcli", "fit", "--from-summary", "-", "-m", "logistic"],
                          input=res.stdout, capture_output=True, text=True)
     assert fit.returncode == 0 and fit.stderr.startswith("fitted logistic") and "on 3000 rows" in fit.stderr

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from calibcli import summary
-from calibcli.cli import app
+from calibcli.fitting import summary
+from calibcli.cli.app import app
 
 runner = CliRunner()
 
@@ -187,7 +187,7 @@ def test_string_scores_and_missing_fields_are_refused(tmp_path):
 ])
 def test_a_summary_with_one_class_says_why(tmp_path, n0, n1, weighted, positives, cause):
     rows = 4 if weighted else int(sum(n0) + sum(n1))
-    doc = {"format": "calibcli.summary", "schema_version": 1, "rows": rows, "positives": positives,
+    doc = {"format": "calibcli.fitting.summary", "schema_version": 1, "rows": rows, "positives": positives,
            "score_range": [0.25, 0.75], "weighted": weighted, "step": None,
            "score": [0.25, 0.75], "n0": n0, "n1": n1}
     path = tmp_path / "s.json"

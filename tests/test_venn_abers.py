@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from scipy.optimize import isotonic_regression
 
 import contract
-from calibcli import maps
+from calibcli.maps import envelope as maps
 from calibcli.calibrators import get
 from calibcli.calibrators import venn_abers as va
 from calibcli.errors import MapError
@@ -256,7 +256,7 @@ def test_apply_interval_columns_stream_beside_the_point(tmp_path):
     import pyarrow.parquet as pq
     from typer.testing import CliRunner
 
-    from calibcli.cli import app
+    from calibcli.cli.app import app
 
     runner = CliRunner()
     s, y = contract.synthetic(500)
@@ -294,7 +294,7 @@ def test_evaluate_interval_width_and_coverage_by_hand(tmp_path):
     import pyarrow.parquet as pq
     from typer.testing import CliRunner
 
-    from calibcli.cli import app
+    from calibcli.cli.app import app
 
     path = tmp_path / "e.parquet"
     pq.write_table(pa.table({"label": [0, 1, 1, 1], "c": [0.2, 0.3, 0.8, 0.9], "c_low": [0.1, 0.2, 0.7, 0.8],

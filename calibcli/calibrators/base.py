@@ -4,7 +4,7 @@ A method is a class deriving from `ScoreCalibrator` (predictions from the score 
 `FeatureCalibrator` (also reads feature columns), with:
 
 - `name`, `description`: the registry key and the one line `calib methods` prints;
-- `params`: a tuple of `Param` (`calibcli.options`); `__init__` only checks and stores them
+- `params`: a tuple of `Param` (`calibcli.requests.params`); `__init__` only checks and stores them
   in `self.params`;
 - `_fit(s, y, w)` (feature methods: `_fit(s, y, w, features)`): learn from scores `s`,
   targets `y` in [0, 1] (0/1 labels, or the Platt-corrected targets when the method has the
@@ -37,7 +37,7 @@ import numpy as np
 from calibcli.calibrators.fitdata import as_float_array, class_weights, platt_values, scaled_weights
 from calibcli.calibrators.statespec import StateSpec
 from calibcli.errors import CalibWarning, FitError, MapError, NotFittedError, ParamError, UsageError
-from calibcli.options import SAFE_PLATT_CORRECTION, Param
+from calibcli.requests.params import SAFE_PLATT_CORRECTION, Param
 
 # Resampling methods expand whole-number frequency weights into duplicated rows up to this
 # many rows; above it they resample rows in proportion to their weights (with a warning).

@@ -15,9 +15,9 @@ import numpy as np
 
 from calibcli.calibrators.piecewise import KnotMap
 from calibcli.calibrators.registry import register
-from calibcli.options import SAFE_PLATT_CORRECTION
-from calibcli.pava import pav, pav_inplace  # noqa: F401  (pav: the kernel other methods import from here)
-from calibcli.pooling import unique_with_sums
+from calibcli.requests.params import SAFE_PLATT_CORRECTION
+from calibcli.numeric.pava import pav, pav_inplace  # noqa: F401  (pav: the kernel other methods import from here)
+from calibcli.numeric.pooling import unique_with_sums
 
 
 def isotonic_knots(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -28,7 +28,7 @@ from calibcli.calibrators import kscores
 from calibcli.calibrators.fitdata import as_float_array, scaled_weights
 from calibcli.calibrators.statespec import Field, StateSpec
 from calibcli.errors import CalibWarning, FitError, MapError, NotFittedError, ParamError
-from calibcli.options import Param
+from calibcli.requests.params import Param
 
 KCLASS_SCORE_KIND = Param(
     "score_kind", str, "probability",

@@ -22,8 +22,8 @@ from calibcli.calibrators.base import ScoreCalibrator, fit_warning
 from calibcli.calibrators.registry import register
 from calibcli.calibrators.statespec import Field, StateSpec
 from calibcli.errors import FitError
-from calibcli.newton import newton_minimize
-from calibcli.options import SAFE_PLATT_CORRECTION
+from calibcli.numeric.newton import newton_minimize
+from calibcli.requests.params import SAFE_PLATT_CORRECTION
 
 _SCALE_EXP = 256
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from calibcli import _lookup
+from calibcli.numeric import lookup as _lookup
 from calibcli.calibrators.base import ScoreCalibrator
 from calibcli.calibrators.fitdata import as_float_array
 from calibcli.calibrators.statespec import Field, StateSpec

@@ -51,9 +51,9 @@ import numpy as np
 
 from calibcli.calibrators.base import ScoreCalibrator
 from calibcli.calibrators.statespec import Field, StateSpec
-from calibcli.options import SEED, Param
+from calibcli.requests.params import SEED, Param
 from calibcli.calibrators.registry import register
-from calibcli.pooling import unique_with_sums
+from calibcli.numeric.pooling import unique_with_sums
 
 MAX_FOLDS = 100
 

@@ -44,7 +44,7 @@ def build_summary(keys: np.ndarray, n0: np.ndarray, n1: np.ndarray, rows: int, p
                   score_range: tuple[float, float], weighted: bool, step: float | None,
                   meta: Mapping[str, Any]):
     """A ScoreSummary from per-key sums collected from an engine (any order, keys distinct)."""
-    from calibcli import summary
+    from calibcli.fitting import summary
 
     if rows == 0:
         raise InputError(f"{meta.get('input', 'DataFrame')}: no data rows")
@@ -59,7 +59,7 @@ def fit_summary(summarize: Any, method: str, params: Mapping[str, Any] | None, s
                 output: str | None, strict: bool):
     """Both engines' `fit`: the request checked before `summarize()` reads any row, then
     `fitting.fit_summary` on its summary (a FitResult, the map saved when `output`)."""
-    from calibcli import fitting
+    from calibcli.fitting import pipeline as fitting
 
     request = FitRequest.build(method, params, seed=seed, from_summary=True)
     summ = summarize()
@@ -68,7 +68,7 @@ def fit_summary(summarize: Any, method: str, params: Mapping[str, Any] | None, s
 
 def resolve_map(map: Any) -> tuple[Calibrator, dict[str, Any]]:
     """(calibrator, envelope) from a map path, a fitted Calibrator, a FitResult or an envelope dict."""
-    from calibcli import maps
+    from calibcli.maps import envelope as maps
 
     if isinstance(map, Calibrator):
         return map, maps.make_envelope(map)
@@ -154,7 +154,7 @@ def partition_states(pdf, columns: list[str], options: EvaluateOptions):
     Counts: [labels not 0/1, weights invalid, then per column p null/NaN/outside [0, 1]];
     invalid rows are left out of the states (the caller raises when any count is not 0).
     """
-    from calibcli.evaluation.state import EvalState
+    from calibcli.evaluation.state.binary import EvalState
 
     weight_col, field_col = options.weight_col, options.field_col
     y = labels(pdf[options.label_col])

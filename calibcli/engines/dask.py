@@ -9,7 +9,7 @@
     report = cd.evaluate(scored, prob_cols=["p"], field_col="field")
     kreport = cd.evaluate_kclass(df, ["p_*"], label_col="label")   # K-class predictions
 
-Every partition is summarised with `calibcli.summary.summarize` (the CLI's own code) and
+Every partition is summarised with `calibcli.fitting.summary.summarize` (the CLI's own code) and
 the partial summaries are merged pairwise in a tree of delayed tasks, so maps are
 bit-identical to `calib summarize` + `calib fit --from-summary` (for fractional weights
 when the per-score sums are exact in any order, e.g. whole-number or dyadic weights).
@@ -42,7 +42,7 @@ floats, labels = engines.floats, engines.labels
 def _partial_summary(pdf: pd.DataFrame, score_col: str, label_col: str, weight_col: str | None,
                      step: float | None):
     """(summary of the valid rows, bad-row counts) of one partition."""
-    from calibcli import summary
+    from calibcli.fitting import summary
 
     s, y = floats(pdf[score_col]), labels(pdf[label_col])
     w = floats(pdf[weight_col]) if weight_col else None
@@ -54,7 +54,7 @@ def _partial_summary(pdf: pd.DataFrame, score_col: str, label_col: str, weight_c
 
 
 def _merge_pair(a, b):
-    from calibcli import summary
+    from calibcli.fitting import summary
 
     return summary.merge([a[0], b[0]]), a[1] + b[1]
 
@@ -119,7 +119,7 @@ def apply(df, map: Any, score_col: str = "score", out_col: str = "calibrated"):
 
 
 def _merge_evaluations(a, b):
-    from calibcli.evaluation.state import merge_states
+    from calibcli.evaluation.state.binary import merge_states
 
     return [merge_states([u, v]) for u, v in zip(a[0], b[0])], a[1] + b[1]
 
@@ -146,7 +146,7 @@ def evaluate(df, prob_cols=(), maps=(), *, label_col: str = "label", score_col: 
 
 def _merge_kclass(a, b):
     from calibcli.engines.kclass import joint_how
-    from calibcli.evaluation.kclass_state import merge_kclass_states
+    from calibcli.evaluation.state.kclass import merge_kclass_states
 
     return ([merge_kclass_states([u, v]) for u, v in zip(a[0], b[0])],
             [joint_how([u, v]) for u, v in zip(a[1], b[1])], a[2] + b[2])

@@ -92,8 +92,8 @@ def plan(columns: Sequence[str], source: str, kclass_cols: Any, maps_: Any, *, c
 
 def _resolve_map(m: Any):
     """(ClassMap, envelope) of a multiclass map given as a path, a `ClassMap` or an envelope."""
-    from calibcli import maps
-    from calibcli.classmap import ClassMap
+    from calibcli.maps import envelope as maps
+    from calibcli.maps.classmap import ClassMap
 
     cal, envelope = (m, maps.make_envelope(m)) if isinstance(m, ClassMap) else engines.resolve_map(m)
     if not isinstance(cal, ClassMap):
@@ -134,8 +134,8 @@ def partition_states(pdf, preds: list[Prediction], label_col: str, weight_col: s
     """One state per prediction of a pandas partition, how its labels read, and bad-row counts
     [weights invalid, then per prediction labels not a class, score rows invalid (not
     finite; not probabilities where probabilities are read)]."""
-    from calibcli import maps
-    from calibcli.evaluation.kclass_state import KClassState
+    from calibcli.maps import envelope as maps
+    from calibcli.evaluation.state.kclass import KClassState
     from calibcli.io import score_cols
 
     text = label_texts(pdf[label_col])

@@ -167,7 +167,7 @@ def check_python_workers(df: DataFrame) -> None:
 
 def map_column(cal, score_col: str) -> Column:
     """The calibrated probability of `score_col` as a native Spark expression (SQL-exportable maps)."""
-    from calibcli import export
+    from calibcli.export import sql as export
 
     sql = export.sql_expression(cal, f"CAST({quote(score_col)} AS DOUBLE)")
     return F.when(F.isnan(_score(score_col)), F.lit(float("nan"))).otherwise(F.expr(sql))
@@ -180,7 +180,7 @@ def apply(df: DataFrame, map: Any, score_col: str = "score", out_col: str = "cal
     `native=False` forces `mapInArrow`: Spark plans a long expression slowly, so for maps
     with thousands of knots the Python path can be faster (see docs/algorithms.md).
     """
-    from calibcli import export
+    from calibcli.export import sql as export
 
     if native and not export.supports_sql(engines.resolve_map(map)[0]):
         raise UsageError("native=True needs a map `calib export --sql` can write",
@@ -198,7 +198,8 @@ def apply(df: DataFrame, map: Any, score_col: str = "score", out_col: str = "cal
     schema = T.StructType([*df.schema.fields, T.StructField(out_col, T.DoubleType())])
 
     def predict_partition(batches):
-        from calibcli import engines as shared, maps
+        from calibcli import engines as shared
+        from calibcli.maps import envelope as maps
 
         calibrator = maps.envelope_to_calibrator(envelope, "map")
         for batch in batches:
@@ -237,7 +238,7 @@ def evaluate(df: DataFrame, prob_cols: Sequence[str] = (), maps: Sequence[Any] =
         import pyarrow as pa
 
         from calibcli import engines as shared
-        from calibcli.evaluation.state import merge_states
+        from calibcli.evaluation.state.binary import merge_states
 
         parts = [shared.partition_states(b.to_pandas(), probs, options)
                  for b in batches if b.num_rows]
@@ -250,7 +251,7 @@ def evaluate(df: DataFrame, prob_cols: Sequence[str] = (), maps: Sequence[Any] =
             yield table.append_column("bad", pa.array([bad.tolist()], pa.list_(pa.int64()))).to_batches()[0]
 
     shipped = df.select(*(quote(c) for c in keep)).mapInArrow(partition_state, _STATE_SCHEMA).toArrow()
-    from calibcli.evaluation.state import EvalState
+    from calibcli.evaluation.state.binary import EvalState
 
     column = shipped.column("column").to_numpy()
     states = [EvalState.from_arrow(shipped.filter(column == i).drop_columns(["column", "bad"]))
@@ -282,7 +283,7 @@ def evaluate_kclass(df: DataFrame, kclass_cols: Sequence[str] = (), maps: Sequen
         import pyarrow as pa
 
         from calibcli.engines import kclass as shared
-        from calibcli.evaluation.kclass_state import merge_kclass_states
+        from calibcli.evaluation.state.kclass import merge_kclass_states
 
         parts = [shared.partition_states(b.to_pandas(), cols, label_col, weight_col) for b in batches if b.num_rows]
         if not parts:
@@ -298,7 +299,7 @@ def evaluate_kclass(df: DataFrame, kclass_cols: Sequence[str] = (), maps: Sequen
                                  "how": pa.array([how] * n, pa.string())}).to_batches()
 
     shipped = df.select(*(quote(c) for c in keep)).mapInArrow(partition_state, _KCLASS_SCHEMA).toArrow()
-    from calibcli.evaluation.kclass_state import KClassState
+    from calibcli.evaluation.state.kclass import KClassState
 
     column, part = shipped.column("column").to_numpy(), shipped.column("kclass_part").to_numpy()
     first = part == 0  # one row per partition and prediction

@@ -2,7 +2,7 @@
 
 - `metrics`: the metric definitions (log-loss, Brier, AUC, ECE/MCE, CalBin, slope and
   intercept, Spiegelhalter, Field-ECE/RCE) on rows and on a distribution of p;
-  `kernels`: their chunked passes (the Newton fit of the slope is `calibcli.newton`).
+  `kernels`: their chunked passes (the Newton fit of the slope is `calibcli.numeric.newton`).
 - `state`: the mergeable evaluation state and `compute_all` (every metric of rows);
   `builder`: streams batches into a state.
 - `kclass_metrics`: the K-class metrics (log-loss, Brier, accuracy, top-label and classwise
@@ -16,5 +16,5 @@
 - `diagnostics`: per-field bias and reliability bins; `report`: terminal tables;
   `plot`: reliability diagram images.
 
-Submodules are imported on use, so `import calibcli.evaluation.metrics` stays light.
+Submodules are imported on use, so `import calibcli.evaluation.metrics.binary` stays light.
 """

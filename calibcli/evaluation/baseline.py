@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from calibcli import bounds, io, options, strictjson
+from calibcli.requests import bounds, params as options
+from calibcli import io
+from calibcli.maps import strictjson
 from calibcli.io import targets
 from calibcli.errors import InputError
-from calibcli.evaluation import metrics as metrics_table
+from calibcli.evaluation.metrics import binary as metrics_table
 from calibcli.evaluation.results import EVALUATION_FORMAT, SCHEMA_VERSION, Baseline, Evaluation
 
 

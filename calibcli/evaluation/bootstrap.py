@@ -52,8 +52,8 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from calibcli.errors import UsageError
-from calibcli.evaluation import metrics
-from calibcli.evaluation.state import EvalState, compute_all
+from calibcli.evaluation.metrics import binary as metrics
+from calibcli.evaluation.state.binary import EvalState, compute_all
 
 CONFIDENCE = 0.95
 
@@ -97,7 +97,7 @@ def resampled_choices(choice: Any) -> tuple[Any, Any]:
     """(the metrics Poisson resamples evaluate, those half-samples do: None when none) of a
     `selection.MetricChoice` (None: `selection.BASE` by Poisson resamples), without the p-values
     and tests and without the withheld metrics beyond the first set (nothing would use them)."""
-    from calibcli.evaluation import selection
+    from calibcli.evaluation.metrics import selection
 
     if choice is None:
         return None, None
@@ -118,7 +118,7 @@ def state_replicates(state: EvalState, calbin_window: int, plan: BootstrapPlan, 
     """Every metric (of `selection.BASE`, or those of a `selection.MetricChoice` as
     `resampled_choices` keeps them) on `plan.replicates` Poisson resamples of the rows behind
     `state`, the `HALF_SAMPLED` ones on as many half-samples."""
-    from calibcli.evaluation import selection
+    from calibcli.evaluation.metrics import selection
 
     m = state.p.size
     y = np.concatenate([np.zeros(m), np.ones(m)])
@@ -290,8 +290,8 @@ def kclass_replicates(y: np.ndarray, P: np.ndarray, plan: BootstrapPlan, ece_bin
     `kclass_state.metrics_of`): each replicate draws a Poisson(1) count per row, the same for
     every class, and reads the metrics off the resampled sums and distributions. The rows are
     sorted once per distribution; a replicate costs K + 1 `bincount`s over the rows."""
-    from calibcli.evaluation import kclass_metrics as km
-    from calibcli.evaluation.kclass_state import metrics_of
+    from calibcli.evaluation.metrics import kclass as km
+    from calibcli.evaluation.state.kclass import metrics_of
 
     conf, right = km.top_label(y, P)
     terms = np.stack([np.ones(y.size), km.log_loss_terms(y, P), km.brier_terms(y, P), right])

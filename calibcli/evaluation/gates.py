@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from calibcli.errors import UsageError
-from calibcli.evaluation import metrics
+from calibcli.evaluation.metrics import binary as metrics
 from calibcli.evaluation.results import SETTING_DEFAULTS, GATED_SETTINGS, Baseline, Check, GateReport
 
 def metric_names() -> str:

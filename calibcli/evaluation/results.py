@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from calibcli.evaluation import metrics as metrics_table
+from calibcli.evaluation.metrics import binary as metrics_table
 
 if TYPE_CHECKING:
     from calibcli.evaluation.bootstrap import BootstrapPlan

@@ -5,7 +5,7 @@
 - A directory (searched recursively, Hive-style `key=value/` folders kept) or a glob is a set
   of Parquet parts read as one `pyarrow.dataset`; Spark's bookkeeping (`_temporary/`,
   `_SUCCESS`, `.crc`, dot files) is skipped. `list_parts` is the one part lister: the
-  readers here and `calibcli.summary` both use it.
+  readers here and `calibcli.fitting.summary` both use it.
 """
 
 from __future__ import annotations

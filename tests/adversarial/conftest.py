@@ -15,8 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calibcli import fitting, maps, summary
-from calibcli.evaluation import baseline, evaluate
+from calibcli.fitting import pipeline as fitting, summary
+from calibcli.maps import envelope as maps
+from calibcli.evaluation import baseline, driver as evaluate
 from calibcli.calibrators import registry
 
 METHODS = registry.available()

@@ -58,7 +58,7 @@ _MAP_CACHE: dict[str, bytes] = {}
 def _fitted(kind: str) -> bytes:
     """A map (or summary) from the library, made once (setup, not the case under test)."""
     if kind not in _MAP_CACHE:
-        from calibcli import fitting, summary
+        from calibcli.fitting import pipeline as fitting, summary
 
         d = Path(tempfile.mkdtemp())
         _csv(d / "train.csv", 99, 200)

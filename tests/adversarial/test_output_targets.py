@@ -150,7 +150,7 @@ def test_dev_stdout_writes_to_stdout_and_keeps_the_link(work, protect_dev, comma
         assert table.num_rows == 40
     else:
         doc = json.loads(run.out)
-        assert doc.get("format") in ("calibcli.map", "calibcli.summary") or "score" in doc
+        assert doc.get("format") in ("calibcli.map", "calibcli.fitting.summary") or "score" in doc
 
 
 @pytest.mark.parametrize("command", ["apply", "fit", "evaluate"])

@@ -1,0 +1,7 @@
+"""The `calib` command: `app` (the Typer application and `main`, its entry point), one module of
+commands per topic (`fit`, `apply`, `evaluate`), and what they share (`shared`). The commands
+import the library inside each command, so that start-up stays cheap."""
+
+from calibcli import _forward
+
+__getattr__ = _forward(__name__, "calibcli.cli.app")  # `calibcli.cli.main`, the entry point until 0.2

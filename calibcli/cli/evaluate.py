@@ -1,0 +1,185 @@
+"""`calib evaluate` and `calib compare`: how well probabilities are calibrated, with gates for CI,
+and which method calibrates a score file best."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, List, Optional
+
+import typer
+
+from calibcli.io import console
+from calibcli.cli.shared import (ClassesOpt, FormatOpt, InputArg, LabelCol, PosLabelOpt, ScoreCol, ScoreColsOpt, ScoreKindOpt, command_line, option_range, reports_errors)
+from calibcli.errors import ExitCode, UsageError
+
+
+@reports_errors
+def evaluate(
+    ctx: typer.Context,
+    input: InputArg,
+    prob_col: Annotated[List[str], typer.Option("--prob-col", help="Probability column to evaluate; repeatable.")] = [],
+    prob_cols: Annotated[List[str], typer.Option("--prob-cols", metavar="SPEC", help="K-class probability columns of one prediction: a comma list, a quoted pattern ('p_*', natural order) or a list column; repeatable.")] = [],
+    classes: Annotated[Optional[str], typer.Option("--classes", metavar="A,B,...", help="The class of each --prob-cols column, in order (default: their suffixes after the common prefix).")] = None,
+    score_cols: Annotated[Optional[str], typer.Option("--score-cols", metavar="SPEC", help="The K score columns a multiclass --map reads (default: those it was fitted on).")] = None,
+    map: Annotated[List[str], typer.Option("--map", help="Map to apply to --score-col and evaluate; repeatable.")] = [],
+    label_col: LabelCol = "label",
+    pos_label: PosLabelOpt = None,
+    score_col: ScoreCol = "score",
+    field_col: Annotated[Optional[str], typer.Option("--field-col", help="Categorical column for Field-ECE and Field-RCE.")] = None,
+    calbin_window: Annotated[int, typer.Option("--calbin-window", help="CalBin window size s." + option_range("--calbin-window"))] = 100,
+    ece_bins: Annotated[int, typer.Option("--ece-bins", help="Bins of ECE and MCE (as scikit-learn's calibration_curve n_bins)." + option_range("--ece-bins"))] = 10,
+    ece_strategy: Annotated[str, typer.Option("--ece-strategy", help="ECE/MCE bins: uniform (equal width) or quantile (equal mass), as scikit-learn's calibration_curve.")] = "uniform",
+    weight_col: Annotated[Optional[str], typer.Option("--weight-col", help="Column of non-negative row weights (every metric is weighted).")] = None,
+    step: Annotated[Optional[float], typer.Option("--step", help="Keep p bucketed to multiples of STEP (bounded memory): AUC and CalBin within the JSON's step_bounds, slope/intercept n/a, the rest exact; default exact." + option_range("--step"))] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (versioned schema): the same as --output-format json.")] = False,
+    output_format: Annotated[Optional[str], typer.Option("--output-format", metavar="table|json|csv|markdown", help="What stdout gets: table (default; stacked blocks when the terminal is narrow), json, csv or markdown.")] = None,
+    output_kind: Annotated[Optional[str], typer.Option("--output", hidden=True, help="Deprecated: --output-format.")] = None,
+    fail_above: Annotated[List[str], typer.Option("--fail-above", metavar="METRIC=X", help="Gate: exit 1 if METRIC is above X (e.g. field-rce=0.12); repeatable.")] = [],
+    fail_below: Annotated[List[str], typer.Option("--fail-below", metavar="METRIC=X", help="Gate: exit 1 if METRIC is below X (e.g. auc=0.7); repeatable.")] = [],
+    baseline: Annotated[Optional[str], typer.Option("--baseline", metavar="FILE", help="JSON from an earlier `evaluate --json`/--save-baseline to compare with.")] = None,
+    max_regression: Annotated[List[str], typer.Option("--max-regression", metavar="METRIC=D", help="Gate: exit 1 if METRIC is worse than the baseline by more than D, or D% of it (e.g. field-rce=0.01, log-loss=5%); repeatable.")] = [],
+    save_baseline: Annotated[Optional[str], typer.Option("--save-baseline", metavar="FILE", help="Also write the JSON report to FILE, for a later --baseline.")] = None,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", metavar="N", help="Add 95% percentile confidence intervals from N row resamples." + option_range("--bootstrap"))] = 0,
+    gate_on: Annotated[str, typer.Option("--gate-on", metavar="point|upper", help="point: gate on the metric; upper: fail only when the whole bootstrap interval is past the limit (ignores noise).")] = "point",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap resamples and of the --bands rounds." + option_range("--seed"))] = 0,
+    by_field: Annotated[bool, typer.Option("--by-field", help="Show the fields with the largest absolute and relative bias (needs --field-col).")] = False,
+    top: Annotated[int, typer.Option("--top", metavar="K", help="How many fields --by-field shows." + option_range("--top"))] = 5,
+    plot: Annotated[Optional[str], typer.Option("--plot", metavar="FILE", help="Reliability diagram: an image (.png/.svg/.pdf, needs calibcli[plot]), an HTML report (.html) or - for text on stdout.")] = None,
+    format: FormatOpt = None,
+    metrics: Annotated[Optional[str], typer.Option("--metrics", metavar="LIST", help="What is computed and shown: default (the first set plus the CORP decomposition), all, or a comma list of metric names (may include default), e.g. default,smece,ks-p; for K-class predictions top-label-<name> (e.g. top-label-smece). Gated metrics are always computed.")] = None,
+    bands: Annotated[Optional[int], typer.Option("--bands", metavar="N", help="Rounds of the CORP consistency bands and of the corp-p test (0: none; default 100 with --plot, else 0), seeded by --seed." + option_range("--bands"))] = None,
+    hl_groups: Annotated[int, typer.Option("--hl-groups", metavar="G", help="Equal-mass groups of the Hosmer-Lemeshow test (chi-squared with G - 2 degrees of freedom)." + option_range("--hl-groups"))] = 10,
+    diagram: Annotated[str, typer.Option("--diagram", metavar="corp|smooth|binned", help="What --plot draws: the CORP reliability diagram (PAV curve, consistency band), the smooth one (smECE's kernel), or the bins of ECE/MCE with their rows.")] = "corp",
+    interval_cols: Annotated[Optional[str], typer.Option("--interval-cols", metavar="LOW,HIGH", help="Interval columns of the one --prob-col (default: <col>_low and <col>_high when present): adds interval width and coverage.")] = None,
+) -> None:
+    """Print log-loss, Brier, AUC, ECE, CalBin (and Field-ECE/RCE with --field-col).
+
+    Without --prob-col or --map the score column itself is evaluated. Each --prob-cols SPEC
+    (and each multiclass --map) is a K-class prediction: log-loss, Brier, accuracy,
+    top-label ECE/MCE, classwise ECE and one-vs-rest AUC. Gates apply to every
+    column and map. Exit codes: 0 all gates passed (or none given), 1 a gate failed (which,
+    by how much and against what is printed on stderr), 2 usage or input error.
+
+    \b
+    calib evaluate test.csv --prob-col p1 --prob-col p2 --field-col field
+    calib evaluate test.csv --map a.json --map b.json --json
+    calib evaluate test.csv --field-col field --fail-above field-rce=0.12 --fail-below auc=0.7
+    calib evaluate test.csv --field-col field --baseline base.json --max-regression field-rce=5%
+    calib evaluate digits.csv --prob-cols 'p_*' --prob-cols 'calibrated_*' --fail-above top-label-ece=0.05
+    """
+    from calibcli.io.score_cols import parse_classes
+    from calibcli.requests import EvaluateOptions, evaluate_output
+
+    options = EvaluateOptions.build(
+        label_col=label_col, score_col=score_col, field_col=field_col, weight_col=weight_col,
+        calbin_window=calbin_window, ece_bins=ece_bins, ece_strategy=ece_strategy, step=step,
+        fail_above=fail_above, fail_below=fail_below, max_regression=max_regression, baseline=baseline,
+        gate_on=gate_on, bootstrap=bootstrap, seed=seed, by_field=by_field, top=top, bands=bands,
+        hl_groups=hl_groups, reliability_bins=ece_bins if plot is not None else None, interval_cols=interval_cols,
+        pos_label=pos_label, kclass_cols=tuple(prob_cols), classes=parse_classes(classes), score_cols=score_cols,
+        metrics=metrics, diagram=diagram)
+    shown = evaluate_output(output_format, output_kind, as_json, save_baseline)
+    if output_kind is not None:
+        console.warn("evaluate --output is deprecated: use --output-format (-o names a file in the other commands)")
+    from calibcli.io import progress
+    from calibcli.evaluation import baseline as evaluation_json, driver as evaluation
+    from calibcli.evaluation.render import report as render
+    from calibcli.io.targets import check_output
+
+    reads = [input, *map, *([baseline] if baseline else [])]
+    for target in (save_baseline, None if plot == "-" else plot):
+        if target is not None:
+            check_output(target, reads)
+    if save_baseline is not None and plot is not None and save_baseline == plot:
+        raise UsageError(f"{plot}: --plot and --save-baseline name the same file")
+    if plot is not None and plot != "-":
+        from calibcli.evaluation.render import plot as plotting
+
+        plotting.check_target(plot)
+    with progress.working("evaluate"):
+        result = evaluation.evaluate_file(input, prob_col, map, options, format)
+    if save_baseline is not None:
+        evaluation_json.save_evaluation(result, save_baseline)
+    if plot is not None and plot != "-":
+        result.command = command_line(ctx)
+        plotting.save_reliability(result, plot)
+    with console.data_output():
+        if shown == "json":
+            console.write_data(json.dumps(result.to_json(), indent=2, allow_nan=False) + "\n")
+        elif shown == "csv":
+            console.write_data(render.csv_text(result))
+        elif shown == "markdown":
+            console.write_data(render.markdown_text(result))
+        else:
+            render.print_report(result, reliability=plot == "-")
+    _report_gates(result.gate)
+
+
+def _report_gates(gate) -> None:
+    """Failed gates on stderr (never hidden by --quiet) and exit 1; a summary when all passed."""
+    if gate is None or not gate.checks:
+        return
+    if gate.passed:
+        console.info(f"gates passed: {len(gate.checks)} check{'' if len(gate.checks) == 1 else 's'}")
+        return
+    for check in gate.failed:
+        console.err().print(f"gate failed: {console.safe(check.describe())}", markup=False, highlight=False)
+    console.err().print(f"{len(gate.failed)} of {len(gate.checks)} gate checks failed",
+                        markup=False, highlight=False)
+    raise typer.Exit(ExitCode.GATE_FAILED)
+
+
+@reports_errors
+def compare(
+    input: InputArg,
+    method: Annotated[List[str], typer.Option("--method", "-m", help="Method to compare; repeatable (default: every score-only method).")] = [],
+    folds: Annotated[int, typer.Option("--folds", help="Number of cross-validation folds." + option_range("--folds"))] = 5,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the fold split and of the methods that sample." + option_range("--seed"))] = 0,
+    metric: Annotated[str, typer.Option("--metric", help="Metric that picks the best: log_loss, brier, ece or calbin (K classes: log_loss, brier, top_label_ece or classwise_ece).")] = "log_loss",
+    output: Annotated[Optional[str], typer.Option("--output", "-o", help="Save the best method's map, refitted on all rows (.json or .parquet).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    score_col: ScoreCol = "score",
+    score_cols: ScoreColsOpt = None,
+    classes: ClassesOpt = None,
+    score_kind: ScoreKindOpt = "auto",
+    label_col: LabelCol = "label",
+    pos_label: PosLabelOpt = None,
+    format: FormatOpt = None,
+) -> None:
+    """Which method calibrates these scores best? Out-of-fold metrics per method, mean ± sd.
+
+    With --score-cols, K-class methods (temperature, vector, dirichlet and one-vs-rest binary
+    methods; default the native ones and isotonic) are compared on the same folds.
+
+    \b
+    calib compare cal.csv
+    calib compare cal.csv -m isotonic -m bayes-iso -m beta --folds 10 -o best.json
+    calib compare digits_scores.csv --score-cols 'p_*' -m temperature -m dirichlet
+    """
+    from calibcli.fitting import compare as comparing
+
+    if score_cols is not None:
+        from calibcli.fitting import kclass_files
+        from calibcli.io import score_cols as resolving
+
+        if pos_label is not None:
+            raise UsageError("--pos-label is for binary labels; K-class labels are class names or indices")
+        kcols = kclass_files.KColumns(score_cols, label_col, None, resolving.parse_classes(classes),
+                                      resolving.check_score_kind(score_kind))
+        result = kclass_files.compare_kclass_file(input, method, folds, seed, metric.replace("-", "_"), kcols,
+                                                  format, output)
+    else:
+        from calibcli.requests import binary_scores
+
+        binary_scores(classes, score_kind)
+        result = comparing.compare_file(input, method, folds, seed, metric.replace("-", "_"), score_col,
+                                        label_col, format, output, pos_label=pos_label)
+    with console.data_output():
+        if as_json:
+            typer.echo(json.dumps(result.to_json(), indent=2))
+        else:
+            from calibcli.evaluation.render import report as render
+
+            render.print_grid(render.stdout_console(), comparing.grid(result))
+    if output is not None:
+        console.info(f"saved the {result.best.method} map, refitted on all {result.rows} rows, to {output}")

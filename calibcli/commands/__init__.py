@@ -1,2 +1,0 @@
-"""The `calib` commands by topic; `calibcli.cli` registers them on the app, in the order of
-`calib --help`. They import the library inside each command, so that start-up stays cheap."""

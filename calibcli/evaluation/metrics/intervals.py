@@ -1,0 +1,79 @@
+"""Probability intervals (Venn-Abers' [p0, p1], `calib apply --interval`) in `calib evaluate`.
+
+For a probability column p with interval columns (low, high):
+
+- interval width: the (weighted) mean of high - low;
+- interval coverage: the (weighted) share of rows whose interval holds the positive rate of
+  their bin, low <= rate_b <= high, where the bins are those of ECE (`--ece-bins`,
+  `--ece-strategy`) over p, and rate_b is the bin's (weighted) share of positives. A valid
+  interval predictor covers the rate of the rows it gives about the same interval, so a
+  coverage well below 1 means the intervals are too narrow for these data.
+
+Both need the rows' bins, known once every p is read, so the interval columns with p, the
+label and the weight are kept in memory (32 bytes a row) for the columns that have one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from calibcli.errors import UsageError
+from calibcli.evaluation.metrics import kernels, binary as metrics
+
+KEYS = metrics.INTERVAL_KEYS
+
+
+def interval_pairs(names: Sequence[str], prob_cols: Sequence[str], explicit: tuple[str, str] | None,
+                   source: str) -> dict[str, tuple[str, str]]:
+    """{prob col: (low col, high col)}: `explicit` (`--interval-cols LOW,HIGH`, for the one
+    --prob-col), else `<col>_low` and `<col>_high` where the input has both."""
+    if explicit is not None:
+        if len(prob_cols) != 1:
+            raise UsageError("--interval-cols needs exactly one --prob-col (the point prediction it belongs to)")
+        for col in explicit:
+            if col not in names:
+                raise UsageError(f"{source}: --interval-cols names {col!r}, which the input does not have")
+        return {prob_cols[0]: explicit}
+    return {c: (f"{c}_low", f"{c}_high") for c in prob_cols if f"{c}_low" in names and f"{c}_high" in names}
+
+
+@dataclass
+class IntervalCollector:
+    """The rows of one probability column with its interval, batch by batch."""
+
+    parts: list[tuple[np.ndarray, ...]] = field(default_factory=list)
+
+    def add(self, p: np.ndarray, y: np.ndarray, w: np.ndarray | None, low: np.ndarray, high: np.ndarray) -> None:
+        self.parts.append((p, y, np.ones(p.size) if w is None else w, low, high))
+
+    def metrics(self, bins: int, strategy: str) -> dict[str, float]:
+        p, y, w, low, high = (np.concatenate(a) for a in zip(*self.parts))
+        return interval_metrics(p, y, low, high, w, bins, strategy)
+
+
+def row_bins(p: np.ndarray, w: np.ndarray, bins: int, strategy: str) -> np.ndarray:
+    """The ECE bin of each row's p (as `kernels.bin_sums_of_distribution` assigns them)."""
+    if strategy == "quantile":
+        xs, inv = np.unique(p, return_inverse=True)
+        weight = np.bincount(inv, weights=w, minlength=xs.size)
+        inner = kernels.weighted_percentiles(xs, weight, np.linspace(0, 100, bins + 1))[1:-1]
+        return np.searchsorted(inner, p)
+    return np.minimum((p * bins).astype(np.int64), bins - 1)
+
+
+def interval_metrics(p: np.ndarray, y: np.ndarray, low: np.ndarray, high: np.ndarray, w: np.ndarray | None = None,
+                     bins: int = metrics.ECE_BINS, strategy: str = "uniform") -> dict[str, float]:
+    """{interval_width, interval_coverage} (module docstring)."""
+    w = np.ones(p.size) if w is None else np.asarray(w, dtype=np.float64)
+    total = float(np.sum(w))
+    b = row_bins(p, w, bins, strategy)
+    n = np.bincount(b, weights=w, minlength=bins)
+    pos = np.bincount(b, weights=w * y, minlength=bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = (pos / n)[b]
+    covered = (low <= rate) & (rate <= high)
+    return {"interval_width": float(np.sum(w * (high - low)) / total),
+            "interval_coverage": float(np.sum(w[covered]) / total)}

@@ -1,0 +1,1 @@
+"""What an evaluation looks like: terminal tables, the HTML report, plots."""

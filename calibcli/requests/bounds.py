@@ -1,0 +1,83 @@
+"""Bounds of every numeric command-line option, in one table, checked before any work.
+
+Each bound keeps a run within minutes and a few GB on a small machine (2 cores, 24 GB)
+for data of about 1e5-1e6 rows, or is the range where the option means anything. Method
+options (`--param`) carry their bounds in their `Param` declarations; `param_rows` lists
+them for the README and `calib fit --help`.
+
+The measurements behind the caps are in `benchmarks/results_option_costs.md`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from calibcli.errors import UsageError
+from calibcli.requests.params import SEED_MAX, bounds_text
+
+
+@dataclass(frozen=True)
+class Bound:
+    """Inclusive [low, high] (low excluded when `low_open`), and why the limit is there."""
+
+    low: float
+    high: float
+    why: str
+    low_open: bool = False
+
+    def describe(self) -> str:
+        """`[0, 10000]`, `(0, 1e+300]`; integers written out exactly."""
+        text = bounds_text(self.low, self.high)
+        return "(" + text[1:] if self.low_open else text
+
+
+OPTIONS: dict[str, Bound] = {
+    "--bands": Bound(0, 100_000, "each round refits PAV on the distinct p: 100 rounds on 1e6 rows take seconds"),
+    "--bootstrap": Bound(0, 10_000, "each resample is a pass over the rows: 10 000 on 1e5 rows take minutes"),
+    "--calbin-window": Bound(1, 10_000_000, "a window larger than the data has no meaning; bounds memory"),
+    "--ece-bins": Bound(1, 100_000, "more bins than that leave most of them empty on any real data"),
+    "--hl-groups": Bound(3, 100_000, "the Hosmer-Lemeshow test has groups - 2 degrees of freedom"),
+    "--folds": Bound(2, 100, "each fold refits every method; 100 folds of a slow method take minutes"),
+    "--max-knots": Bound(2, 10_000_000, "a simplified map keeps its two end knots; more knots than a map has change nothing"),
+    "--seed": Bound(0, SEED_MAX, "seeds are 64-bit integers, stored exactly in the map"),
+    "--step": Bound(0.0, 1e300, "a positive, finite rounding step", low_open=True),
+    "--top": Bound(1, 10_000, "rows of the --by-field table"),
+}
+
+
+def check(**values: Any) -> None:
+    """Refuse out-of-range option values (UsageError, exit 2); keyword `calbin_window` is
+    `--calbin-window`. None (option not given) passes."""
+    for key, value in values.items():
+        if value is None:
+            continue
+        option = "--" + key.replace("_", "-")
+        bound = OPTIONS[option]
+        number = float(value) if isinstance(value, float) else value
+        inside = (isinstance(number, int) or math.isfinite(number)) and (
+            (number > bound.low if bound.low_open else number >= bound.low) and number <= bound.high)
+        if not inside:
+            raise UsageError(f"{option} {value!r} is out of range: it must be in {bound.describe()}",
+                             hint=bound.why)
+
+
+def param_rows() -> list[tuple[str, str, str, str]]:
+    """(method, option, type, range) for every int/float `--param` of every method."""
+    from calibcli.calibrators import registry
+
+    rows = []
+    for name in registry.available():
+        for p in registry.get(name).params:
+            if p.type in (int, float):
+                rows.append((name, p.name, p.type.__name__, p.range_text()))
+    return rows
+
+
+def markdown_table() -> str:
+    """The README's option-bounds table: command-line options, then method options."""
+    lines = ["| option | range | why |", "|---|---|---|"]
+    lines += [f"| `{name}` | {b.describe()} | {b.why} |" for name, b in OPTIONS.items()]
+    lines += [f"| `-p {option}` ({method}) | {rng} | {kind} |" for method, option, kind, rng in param_rows()]
+    return "\n".join(lines)
