@@ -41,10 +41,11 @@ TARGET_ROWS = 100_000_000
 PEER = """
 import json, sys
 import pyarrow.parquet as pq
+from calibcli.kinds import labels
 from calibcli import io
 from calibcli.evaluation.state.binary import compute_all
 t = pq.read_table(sys.argv[1])
-y = io.labels_from(t, "label", "x"); p = io.scores_from(t, "score", "x")
+y = labels.from_file(t, "label", "x"); p = io.scores_from(t, "score", "x")
 g = io.field_codes(t, "field", "x")[0]
 del t
 print(json.dumps(compute_all(y, p, g, 100)))

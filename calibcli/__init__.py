@@ -20,16 +20,14 @@ from calibcli._version import __version__
 __all__ = ["evaluate", "fit", "load_map", "methods", "save_map"]
 
 _MOVED = {  # old module name -> where it lives now
-    "calibcli.applying_kclass": "calibcli.applying.kclass",
     "calibcli.bounds": "calibcli.requests.bounds",
     "calibcli.classmap": "calibcli.maps.classmap",
     "calibcli.commands": "calibcli.cli",
     "calibcli.compare": "calibcli.fitting.compare",
     "calibcli.console": "calibcli.io.console",
     "calibcli.export_kclass": "calibcli.export.kclass",
-    "calibcli.kclass_files": "calibcli.fitting.kclass_files",
     "calibcli.newton": "calibcli.numeric.newton",
-    "calibcli.options": "calibcli.requests.params",
+    "calibcli.options": "calibcli.calibrators.params",
     "calibcli.pava": "calibcli.numeric.pava",
     "calibcli.pooling": "calibcli.numeric.pooling",
     "calibcli.progress": "calibcli.io.progress",
@@ -44,7 +42,6 @@ _MOVED = {  # old module name -> where it lives now
     "calibcli.evaluation.gof": "calibcli.evaluation.metrics.gof",
     "calibcli.evaluation.html_report": "calibcli.evaluation.render.html",
     "calibcli.evaluation.intervals": "calibcli.evaluation.metrics.intervals",
-    "calibcli.evaluation.kclass_evaluate": "calibcli.evaluation.kclass_driver",
     "calibcli.evaluation.kclass_metrics": "calibcli.evaluation.metrics.kclass",
     "calibcli.evaluation.kclass_state": "calibcli.evaluation.state.kclass",
     "calibcli.evaluation.kernels": "calibcli.evaluation.metrics.kernels",

@@ -18,13 +18,14 @@ K classes: scores of shape (n, K) and labels of any hashable values give a `Clas
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from calibcli.calibrators import Calibrator, registry
-from calibcli.errors import UsageError
-from calibcli.maps import classmap
+from calibcli.errors import UsageError, Where
+from calibcli.kinds import BINARY, KCLASS, kind_of
 from calibcli.maps.classmap import ClassMap
 
 __all__ = ["Calibrator", "ClassMap", "evaluate", "fit", "load_map", "methods", "save_map"]
@@ -47,6 +48,7 @@ def fit(
     score_kind: str = "auto",
     seed: int | None = None,
     pos_label: Any = None,
+    score_cols: Sequence[str] | None = None,
     weights: Sequence[float] | np.ndarray | None = None,
     **params: Any,
 ) -> Calibrator | ClassMap:
@@ -60,6 +62,7 @@ def fit(
     1e-6 are probabilities), "probability" or "logit"; `method` a native K-class method
     (temperature, vector, dirichlet) or a score-only binary method, fitted one-vs-rest.
 
+    `score_cols` (K classes) names the K score columns, recorded in the map for `calib apply`.
     `features` maps column names to arrays for field-aware methods (categorical values may be
     any strings). `weight_kind`: "frequency" (weight k = k rows) or "importance" (only the
     weights' ratios matter), as `calib fit --weight-kind`; `sample_weight`: one weight per row
@@ -67,22 +70,18 @@ def fit(
     options are checked as the command checks them, with its messages (`requests.FitRequest`).
     Returns the fitted calibrator (`.predict(scores, features=...)`).
     """
-    from calibcli.requests import Columns, FitRequest, binary_scores, weight_kind_option
-
     sample_weight = _sample_weight(sample_weight, weights)
-    if np.ndim(scores) == 2:
-        if features is not None or pos_label is not None:
-            raise UsageError(f"{'features' if pos_label is None else 'pos_label'} is for binary scores of shape (n,), "
-                             "not K-class scores (their labels may be any values)")
-        from calibcli.io import score_cols
+    kind = kind_of(scores)
+    return _FITS[kind](scores, labels, method, sample_weight=sample_weight, features=features,
+                       weight_kind=weight_kind, classes=classes, score_kind=score_kind, seed=seed,
+                       pos_label=pos_label, score_cols=score_cols, params=params)
 
-        weight_kind = weight_kind_option(weight_kind, sample_weight is not None)
-        score_cols.check_score_kind(score_kind)  # the checks and words of `calib fit --score-cols`
-        if classes is not None:
-            score_cols.check_classes(classes)
-        return classmap.fit(scores, labels, method, classes=classes, score_kind=score_kind, sample_weight=sample_weight,
-                            weight_kind=weight_kind, seed=seed, **params)
-    binary_scores(classes)  # score_kind on binary scores: the method's own parameter
+
+def _fit_binary(scores, labels, method, *, sample_weight, features, weight_kind, classes, score_kind, seed,
+                pos_label, score_cols, params) -> Calibrator:
+    from calibcli.kinds.labels import BinaryLabels
+    from calibcli.requests import Columns, FitRequest
+
     if score_kind != "auto":  # the binary methods' own score_kind parameter
         params["score_kind"] = score_kind
     feats = None
@@ -90,13 +89,51 @@ def fit(
         feats = {k: (np.asarray(v, dtype=np.float64) if np.asarray(v).dtype.kind in "fiub"
                      else np.asarray([str(x) for x in v], dtype=object)) for k, v in features.items()}
     columns = Columns(fields=tuple(k for k, v in (feats or {}).items() if v.dtype == object),
-                      features=tuple(k for k, v in (feats or {}).items() if v.dtype != object))
+                      features=tuple(k for k, v in (feats or {}).items() if v.dtype != object),
+                      pos_label=pos_label, classes=None if classes is None else tuple(classes))
     request = FitRequest.build(method, params, seed=seed, weight_kind=weight_kind, columns=columns,
-                               weighted=sample_weight is not None)
-    return request.calibrator.fit(np.asarray(scores, dtype=np.float64), _binary_labels(labels, pos_label),
-                                  sample_weight=None if sample_weight is None
+                               weighted=sample_weight is not None, kind=BINARY)
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    y = BinaryLabels(pos_label).read(labels, Where(column="labels"))
+    return request.calibrator.fit(s, y, sample_weight=None if sample_weight is None
                                   else np.asarray(sample_weight, dtype=np.float64),
                                   features=feats, weight_kind=request.weight_kind)
+
+
+def _fit_kclass(scores, labels, method, *, sample_weight, features, weight_kind, classes, score_kind, seed,
+                pos_label, score_cols, params) -> ClassMap:
+    from calibcli.calibrators import kscores
+    from calibcli.kinds import labels as reading, probabilities
+    from calibcli.requests import Columns, FitRequest
+
+    if features is not None:
+        raise UsageError("features is for binary scores of shape (n,), not K-class scores of shape (n, K)")
+    request = FitRequest.build(method, params, seed=seed, weight_kind=weight_kind,
+                               columns=Columns(pos_label=pos_label, classes=None if classes is None else tuple(classes),
+                                               score_kind=score_kind),
+                               weighted=sample_weight is not None, kind=KCLASS)
+    P = kscores.as_score_matrix(scores)
+    kind, warning = probabilities.resolve_kind(P, score_kind, Where(column="scores"), hint=probabilities.ARRAY_HINT)
+    probabilities.warn(warning, stacklevel=4)
+    names = _class_names(labels, P.shape[1], classes)
+    codes = reading.ClassLabels(names).read(labels, Where(column="labels"))
+    cal = request.calibrator.set_params(score_kind=kind)
+    cal.fit(P, codes, sample_weight=sample_weight, weight_kind=request.weight_kind)
+    return ClassMap(cal, names, score_cols)
+
+
+_FITS = {BINARY: _fit_binary, KCLASS: _fit_kclass}
+
+
+def _class_names(labels: Any, k: int, classes: Sequence[Any] | None) -> list[Any]:
+    """The K class names: `classes` (one per column) or inferred from the labels (`kinds.labels`)."""
+    from calibcli.kinds.labels import infer_classes
+
+    if classes is None:
+        return infer_classes(labels, k)
+    if len(classes) != k:
+        raise UsageError(f"classes names {len(classes)} classes but the scores have {k} columns")
+    return list(classes)
 
 
 def _sample_weight(sample_weight: Any, weights: Any) -> Any:
@@ -110,31 +147,6 @@ def _sample_weight(sample_weight: Any, weights: Any) -> Any:
     warnings.warn("weights= is now sample_weight=, as in scikit-learn; weights= will be removed",
                   FutureWarning, stacklevel=3)
     return weights
-
-
-def _binary_labels(labels: Any, pos_label: Any) -> np.ndarray:
-    """0/1 labels as float64: numbers as they are, or 1 where a label equals `pos_label` (two
-    values, `pos_label` one of them); text labels without `pos_label` are refused, naming it."""
-    from calibcli.errors import FitError
-
-    if pos_label is None:
-        try:
-            return np.asarray(labels, dtype=np.float64)
-        except (TypeError, ValueError):
-            distinct = sorted(str(v) for v in np.unique(np.asarray(labels).astype(str)).tolist())
-            shown = ", ".join(repr(v) for v in distinct[:5]) + (", ..." if len(distinct) > 5 else "")
-            raise FitError(f"labels must be 0 or 1 (numbers or booleans), got the values {shown}",
-                           hint=f"name the positive label with pos_label=, e.g. pos_label={distinct[-1]!r} "
-                                "(as calib fit --pos-label)") from None
-    classmap.refuse_mixed_labels(labels)
-    y = np.asarray(labels)
-    distinct = np.unique(y).tolist()
-    shown = ", ".join(repr(v) for v in distinct[:5]) + (", ..." if len(distinct) > 5 else "")
-    if pos_label not in distinct:
-        raise FitError(f"pos_label {pos_label!r} is not a label (its values: {shown})")
-    if len(distinct) > 2:
-        raise FitError(f"pos_label is for labels with two values; these have {len(distinct)}: {shown}")
-    return (y == pos_label).astype(np.float64)
 
 
 def save_map(calibrator: Calibrator | ClassMap, path: str, training: Mapping[str, Any] | None = None) -> None:
@@ -188,28 +200,26 @@ def evaluate(
     `calbin_window` outside `calib evaluate --calbin-window`'s range) raises
     `calibcli.errors.UsageError` with the CLI's message.
     """
-    from calibcli.evaluation.state import binary as state
-    from calibcli.errors import UsageError
-    from calibcli.io.columns import encode_fields
     from calibcli.requests import EvaluateOptions
 
     sample_weight = _sample_weight(sample_weight, weights)
     options = EvaluateOptions.build(calbin_window=calbin_window, ece_bins=ece_bins, ece_strategy=ece_strategy,
                                     metrics=metrics, bands=bands, seed=seed, hl_groups=hl_groups,
-                                    classes=None if classes is None else tuple(classes))
-    if np.ndim(probs) == 2:
-        given = [name for name, value in (("fields", fields), ("interval", interval)) if value is not None]
-        if given:
-            raise UsageError(f"{given[0]} applies to binary probabilities, not to probs of shape (n, K)")
-        options.check_kind(kclass=True)
-        return _evaluate_kclass(labels, probs, classes, sample_weight, options)
-    options.check_kind(kclass=False)
-    y = np.asarray(labels, dtype=np.float64)
-    p = np.asarray(probs, dtype=np.float64)
-    if y.shape != p.shape or y.ndim != 1 or y.size == 0:
-        raise UsageError(f"labels and probs must be 1-D of one length, got {y.shape} and {p.shape}")
-    if not np.all((y == 0) | (y == 1)):
-        raise UsageError("labels must be 0 or 1")
+                                    classes=None if classes is None else tuple(classes), kind=kind_of(probs))
+    return _EVALUATIONS[options.kind](labels, probs, fields=fields, interval=interval, classes=classes,
+                                        sample_weight=sample_weight, options=options)
+
+
+def _evaluate_binary(labels, probs, *, fields, interval, classes, sample_weight, options) -> dict[str, float]:
+    from calibcli.evaluation.metrics import intervals
+    from calibcli.evaluation.state import binary as state
+    from calibcli.io.columns import encode_fields
+    from calibcli.kinds.labels import BinaryLabels
+
+    p = np.asarray(probs, dtype=np.float64).reshape(-1)
+    y = BinaryLabels().read(labels, Where(column="labels"))
+    if y.shape != p.shape or y.size == 0:
+        raise UsageError(f"labels and probs must be 1-D of one length, got {np.shape(labels)} and {np.shape(probs)}")
     if not np.all((p >= 0) & (p <= 1)):
         raise UsageError("probs must be probabilities in [0, 1]")
     groups = None if fields is None else encode_fields(fields)[0]
@@ -220,10 +230,6 @@ def evaluate(
         raise UsageError(f"weights must be {y.size} finite, non-negative values")
     out = state.compute_all(y, p, groups, options.calbin_window, sample_weight=w, ece_bins=options.ece_bins,
                             ece_strategy=options.ece_strategy, choice=options.choice)
-    import math
-
-    from calibcli.evaluation.metrics import intervals
-
     if interval is None:
         return {**out, **dict.fromkeys(intervals.KEYS, math.nan)}
     low, high = (np.asarray(v, dtype=np.float64) for v in interval)
@@ -232,12 +238,23 @@ def evaluate(
     return {**out, **intervals.interval_metrics(p, y, low, high)}
 
 
-def _evaluate_kclass(labels, probs, classes, sample_weight, options) -> dict[str, float]:
+def _evaluate_kclass(labels, probs, *, fields, interval, classes, sample_weight, options) -> dict[str, float]:
     """`evaluate` of one K-class prediction (the mergeable state the CLI and engines use)."""
-    from calibcli.evaluation.metrics import kclass as kclass_metrics
     from calibcli.evaluation.state.kclass import KClassState
+    from calibcli.kinds import probabilities
+    from calibcli.kinds.labels import ClassLabels
 
+    given = [name for name, value in (("fields", fields), ("interval", interval)) if value is not None]
+    if given:
+        raise UsageError(f"{given[0]} applies to binary probabilities, not to probs of shape (n, K)")
     P = np.asarray(probs, dtype=np.float64)
-    codes, names = kclass_metrics.label_codes(labels, P.shape[1], classes)
+    probabilities.refuse_rows(P, Where(column="probs"))
+    names = _class_names(labels, P.shape[1], classes)
+    codes = ClassLabels(names).read(labels, Where(column="labels"))
+    if codes.size != P.shape[0]:
+        raise UsageError(f"labels has {codes.size} values for {P.shape[0]} rows of probs")
     return KClassState.from_arrays(codes, P, sample_weight, names).metrics(options.ece_bins, options.ece_strategy,
-                                                                     options.choice)
+                                                                         options.choice)
+
+
+_EVALUATIONS = {BINARY: _evaluate_binary, KCLASS: _evaluate_kclass}

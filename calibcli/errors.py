@@ -71,3 +71,35 @@ class NotFittedError(CalibError, AttributeError):
 
 class CalibWarning(UserWarning):
     """Something unusual but usable (clipped scores, a collapsed posterior): shown on stderr."""
+
+
+class Where:
+    """Where values come from, for messages: a file's column and the rows read before this batch
+    (rows are then named 1-based, as a reader counts data rows), or an array in memory (0-based,
+    as Python indexes it). One place words a location, so every entry point names it alike."""
+
+    def __init__(self, source: str | None = None, column: str | None = None, offset: int = 0):
+        self.source, self.column, self.offset = source, column, offset
+
+    def row(self, i: int, column: str | None = None) -> str:
+        """`FILE: column 'c', row 12` or `labels[11]` (`column` overrides the column named)."""
+        if self.source is None:
+            at = f"{self.column or 'values'}[{i}]"
+            return at if column is None or column == self.column else f"{at}, {column}"
+        column = self.column if column is None else column
+        named = f"column {shown(column)}, " if column is not None else ""
+        return f"{self.source}: {named}row {i + 1 + self.offset}"
+
+    def rows_of(self, i: int, columns: str) -> str:
+        """`FILE: columns a,b, row 12` (`columns` as written), or `labels[11]` for an array."""
+        if self.source is None:
+            return self.row(i)
+        return f"{self.source}: {columns}, row {i + 1 + self.offset}"
+
+    def prefix(self) -> str:
+        """`FILE: ` for a file, nothing for an array."""
+        return "" if self.source is None else f"{self.source}: "
+
+    def at(self, offset: int) -> "Where":
+        """The same place, `offset` more rows on (the next batch)."""
+        return Where(self.source, self.column, self.offset + offset)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+import calibcli
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -100,8 +102,8 @@ def test_evaluate_kclass_with_multiclass_maps_equals_calib_evaluate(engine, read
     table = pq.read_table(kclass_data)
     y = np.array(table.column("label").to_pylist())
     Q = np.column_stack([table.column(f"q_{c}").to_numpy() for c in _CLASSES])
-    temp = classmap.fit(Q, y, "temperature", score_cols=[f"q_{c}" for c in _CLASSES])
-    ovr = classmap.fit(Q, y, "isotonic", platt_correction=False)
+    temp = calibcli.fit(Q, y, "temperature", score_cols=[f"q_{c}" for c in _CLASSES])
+    ovr = calibcli.fit(Q, y, "isotonic", platt_correction=False)
     temp_path, ovr_path = str(tmp_path / "temp.json"), str(tmp_path / "ovr.parquet")
     maps.save_map(temp, temp_path)
     maps.save_map(ovr, ovr_path)

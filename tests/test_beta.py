@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 import pytest
 
+from calibcli.kinds import labels
 from calibcli import io
 from calibcli.calibrators import get
 from calibcli.calibrators.fitdata import platt_targets
@@ -83,7 +84,7 @@ def _write_and_read(tmp_path, name, s, y, w):
     np.savetxt(path, np.column_stack(cols), delimiter=",", header=header, comments="", fmt="%.17g")
     table = io.read_table(str(path))
     weights = None if w is None else io.weights_from(table, "weight", name)
-    return io.scores_from(table, "score", name), io.labels_from(table, "label", name), weights
+    return io.scores_from(table, "score", name), labels.from_file(table, "label", name), weights
 
 
 @pytest.fixture

@@ -13,6 +13,8 @@ from typer.testing import CliRunner
 from calibcli.cli.app import app
 from calibcli.errors import InputError
 from calibcli.io import columns
+from calibcli.kinds import labels
+from calibcli.errors import Where
 
 runner = CliRunner()
 
@@ -76,12 +78,12 @@ def test_two_values_without_pos_label_are_refused_with_a_hint(tmp_path, positive
 
 
 def test_a_third_value_is_refused_naming_its_row_across_batches():
-    pos = columns.PosLabel("yes")
+    pos = labels.BinaryLabels("yes")
     first = pa.table({"y": ["yes", "no", "yes"]})
-    np.testing.assert_array_equal(columns.labels_from(first, "y", "f.csv", pos_label=pos), [1, 0, 1])
+    np.testing.assert_array_equal(labels.from_file(first, "y", "f.csv", pos), [1, 0, 1])
     later = pa.table({"y": ["yes", "maybe"]})
     with pytest.raises(InputError, match=r"f.csv: column 'y', row 5: label 'maybe' is a third value"):
-        columns.labels_from(later, "y", "f.csv", offset=3, pos_label=pos)
+        labels.from_file(later, "y", "f.csv", pos, 3)
 
 
 @pytest.mark.parametrize("values, pos, expected", [
@@ -92,7 +94,7 @@ def test_a_third_value_is_refused_naming_its_row_across_batches():
     ([2, 7, 7], "7", [0, 1, 1]),
 ])
 def test_pos_label_reads_numbers_booleans_and_text(values, pos, expected):
-    y = columns.labels_from(pa.table({"y": values}), "y", "f", pos_label=columns.PosLabel(pos))
+    y = labels.from_file(pa.table({"y": values}), "y", "f", labels.BinaryLabels(pos))
     np.testing.assert_array_equal(y, expected)
 
 
@@ -113,12 +115,12 @@ def test_a_pos_label_that_is_no_label_is_named_as_such(tmp_path, command, pos, h
 
 
 def test_a_pos_label_absent_from_every_batch_is_named_not_a_third_value():
-    pos = columns.PosLabel("churn")
-    assert pos.codes(pa.chunked_array([["stay", "stay"]]), "y", "f.csv", 0).tolist() == [0.0, 0.0]
+    pos = labels.BinaryLabels("churn")
+    assert pos.read(pa.chunked_array([["stay", "stay"]]), Where("f.csv", "y", 0)).tolist() == [0.0, 0.0]
     with pytest.raises(InputError, match=r"--pos-label 'churn' is not a label of f.csv column 'y' "
                                          r"\(its values: 'left', 'stay'\)"):
-        pos.codes(pa.chunked_array([["stay", "left"]]), "y", "f.csv", 2)
-    seen = columns.PosLabel("churn")  # once the positive value was read, another value is a third one
-    seen.codes(pa.chunked_array([["stay", "churn"]]), "y", "f.csv", 0)
+        pos.read(pa.chunked_array([["stay", "left"]]), Where("f.csv", "y", 2))
+    seen = labels.BinaryLabels("churn")  # once the positive value was read, another value is a third one
+    seen.read(pa.chunked_array([["stay", "churn"]]), Where("f.csv", "y", 0))
     with pytest.raises(InputError, match="row 4: label 'left' is a third value"):
-        seen.codes(pa.chunked_array([["stay", "left"]]), "y", "f.csv", 2)
+        seen.read(pa.chunked_array([["stay", "left"]]), Where("f.csv", "y", 2))

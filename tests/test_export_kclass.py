@@ -52,7 +52,7 @@ def test_score_cols_rename_the_columns_read(tmp_path):
 def test_refusals_are_one_line(tmp_path):
     map_path, _, _ = build(tmp_path, KCASES[0])
     for args, message in [
-        (["--score-cols", "a,b"], "--score-cols gives 2 columns but the map has 4 classes"),
+        (["--score-cols", "a,b"], "--score-cols 'a,b' gives 2 columns but the map has 4 classes"),
         (["--max-knots", "5"], "K-class maps have no knots"),
         (["--score-cols", "a,b,c,d", "--score-col", "s"], "cannot be combined with --score-col"),
     ]:

@@ -16,7 +16,8 @@ from calibcli.maps import envelope as maps
 from calibcli.calibrators import kscores, registry
 from calibcli.calibrators.kclass import ClassCalibrator
 from calibcli.maps.classmap import ClassMap
-from calibcli.errors import CalibWarning, FitError, NotFittedError, ParamError, UsageError
+from calibcli.errors import CalibError, CalibWarning, FitError, InputError, NotFittedError, ParamError, UsageError, Where
+from calibcli.kinds import probabilities
 
 KMETHODS = [m for m in registry.names() if registry.classes(m) != "binary-only"]
 FAST = {"bayes-iso": {"samples": 300}, "boot-isotonic": {"r": 5}, "boot-binning": {"r": 5},
@@ -94,12 +95,14 @@ def test_string_labels_and_given_classes():
     codes = calibcli.fit(P, y, method="temperature")
     assert np.array_equal(ordered.predict(P), codes.predict(P))
     assert ordered.predict_labels(P).tolist() == np.array(["cat", "dog", "car"])[codes.predict(P).argmax(1)].tolist()
-    with pytest.raises(FitError, match=f"label 'cat' in row {np.argmax(names == 'cat')} is not one of the classes"):
+    with pytest.raises(InputError, match=rf"labels\[{np.argmax(names == 'cat')}\]: label 'cat' is not a class"):
         calibcli.fit(P, names, method="temperature", classes=["x", "dog", "car"])
     with pytest.raises(UsageError, match="^--classes 'cat,cat,car': class name 'cat' appears twice$"):
         calibcli.fit(P, names, method="temperature", classes=["cat", "cat", "car"])  # as calib fit --classes
-    with pytest.raises(FitError, match="2 distinct values but the scores have 3"):
-        calibcli.fit(P, np.where(y == 2, 0, y), method="temperature")
+    with pytest.raises(InputError, match="2 distinct values but the scores have 3"):
+        calibcli.fit(P, np.where(y == 2, "cat", names), method="temperature")
+    with pytest.warns(CalibWarning, match="no rows"):  # integer labels are class indices: class 2 is absent
+        assert calibcli.fit(P, np.where(y == 2, 0, y), method="temperature").classes_.tolist() == [0, 1, 2]
 
 
 def test_absent_class_warns_and_keeps_a_probability():
@@ -115,13 +118,13 @@ def test_absent_class_warns_and_keeps_a_probability():
 
 @pytest.mark.parametrize("scores, labels, message", [
     (np.array([[0.5, 0.5], [np.nan, 1.0]]), [0, 1], "row 1, class column 0 is nan"),
-    (np.array([[0.5, 0.5, 0.1], [0.2, 0.8, 0.0]]), [0, 1], "row 0 sums to"),
-    (np.array([[1.5, -0.5], [0.2, 0.8]]), [0, 1], "row 0, class column 1 is -0.5"),
+    (np.array([[0.5, 0.5, 0.1], [0.2, 0.8, 0.0]]), [0, 1], r"scores\[0\]: the probabilities sum to 1.1"),
+    (np.array([[1.5, -0.5], [0.2, 0.8]]), [0, 1], r"scores\[0\], class 1: probability -0.5 is negative"),
     (np.ones((2, 1)), [0, 1], "K >= 2"),
     (np.full((3, 2), 0.5), [0, 0, 0], "at least two classes"),
 ])
 def test_bad_scores(scores, labels, message):
-    with pytest.raises(FitError, match=message):
+    with pytest.raises(CalibError, match=message):
         registry.kclass("temperature", {"score_kind": "probability"}).fit(scores, np.asarray(labels))
 
 
@@ -168,14 +171,17 @@ def test_weights_frequency_and_importance():
 
 def test_resolve_score_kind():
     P, _ = kdata.probabilities(20, 3)
-    assert kscores.resolve_score_kind(P) == "probability"
-    assert kscores.resolve_score_kind(P + 1e-7) == "probability"
+    where = Where(column="scores")
+    assert probabilities.resolve_kind(P, "auto", where) == ("probability", None)
+    assert probabilities.resolve_kind(P + 1e-7, "auto", where) == ("probability", None)
+    kind, warning = probabilities.resolve_kind(P * 1.001, "auto", where)  # auto's spec: every row within 1e-6
+    assert kind == "logit" and "20 of 20 rows are probabilities to within 0.001" in warning
     with pytest.warns(CalibWarning, match="20 of 20 rows are probabilities to within 0.001"):
-        assert kscores.resolve_score_kind(P * 1.001) == "logit"  # auto's spec: every row within 1e-6
-    assert kscores.resolve_score_kind(np.log(P)) == "logit"
-    assert kscores.resolve_score_kind(P, "logit") == "logit"
-    with pytest.raises(FitError):
-        kscores.resolve_score_kind(P, "odds")
+        calibcli.fit(P * 1.001, np.arange(20) % 3, "temperature")
+    assert probabilities.resolve_kind(np.log(P), "auto", where)[0] == "logit"
+    assert probabilities.resolve_kind(P, "logit", where)[0] == "logit"
+    with pytest.raises(UsageError, match="--score-kind 'odds': expected one of auto, probability, logit"):
+        calibcli.fit(P, np.arange(20) % 3, "temperature", score_kind="odds")
 
 
 def test_log_transform_keeps_small_probabilities():
@@ -187,37 +193,26 @@ def test_log_transform_keeps_small_probabilities():
 
 
 def test_kclass_param_strings_are_parsed_by_the_fit_path():
-    from calibcli.errors import CalibError
-    from calibcli.requests import kclass_calibrator
+    from calibcli.requests import Columns, FitRequest
 
-    cal = kclass_calibrator("isotonic", ["platt_correction=false"], texts=True, score_kind="logit")
+    def kclass(params, score_kind="logit"):
+        return FitRequest.build(params[0] if isinstance(params, tuple) else "isotonic",
+                                params[1] if isinstance(params, tuple) else params, texts=True,
+                                columns=Columns(score_cols="p_*", score_kind=score_kind)).calibrator
+
+    cal = kclass(["platt_correction=false"])
     assert cal.params == {"platt_correction": False, "score_kind": "logit"}
-    assert kclass_calibrator("temperature", {"score_kind": "logit"}, texts=True, score_kind="logit").score_kind == "logit"
     with pytest.raises(CalibError, match="not --param score_kind"):
-        kclass_calibrator("temperature", {"score_kind": "logit"}, texts=True)
+        kclass(("temperature", {"score_kind": "logit"}))
     with pytest.raises(CalibError, match="no parameter 'bins'"):
-        kclass_calibrator("temperature", {"bins": "3"}, texts=True, score_kind="logit")
+        kclass(("temperature", {"bins": "3"}))
     with pytest.raises(CalibError, match="must be true or false"):
-        kclass_calibrator("isotonic", {"platt_correction": "maybe"}, texts=True, score_kind="logit")
-
-
-def test_kclass_fit_looks_its_method_up_once_and_checks_the_seed_once(monkeypatch):
-    """`calib fit --score-cols`: one registry look-up, the --seed set on the built calibrator
-    (not checked again as the method's seed, by the K-class or the binary constructors)."""
-    from calibcli.calibrators import registry
-    from calibcli.requests.params import Param
-    from calibcli.requests import kclass_calibrator
-
-    looked_up, checked = [], []
-    real_kclass, real_check = registry.kclass, Param.check
-    monkeypatch.setattr(registry, "kclass", lambda *a, **k: looked_up.append(a[0]) or real_kclass(*a, **k))
-    monkeypatch.setattr(Param, "check", lambda self, v: checked.append((self.name, v)) or real_check(self, v))
-    cal = kclass_calibrator("boot-isotonic", ["r=3"], texts=True, seed=7)
-    assert looked_up == ["boot-isotonic"] and cal.params["seed"] == 7
-    checked.clear()
+        kclass({"platt_correction": "maybe"})
+    seeded = FitRequest.build("boot-isotonic", ["r=3"], texts=True, seed=7,
+                              columns=Columns(score_cols="p_*")).calibrator
     P = np.random.default_rng(0).dirichlet(np.ones(3), 30)
-    cal.fit(P, np.arange(30) % 3)
-    assert ("seed", 7) not in checked and all(m.params["seed"] == 7 for m in cal.maps_)
+    seeded.fit(P, np.arange(30) % 3)
+    assert seeded.params["seed"] == 7 and all(m.params["seed"] == 7 for m in seeded.maps_)
 
 
 @pytest.mark.parametrize("method", KMETHODS)

@@ -4,6 +4,8 @@ and the one-line refusals."""
 
 import json
 
+import calibcli
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -210,8 +212,8 @@ def kmaps(data):
     from calibcli.maps import classmap, envelope as maps
 
     y = np.array(CLASSES)[data["y"]]
-    temp = classmap.fit(data["Q"], y, "temperature", score_cols=[f"q_{c}" for c in CLASSES])
-    ovr = classmap.fit(data["P"], y, "isotonic", score_cols=[f"p_{c}" for c in CLASSES])
+    temp = calibcli.fit(data["Q"], y, "temperature", score_cols=[f"q_{c}" for c in CLASSES])
+    ovr = calibcli.fit(data["P"], y, "isotonic", score_cols=[f"p_{c}" for c in CLASSES])
     paths = []
     for name, fitted in (("temp.json", temp), ("ovr.json", ovr)):
         maps.save_map(fitted, str(data["dir"] / name))
@@ -254,7 +256,7 @@ def test_multiclass_map_refusals(data, kmaps, tmp_path):
     assert mixed.exit_code == 2 and "cannot be evaluated in one run" in mixed.stderr
     wrong_k = run(data["dir"] / "k.parquet", "--map", temp_path, "--score-cols", "p_car,p_cat")
     assert wrong_k.exit_code == 2
-    assert f"columns p_car,p_cat give 2 scores a row, but the map {temp_path} has 3 classes" in wrong_k.stderr
+    assert f"--score-cols 'p_car,p_cat' gives 2 columns but the map {temp_path} has 3 classes" in wrong_k.stderr
     bad = tmp_path / "bad.csv"
     bad.write_text("label,q_car,q_cat,q_dog\ncar,0.2,0.3,0.5\ndog,0.2,0.3,0.6\n")
     out = run(bad, "--map", temp_path)

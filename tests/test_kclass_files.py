@@ -237,7 +237,7 @@ def test_binary_and_kclass_options_do_not_mix(files, tmp_path):
 
 @pytest.mark.parametrize("chunk", [7, 64, 1 << 16])
 def test_apply_in_chunks_predicts_the_same_and_names_the_true_row(files, tmp_path, monkeypatch, chunk):
-    from calibcli.applying import kclass as applying_kclass
+    from calibcli.applying import plans as applying_kclass
 
     monkeypatch.setattr(applying_kclass, "CHUNK_ROWS", chunk)
     d, _, (Pt, yt) = files

@@ -227,15 +227,17 @@ def test_api_evaluate_dispatches_on_ndim():
 def test_api_labels_and_classes():
     y = np.array([0, 2, 2])
     P = np.full((3, 3), 1 / 3)
-    assert km.label_codes(y, 3)[1] == [0, 1, 2]  # integer labels as column indices, class 1 absent
-    assert km.label_codes(np.array([1.0, 2.0, 3.0]), 3, classes=["1", "2", "3"])[0].tolist() == [0, 1, 2]
     import calibcli
+    from calibcli.errors import CalibError
 
-    with pytest.raises(UsageError, match="row 1: label 'x' is not one of the classes"):
+    assert calibcli.evaluate(y, P)["log_loss"] == pytest.approx(np.log(3))  # integer labels as indices, class 1 absent
+    named = calibcli.evaluate(np.array([1.0, 2.0, 3.0]), P, classes=["1", "2", "3"])
+    assert named["log_loss"] == pytest.approx(np.log(3))
+    with pytest.raises(CalibError, match=r"labels\[1\]: label 'x' is not a class"):
         calibcli.evaluate(["a", "x", "b"], P, classes=["a", "b", "c"])
-    with pytest.raises(UsageError, match="2 distinct values for 3 probability columns"):
+    with pytest.raises(CalibError, match="2 distinct values but the scores have 3 class columns"):
         calibcli.evaluate(["a", "b", "b"], P)
-    with pytest.raises(UsageError, match="duplicate class names"):
+    with pytest.raises(CalibError, match="class name 'b' appears twice"):
         calibcli.evaluate(["a", "b", "b"], P, classes=["a", "b", "b"])
     with pytest.raises(UsageError, match="--ece-bins 0 is out of range"):
         calibcli.evaluate(y, P, ece_bins=0)

@@ -54,7 +54,7 @@ def test_top_label_metrics_equal_the_binary_metrics_of_confidence_and_correctnes
     conf, right = _top(y, P)
     want = calibcli.evaluate(right, conf, sample_weight=w, metrics="all", bands=30, seed=4, hl_groups=8)
     assert [k for k in got if k.startswith("top_label_") and k not in ("top_label_ece", "top_label_mce")] == \
-        list(selection.TOP_LABEL)
+        list(selection.TOP_LABEL_KEYS)
     for key in selection.NEW:
         assert got["top_label_" + key] == pytest.approx(want[key], rel=1e-12, abs=1e-12), key
     # the first K-class table is unchanged by the choice

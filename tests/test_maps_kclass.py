@@ -45,7 +45,7 @@ def test_valid_maps_load():
 
 @pytest.mark.parametrize("method, change, message", [
     ("temperature", lambda e: e["state"].update(n_classes=4), "3 classes but its state has n_classes = 4"),
-    ("temperature", lambda e: e.update(classes=["a", "b", "a"]), "duplicate class 'a'"),
+    ("temperature", lambda e: e.update(classes=["a", "b", "a"]), "class name 'a' appears twice"),
     ("temperature", lambda e: e.update(classes=["a", 1, "c"]), "mixes strings and integers"),
     ("temperature", lambda e: e.update(classes=["a", None, "c"]), r"classes\[1\] = None"),
     ("temperature", lambda e: e.update(classes="abc"), "must be a list"),

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from calibcli.kinds import labels as label_rule
 from calibcli import io
 from calibcli.maps import envelope as maps
 from calibcli.calibrators import create
@@ -197,8 +198,8 @@ def test_dictionary_encoded_true_false_labels_read_as_plain_text(labels):
     plain = pa.table({"label": text})
     encoded = pa.table({"label": text.dictionary_encode()})
     expected = np.asarray(labels, dtype=np.float64)
-    assert io.labels_from(plain, "label", "f").tolist() == expected.tolist()
-    assert io.labels_from(encoded, "label", "f").tolist() == expected.tolist()
+    assert label_rule.from_file(plain, "label", "f").tolist() == expected.tolist()
+    assert label_rule.from_file(encoded, "label", "f").tolist() == expected.tolist()
 
 
 def test_dictionary_labels_in_parquet_fit_like_plain_text(tmp_path):
@@ -218,11 +219,11 @@ def test_uint64_labels_are_read_or_refused_by_row(values):
     table = pa.table({"label": pa.array(values, pa.uint64())})
     bad = [i for i, v in enumerate(values) if v not in (0, 1)]
     if not bad:
-        assert io.labels_from(table, "label", "f.parquet").tolist() == [float(v) for v in values]
+        assert label_rule.from_file(table, "label", "f.parquet").tolist() == [float(v) for v in values]
     else:
         with pytest.raises(InputError, match=rf"^f\.parquet: column 'label', row {bad[0] + 1}: "
                                              rf"label {values[bad[0]]} is not 0 or 1$"):
-            io.labels_from(table, "label", "f.parquet")
+            label_rule.from_file(table, "label", "f.parquet")
 
 
 @given(values=st.lists(st.integers(-(2 ** 63), 2 ** 63 - 1), min_size=1, max_size=30))

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from calibcli.kinds import labels
 from calibcli import io
 from calibcli.errors import InputError, MapError, shown
 
@@ -32,7 +33,7 @@ def test_format_from_extension_or_sniffed_and_the_same_values(tmp_path, name, da
     table = io.read_table(str(path))
     assert io.open_source(str(path)).format == fmt
     assert io.scores_from(table, "score", name).tolist() == [0.25, 0.75]
-    assert io.labels_from(table, "label", name).tolist() == [0.0, 1.0]
+    assert labels.from_file(table, "label", name).tolist() == [0.0, 1.0]
 
 
 def test_read_bytes_is_capped_and_names_the_file(tmp_path):
@@ -68,7 +69,7 @@ def test_columns_name_the_row_and_value():
     with pytest.raises(InputError, match=r"f.csv: column 'score', row 12: 'n/a' is not a number"):
         io.scores_from(batch, "score", "f.csv", offset=10)
     with pytest.raises(InputError, match=r"column 'label', row 2: label 2 is not 0 or 1"):
-        io.labels_from(batch, "label", "f.csv")
+        labels.from_file(batch, "label", "f.csv")
     feats = io.map_features(pa.record_batch({"f": pa.array(["a", None]), "x": pa.array([1, 2])}),
                             ["f"], ["x"], "f.csv")
     assert feats["f"].tolist() == ["a", ""] and feats["x"].tolist() == [1.0, 2.0]
@@ -125,8 +126,8 @@ def test_field_codes_of_a_stored_dictionary_equal_those_of_plain_text(tmp_path):
     csv = tmp_path / "d.csv"
     pacsv.write_csv(pa.table({"score": p, "label": y, "field": [f if f is not None else "" for f in field]}), csv)
     options = EvaluateOptions.build(field_col="field")
-    a = evaluate_file(str(path), ["score"], [], options).results[0].metrics
-    b = evaluate_file(str(csv), ["score"], [], options).results[0].metrics
+    a = evaluate_file(str(path), options).results[0].metrics
+    b = evaluate_file(str(csv), options).results[0].metrics
     assert a["field_ece"] == pytest.approx(b["field_ece"], rel=1e-12)
     assert a["field_rce"] == pytest.approx(b["field_rce"], rel=1e-12)
 

@@ -211,8 +211,8 @@ def test_bad_input_raises_value_errors_that_say_what():
         (s[:, None], y, {"nonsense": 1}, "no parameter 'nonsense'"),
         (s[:, None] + 1, y, {"method": "beta"}, "needs probability scores in"),
         (P[:, :2], abc, {}, "X has 2 score columns for 3 classes"),
-        (P - 0.1, abc, {"score_kind": "probability"}, "probabilities must be non-negative"),
-        (P * 2, abc, {"score_kind": "probability"}, "probabilities must sum to 1"),
+        (P - 0.1, abc, {"score_kind": "probability"}, "is negative"),
+        (P * 2, abc, {"score_kind": "probability"}, "the probabilities sum to"),
         (P, abc, {"classes": ["a", "b", "d"]}, "label 'c' is not one of the classes"),
         (P, abc, {"method": "venn-abers-nonsense"}, "unknown method"),
     ]

@@ -186,7 +186,7 @@ def test_kclass_select_list_in_spark_sql_equals_calib_apply(spark, tmp_path, cas
     from kclass_sql_cases import CLASSES, build
 
     map_path, queries, expected = build(tmp_path, case)
-    from calibcli.export import kclass as export_kclass
+    from calibcli.export import dispatch as export_kclass
 
     spark.createDataFrame(queries).createOrReplaceTempView("q")
     sql = export_kclass.export_sql(map_path, dialect="spark").sql

@@ -1,9 +1,6 @@
-"""The package's shape, read with `ast`: no module over 450 lines of code, no block of six
-lines repeated anywhere in calibcli/ (the same lines, or the same shape with other names and
-numbers, class headers included). Left out of the repeat check: docstrings, imports, `params`
-declarations, a class's constant attributes and bare field declarations, and pure data literals (a dict, list, tuple or set
-table of constants, or of calls on constants, assigned to a name): tables, not code. The import
-graph: tests/test_import_graph.py."""
+"""The package's shape: no module over 450 lines of code; the kind of scores (binary or K
+classes) decided in `calibcli.kinds` only; tests laid out like the code. The import graph:
+tests/test_import_graph.py."""
 
 from __future__ import annotations
 
@@ -18,7 +15,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent / "calibcli"
 MAX_CODE_LINES = 450
-REPEAT_LINES = 6  # no block of this many lines may appear twice in calibcli/
 
 
 def _modules() -> dict[str, Path]:
@@ -49,101 +45,36 @@ def test_module_size(name):
     assert n <= MAX_CODE_LINES, f"{name} has {n} lines of code, more than {MAX_CODE_LINES}: split it by topic"
 
 
-def _is_data(node: ast.AST) -> bool:
-    """A constant (or an UPPER_CASE name of one), or a literal/call built only from them: a
-    table's row, not code."""
-    if isinstance(node, ast.Constant):
-        return True
-    if isinstance(node, ast.Name):
-        return node.id.isupper()
-    if isinstance(node, ast.UnaryOp):
-        return _is_data(node.operand)
-    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        return all(map(_is_data, node.elts))
-    if isinstance(node, ast.Dict):
-        return all(k is not None and _is_data(k) for k in node.keys) and all(map(_is_data, node.values))
-    if isinstance(node, ast.Call):
-        return (isinstance(node.func, (ast.Name, ast.Attribute)) and all(map(_is_data, node.args))
-                and all(_is_data(k.value) for k in node.keywords))
-    return False
+# How "is this K-class?" was asked before `calibcli.kinds` decided it once (issue #32), each with
+# where it may not come back (every module outside kinds/, or the doors that used it to pick a
+# path: the commands and the Python API). Dispatch tables keyed by the decided kind are the way.
+KIND_TESTS = [
+    (r"score_cols is (not )?None", "a command's K score columns", ("cli/", "api.py")),
+    (r"\bnp\.ndim\(", "the number of dimensions of scores", ("",)),
+    (r"""["']classes["'] (not )?in\b""", "a key of a map's envelope", ("",)),
+    (r"isinstance\([^)]*\b(ClassMap|ClassCalibrator|OneVsRest)\b", "the class of a map", ("",)),
+    (r"issubclass\([^)]*\bClassCalibrator\b", "the class of a method", ("",)),
+    (r"""getattr\([^)]*["']classes_["']""", "a duck-typed attribute", ("",)),
+    (r"""(==|!=|\bis)\s*(kinds\.)?(KCLASS|BINARY|["'](kclass|binary)["'])""", "a comparison with a kind", ("",)),
+]
+# The registry files each method by the kind its class declares (one table for both kinds).
+KIND_TEST_ALLOWED = {"calibrators/registry.py"}
 
 
-def _is_table(node: ast.AST) -> bool:
-    """`NAME = {...}` / `NAME: T = [...]`: a dict, list, tuple or set literal of data."""
-    value = getattr(node, "value", None)
-    return (isinstance(node, (ast.Assign, ast.AnnAssign))
-            and isinstance(value, (ast.Dict, ast.List, ast.Tuple, ast.Set)) and _is_data(value))
+def test_no_module_outside_kinds_tests_the_kind():
+    import re
 
-
-def _normalised_lines(path: Path) -> list[tuple[int, str]]:
-    """(line number, tokens) of the code lines, names, numbers and strings replaced by
-    placeholders (the same shape with other names and constants is a repeat). Docstrings,
-    imports, the `params` declarations of a class (one option per line, alike by nature), its
-    constant attributes (`name`, `description`, `monotone`, ...: data, not code), its bare
-    field declarations (`rows: int`: a dataclass's record layout) and data tables
-    (`_is_table`) are left out; class headers and methods count."""
-    source = path.read_text()
-    skip: set[int] = set()
-    for node in ast.walk(ast.parse(source)):
-        doc = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-        declared = (isinstance(node, ast.Assign) and len(node.targets) == 1
-                    and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "params")
-        if doc or declared or _is_table(node) or isinstance(node, (ast.Import, ast.ImportFrom)):
-            skip.update(range(node.lineno, node.end_lineno + 1))
-        if isinstance(node, ast.ClassDef):
-            for stmt in node.body:
-                field = isinstance(stmt, ast.AnnAssign) and stmt.value is None  # a dataclass field
-                if field or isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Constant):
-                    skip.update(range(stmt.lineno, stmt.end_lineno + 1))
-    tokens: dict[int, list[str]] = defaultdict(list)
-    layout = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-        if tok.type in layout or tok.start[0] in skip:
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        where = str(path.relative_to(ROOT))
+        if where.startswith("kinds/") or where in KIND_TEST_ALLOWED:
             continue
-        name = tok.type == tokenize.NAME and not keyword.iskeyword(tok.string)
-        tokens[tok.start[0]].append("N" if name else {tokenize.NUMBER: "0", tokenize.STRING: "'s'"}.get(tok.type, tok.string))
-    return [(line, " ".join(words)) for line, words in sorted(tokens.items())]
-
-
-def _where(path: Path) -> str:
-    """The file's name below calibcli/ (`evaluation/state.py`), or its bare name elsewhere."""
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
-
-
-def repeated_blocks(paths: list[Path], size: int = REPEAT_LINES) -> list[list[tuple[str, int]]]:
-    """Places (file, first line) sharing a block of `size` consecutive code lines."""
-    seen: dict[tuple[str, ...], list[tuple[str, int]]] = defaultdict(list)
-    for path in paths:
-        lines = _normalised_lines(path)
-        for i in range(len(lines) - size + 1):
-            seen[tuple(text for _, text in lines[i:i + size])].append((_where(path), lines[i][0]))
-    return [where for where in seen.values() if len(where) > 1]
-
-
-def test_repeated_blocks_finds_a_block_with_other_names_and_constants(tmp_path):
-    body = "    x = {n}\n    y = x * {n}\n    z = y + 1\n    w = z - x\n    v = w / 2\n    return v\n"
-    one, two = tmp_path / "a.py", tmp_path / "b.py"
-    one.write_text("def f():\n" + body.format(n=3))
-    two.write_text('def g():\n    """Doc."""\n' + body.format(n=4.5).replace("x", "k"))
-    assert [("a.py", 2), ("b.py", 3)] in repeated_blocks([one, two])
-    two.write_text("def g():\n" + body.format(n=3).replace("z - x", "z - x * x"))
-    assert repeated_blocks([one, two]) == []
-
-
-def test_repeated_blocks_skips_data_tables_but_not_code(tmp_path):
-    table = "T = {\n" + "".join(f"    'k{i}': ('v{i}', {i}, B({i}, low=-{i})),\n" for i in range(7)) + "}\n"
-    one, two = tmp_path / "a.py", tmp_path / "b.py"
-    one.write_text(table)
-    two.write_text(table.replace("T =", "U: dict ="))
-    assert repeated_blocks([one, two]) == []
-    two.write_text(table.replace("B(", "f(x, "))  # a call on a name is code: it counts
-    one.write_text(table.replace("B(", "g(y, ").replace("T =", "def h():\n    return"))
-    assert repeated_blocks([one, two]) != []
-
-
-def test_no_repeated_block_in_calibcli():
-    found = repeated_blocks(sorted(ROOT.rglob("*.py")))
-    assert not found, "blocks repeated (file, first line): " + "; ".join(map(str, found))
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            code = line.split("#", 1)[0]
+            for pattern, what, places in KIND_TESTS:
+                if any(where.startswith(place) for place in places) and re.search(pattern, code):
+                    found.append(f"{where}:{number} tests {what}: {line.strip()}")
+    assert not found, "the kind is decided in calibcli.kinds only:\n" + "\n".join(found)
 
 
 # Suites that cut across modules, each named for what it checks rather than a module.

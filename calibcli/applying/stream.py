@@ -18,9 +18,11 @@ import numpy as np
 import pyarrow as pa
 
 from calibcli import io
-from calibcli.maps import envelope as maps
-from calibcli.errors import InputError, UsageError
+from calibcli.applying.plans import PLANS
+from calibcli.errors import UsageError
 from calibcli.io import targets, writing
+from calibcli.kinds import kind_of
+from calibcli.maps import envelope as maps
 from calibcli.requests import ApplyRequest
 
 
@@ -52,7 +54,7 @@ def apply_file(
     """Stream `path` through a saved map into `out`, as `request` says (`requests.ApplyRequest`).
 
     A K-class map reads the score columns it was fitted on, or `request.score_cols` (a
-    `--score-cols` SPEC), and adds one column `<output_col>_<class>` per class (`applying_kclass`).
+    `--score-cols` SPEC), and adds one column `<output_col>_<class>` per class (`plans.ClassPlan`).
 
     With `request.interval`, the map's `predict_interval` (Venn-Abers maps) adds the columns
     `<output_col>_low` and `<output_col>_high`.
@@ -60,71 +62,24 @@ def apply_file(
     A directory or glob of Parquet parts is applied part by part into the directory `out`
     (with `force`, an existing directory calib wrote is replaced once the new one is complete).
     """
-    score_col, output_col, on_invalid = request.score_col, request.output_col, request.on_invalid
-    interval, score_cols = request.interval, request.score_cols
     if map_path == "-" and path == "-":
         raise UsageError("the map and the input cannot both come from stdin")
     parts = io.is_parts(path)
     targets.check_output(out, [map_path, path], directory=parts, force=force)
     if parts:
         return _apply_parts(map_path, path, out, output_format=output_format, force=force,
-                            plan=lambda loaded: _plan(loaded, map_path, score_col, output_col, on_invalid,
-                                                      interval, score_cols),
+                            plan=lambda loaded: _plan(loaded, map_path, request),
                             input_format=input_format, on_batch=on_batch)
     if out != "-" and not targets.is_special(out):
         targets.output_format(out, output_format, "csv")  # an unknown extension fails before any work
-    plan = _plan(maps.load_map(map_path), map_path, score_col, output_col, on_invalid, interval, score_cols)
+    plan = _plan(maps.load_map(map_path), map_path, request)
     return _apply_one(plan, path, out, input_format=input_format, output_format=output_format, on_batch=on_batch)
 
 
-def _plan(loaded, map_path: str, score_col: str, output_col: str, on_invalid: str, interval: bool,
-          score_cols: str | None):
-    """How each batch is read and what it gains: a binary map's `_BinaryPlan`, a K-class
-    map's `applying_kclass.ClassPlan`."""
-    calibrator, envelope = loaded
-    if "classes" in envelope:
-        from calibcli.applying.kclass import ClassPlan
-
-        return ClassPlan(calibrator, envelope, map_path, score_cols, output_col, on_invalid, interval)
-    if score_cols is not None:
-        raise UsageError(f"{map_path}: --score-cols is for K-class maps; this {calibrator.name} map reads one "
-                         "score column", hint="give it with --score-col")
-    return _BinaryPlan(calibrator, map_path, score_col, output_col, on_invalid, interval)
-
-
-class _BinaryPlan:
-    """A binary map: reads --score-col (and the map's feature columns), adds --output-col (and
-    with --interval its low and high)."""
-
-    def __init__(self, calibrator, map_path: str, score_col: str, output_col: str, on_invalid: str,
-                 interval: bool):
-        self.calibrator, self.map_path, self.score_col = calibrator, map_path, score_col
-        self.on_invalid, self.interval = on_invalid, interval
-        self.added = [output_col, *interval_columns(calibrator, output_col, map_path, interval)]
-        self.categorical, self.numeric = calibrator.input_features()
-        self.string_columns = tuple(self.categorical)
-        self.float_columns = () if on_invalid == "error" else (score_col,)
-        self.batch_rows = None  # io's default
-
-    def check(self, schema: pa.Schema, name: str) -> None:
-        if self.score_col not in schema.names:
-            raise io.missing_column(self.score_col, schema.names, name, "--score-col")
-        missing = [c for c in (*self.categorical, *self.numeric) if c not in schema.names]
-        if missing:
-            raise InputError(f"{name}: the map needs feature column(s) {', '.join(map(repr, missing))}, "
-                             f"which the input does not have")
-
-    def predict(self, batch: pa.RecordBatch, name: str, offset: int
-                ) -> tuple[pa.RecordBatch, list[pa.Array], int]:
-        """(rows to write, their added columns, how many rows had an invalid score)."""
-        calibrator, score_col = self.calibrator, self.score_col
-        if self.on_invalid != "error":
-            return _predict_valid(calibrator, batch, score_col, name, offset, self.categorical, self.numeric,
-                                  skip=self.on_invalid == "skip", interval=self.interval)
-        s = io.scores_from(batch, score_col, name, offset=offset)
-        io.check_scores_for(calibrator, s, score_col, name, self.map_path, offset)
-        feats = io.map_features(batch, self.categorical, self.numeric, name, offset) or None
-        return batch, [pa.array(v) for v in _predictions(calibrator, s, feats, self.interval)], 0
+def _plan(loaded, map_path: str, request: ApplyRequest):
+    """How each batch is read and what it gains: the plan of the map's kind (`plans.PLANS`)."""
+    calibrator, _ = loaded
+    return PLANS[kind_of(calibrator)](calibrator, map_path, request)
 
 
 def _apply_one(plan, path: str, out: str, *, input_format: str | None, output_format: str | None,
@@ -166,44 +121,6 @@ def _apply_one(plan, path: str, out: str, *, input_format: str | None, output_fo
     return done
 
 
-def _predict_valid(calibrator, batch: pa.RecordBatch, score_col: str, name: str, offset: int,
-                   categorical, numeric, *, skip: bool, interval: bool = False
-                   ) -> tuple[pa.RecordBatch, list[pa.Array], int]:
-    """(rows to write, their calibrated columns, how many rows had an invalid score).
-
-    Invalid rows get a null value (or are dropped with `skip`); the map's features are read
-    and checked on the valid rows only, errors naming the row in the file.
-    """
-    s = io.scores_or_nan(batch, score_col, name, offset)
-    invalid = ~np.isfinite(s) | io.refused_scores(calibrator, s)
-    n_invalid = int(np.count_nonzero(invalid))
-    if n_invalid == 0:
-        feats = io.map_features(batch, categorical, numeric, name, offset) or None
-        return batch, [pa.array(v) for v in _predictions(calibrator, s, feats, interval)], 0
-    valid = ~invalid
-    rows = np.flatnonzero(valid)
-    good = batch.filter(pa.array(valid))
-    feats = {c: io.field_values(good, c, name) for c in categorical}
-    for c in numeric:
-        values = io.scores_or_nan(good, c, name, offset, flag="--feature-col")
-        bad = ~np.isfinite(values)
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise InputError(f"{name}: column {c!r}, row {int(rows[i]) + 1 + offset}: "
-                             f"feature {float(values[i])!r} is not finite")
-        feats[c] = values
-    values = (_predictions(calibrator, s[valid], feats or None, interval) if rows.size
-              else [np.empty(0)] * (3 if interval else 1))
-    if skip:
-        return good, [pa.array(v, type=pa.float64()) for v in values], n_invalid
-    columns = []
-    for v in values:
-        full = np.zeros(s.shape, dtype=np.float64)
-        full[valid] = v
-        columns.append(pa.array(full, mask=invalid))
-    return batch, columns, n_invalid
-
-
 def _apply_parts(map_path: str, path: str, out: str, *, plan, input_format: str | None,
                  output_format: str | None, on_batch: Callable[[int], None] | None, force: bool) -> Applied:
     """Apply a map to every Parquet part of a directory or glob, mirroring the parts under `out`.
@@ -231,19 +148,3 @@ def _apply_parts(map_path: str, path: str, out: str, *, plan, input_format: str 
         tmp.extra.update({"rows": done.rows, "written": done.written, "on_invalid": part_plan.on_invalid,
                           "invalid_rows": done.invalid})
     return done
-
-
-def interval_columns(calibrator, output_col: str, map_path: str, interval: bool) -> list[str]:
-    """The columns `--interval` adds, or a UsageError when the map has no interval."""
-    if not interval:
-        return []
-    if not hasattr(calibrator, "predict_interval"):
-        raise UsageError(f"{map_path}: --interval needs a map with a probability interval (venn-abers); "
-                         f"{calibrator.name} maps have none")
-    return [f"{output_col}_low", f"{output_col}_high"]
-
-
-def _predictions(calibrator, s: np.ndarray, feats, interval: bool) -> list[np.ndarray]:
-    """The calibrated probabilities, then with `interval` the map's (low, high)."""
-    p = calibrator.predict(s, feats)
-    return [p, *calibrator.predict_interval(s)] if interval else [p]

@@ -8,6 +8,6 @@ from calibcli.calibrators.base import Calibrator, FeatureCalibrator, ScoreCalibr
 from calibcli.calibrators.kclass import ClassCalibrator
 from calibcli.calibrators.onevsrest import OneVsRest
 from calibcli.calibrators.registry import available, create, get, register
-from calibcli.requests.params import Param
+from calibcli.calibrators.params import Param
 
 __all__ = ["Calibrator", "ClassCalibrator", "FeatureCalibrator", "OneVsRest", "Param", "ScoreCalibrator", "available", "create", "get", "register"]

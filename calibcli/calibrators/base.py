@@ -4,7 +4,7 @@ A method is a class deriving from `ScoreCalibrator` (predictions from the score 
 `FeatureCalibrator` (also reads feature columns), with:
 
 - `name`, `description`: the registry key and the one line `calib methods` prints;
-- `params`: a tuple of `Param` (`calibcli.requests.params`); `__init__` only checks and stores them
+- `params`: a tuple of `Param` (`calibcli.calibrators.params`); `__init__` only checks and stores them
   in `self.params`;
 - `_fit(s, y, w)` (feature methods: `_fit(s, y, w, features)`): learn from scores `s`,
   targets `y` in [0, 1] (0/1 labels, or the Platt-corrected targets when the method has the
@@ -34,10 +34,11 @@ from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
+from calibcli.calibrators.estimator import Estimator
 from calibcli.calibrators.fitdata import as_float_array, class_weights, platt_values, scaled_weights
 from calibcli.calibrators.statespec import StateSpec
-from calibcli.errors import CalibWarning, FitError, MapError, NotFittedError, ParamError, UsageError
-from calibcli.requests.params import SAFE_PLATT_CORRECTION, Param
+from calibcli.errors import CalibWarning, FitError, MapError, NotFittedError, UsageError
+from calibcli.calibrators.params import SAFE_PLATT_CORRECTION
 
 # Resampling methods expand whole-number frequency weights into duplicated rows up to this
 # many rows; above it they resample rows in proportion to their weights (with a warning).
@@ -81,13 +82,11 @@ def _one_class(y: np.ndarray, pos: float, neg: float, weighted: bool) -> FitErro
                     hint="check --weight-col")
 
 
-class Calibrator:
-    """What both kinds share: parameter handling, input checks, Platt correction, clipping,
-    state. Methods derive from `ScoreCalibrator` or `FeatureCalibrator`, not from this."""
+class Calibrator(Estimator):
+    """What score-only and feature methods share: input checks, Platt correction, clipping,
+    state (parameters: `Estimator`). Methods derive from `ScoreCalibrator` or `FeatureCalibrator`."""
 
-    name: ClassVar[str] = ""
-    description: ClassVar[str] = ""
-    params: ClassVar[tuple[Param, ...]] = ()
+    kind: ClassVar[str] = "binary"
     monotone: ClassVar[bool] = True  # predictions non-decreasing in the score
     state_spec: ClassVar[StateSpec | None] = None  # what a loaded state must satisfy
     needs_probabilities: ClassVar[bool] = False  # scores must lie in [0, 1]
@@ -96,25 +95,13 @@ class Calibrator:
     extremes: ClassVar[str] = ""  # default behaviour at 0 and 1, for `calib methods` and the README
 
     def __init__(self, **params: Any):
-        """Check the parameters (names and values, by each `Param`): the one place a method's
-        options are checked, whether given in Python, by `--param` (`from_cli`) or read from
-        a saved map."""
-        known = {param.name: param for param in self.params}
-        for key in sorted(params):
-            if key not in known:
-                raise ParamError(f"method {self.name!r} has no parameter {key!r}",
-                                 hint=f"its parameters: {', '.join(known) or 'none'} (see `calib methods`)")
-        self.params: dict[str, Any] = {
-            name: param.check(params.get(name, param.default)) for name, param in known.items()
-        }
+        self._fitted = False
+        super().__init__(**params)
+
+    def _configured(self) -> None:
         if "score_kind" in self.params:  # scores read as probabilities must lie in [0, 1]: fit and
             # `calib apply` refuse others (they are probably logits) rather than clip them
             self.needs_probabilities = self.params["score_kind"] == "probability"  # type: ignore[misc]
-        self._fitted = False
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
-        return f"{type(self).__name__}({args})"
 
     @classmethod
     def default_extremes(cls) -> str:
@@ -126,10 +113,8 @@ class Calibrator:
 
     @classmethod
     def from_cli(cls, pairs: Mapping[str, str]) -> "Calibrator":
-        """Build from `--param key=value` strings, each converted by its Param's type (an unknown
-        name is left for the constructor to refuse) and checked by the constructor."""
-        known = {param.name: param for param in cls.params}
-        return cls(**{key: known[key].parse(text) if key in known else text for key, text in pairs.items()})
+        """Built from `--param key=value` texts (`Estimator.configured`)."""
+        return cls().configured(pairs, texts=True)
 
     def fit(
         self,
@@ -258,6 +243,11 @@ class Calibrator:
 
     def summary(self) -> dict[str, Any]:
         """Key fitted values for the fit report and the map's training block."""
+        return {}
+
+    def envelope_fields(self) -> dict[str, Any]:
+        """What the saved envelope holds beyond method, params and state: nothing for one score
+        column (a K-class map's classes and score columns: `maps.classmap.ClassMap`)."""
         return {}
 
     def input_features(self) -> tuple[list[str], list[str]]:

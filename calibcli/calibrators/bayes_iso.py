@@ -70,7 +70,7 @@ from calibcli.calibrators.isotonic import pav
 from calibcli.calibrators.piecewise import interpolate
 from calibcli.calibrators.registry import register
 from calibcli.calibrators.statespec import MAX_KNOTS, Field, StateSpec
-from calibcli.requests.params import PLATT_CORRECTION, SEED, Param
+from calibcli.calibrators.params import PLATT_CORRECTION, SEED, Param
 from calibcli.numeric.pooling import unique_with_sums
 
 _MAX_COUNT_EXP = 100  # summed weights above 2**100 are scaled down to it (counts are float32)

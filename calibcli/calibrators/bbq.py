@@ -27,7 +27,7 @@ import numpy as np
 from calibcli.calibrators.fitdata import weighted_rows
 from calibcli.calibrators.piecewise import StepMap
 from calibcli.calibrators.statespec import Field, StateSpec
-from calibcli.requests.params import Param
+from calibcli.calibrators.params import Param
 from calibcli.calibrators.registry import register
 
 ESS = 2.0  # the paper's equivalent sample size N'

@@ -63,7 +63,7 @@ from calibcli.calibrators.logistic import fit_logistic_columns, sigmoid
 from calibcli.calibrators.registry import register
 from calibcli.calibrators.statespec import Field, StateSpec
 from calibcli.errors import FitError
-from calibcli.requests.params import PLATT_CORRECTION, PROB_CLIP, SCORE_KIND
+from calibcli.calibrators.params import PLATT_CORRECTION, PROB_CLIP, SCORE_KIND
 from calibcli.numeric.pooling import mostly_distinct, unique_with_sums
 
 EPS = PROB_CLIP  # probability clip, float64 whatever the input dtype

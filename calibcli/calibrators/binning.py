@@ -22,7 +22,7 @@ import numpy as np
 
 from calibcli.calibrators.piecewise import StepMap
 from calibcli.calibrators.registry import register
-from calibcli.requests.params import SAFE_PLATT_CORRECTION, Param
+from calibcli.calibrators.params import SAFE_PLATT_CORRECTION, Param
 
 
 def weighted_quantiles(s: np.ndarray, w: np.ndarray, q: np.ndarray) -> np.ndarray:

@@ -107,7 +107,7 @@ from calibcli.calibrators.fitdata import weighted_rows
 from calibcli.calibrators.isotonic import compress_knots, pav
 from calibcli.calibrators.piecewise import KnotMap, StepMap, interpolate
 from calibcli.calibrators.registry import register
-from calibcli.requests.params import SAFE_PLATT_CORRECTION, SEED, Param
+from calibcli.calibrators.params import SAFE_PLATT_CORRECTION, SEED, Param
 
 _WALSH_BLOCK = 4_000_000  # Walsh averages held at once (rows x pairs), ~32 MB of float64
 

@@ -70,7 +70,7 @@ from calibcli.calibrators.isotonic import compress_knots
 from calibcli.calibrators.piecewise import KnotMap
 from calibcli.calibrators.registry import register
 from calibcli.errors import FitError
-from calibcli.requests.params import SAFE_PLATT_CORRECTION, Param
+from calibcli.calibrators.params import SAFE_PLATT_CORRECTION, Param
 from calibcli.numeric.pooling import unique_with_sums
 
 

@@ -55,7 +55,7 @@ from calibcli.calibrators.logistic import sigmoid
 from calibcli.calibrators.registry import register
 from calibcli.calibrators.statespec import Field, StateSpec
 from calibcli.errors import FitError, InputError
-from calibcli.requests.params import PLATT_CORRECTION, SCORE_KIND, SEED, Param
+from calibcli.calibrators.params import PLATT_CORRECTION, SCORE_KIND, SEED, Param
 
 MAX_COLUMNS = 10_000  # feature columns a saved map may name
 NET_LIMIT = 1e9  # |network parameter| in a saved map: with the size bounds, g(x) stays finite

@@ -56,7 +56,7 @@ from calibcli.calibrators.logistic import sigmoid
 from calibcli.calibrators.registry import register
 from calibcli.calibrators.statespec import Field, StateSpec
 from calibcli.errors import FitError
-from calibcli.requests.params import PLATT_CORRECTION, PROB_CLIP, SCORE_KIND, Param
+from calibcli.calibrators.params import PLATT_CORRECTION, PROB_CLIP, SCORE_KIND, Param
 from calibcli.numeric.pooling import unique_with_sums
 
 LOGIT_CLIP = 1e300

@@ -15,7 +15,7 @@ import numpy as np
 
 from calibcli.calibrators.piecewise import KnotMap
 from calibcli.calibrators.registry import register
-from calibcli.requests.params import SAFE_PLATT_CORRECTION
+from calibcli.calibrators.params import SAFE_PLATT_CORRECTION
 from calibcli.numeric.pava import pav, pav_inplace  # noqa: F401  (pav: the kernel other methods import from here)
 from calibcli.numeric.pooling import unique_with_sums
 

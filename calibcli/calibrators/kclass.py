@@ -5,7 +5,7 @@ probabilities summing to 1 (within 1e-12), and its labels are class codes 0..K-1
 subclass with:
 
 - `name`, `description`, `params` (a tuple of `Param`, `score_kind` among them: the caller
-  resolves "auto" before the fit, see `kscores.resolve_score_kind`), `state_spec`;
+  resolves "auto" before the fit, see `kinds.probabilities.resolve_kind`), `state_spec`;
 - `_fit(z, y, w)`: learn from scores `z` ((n, K): logits, or the logs of probabilities
   when `uses_logits`; the scores as given otherwise), codes `y` and weights `w` (None when
   every row weighs 1; else positive, scaled as the binary methods scale them);
@@ -25,10 +25,12 @@ from typing import Any, ClassVar, Mapping
 import numpy as np
 
 from calibcli.calibrators import kscores
+from calibcli.calibrators.estimator import Estimator
 from calibcli.calibrators.fitdata import as_float_array, scaled_weights
 from calibcli.calibrators.statespec import Field, StateSpec
-from calibcli.errors import CalibWarning, FitError, MapError, NotFittedError, ParamError
-from calibcli.requests.params import Param
+from calibcli.errors import CalibWarning, FitError, MapError, NotFittedError, Where
+from calibcli.kinds.probabilities import refuse_rows
+from calibcli.calibrators.params import Param
 
 KCLASS_SCORE_KIND = Param(
     "score_kind", str, "probability",
@@ -54,11 +56,11 @@ def probe_scores(k: int, kind: str) -> np.ndarray:
                       np.linspace(-30.0, 30.0, k)[None], eye * 5e-324])
 
 
-class ClassCalibrator:
-    """Calibrates K-class scores; see the module docstring for what a method implements."""
+class ClassCalibrator(Estimator):
+    """Calibrates K-class scores (parameters: `Estimator`); see the module docstring for what a
+    method implements."""
 
-    name: ClassVar[str] = ""
-    description: ClassVar[str] = ""
+    kind: ClassVar[str] = "kclass"
     params: ClassVar[tuple[Param, ...]] = (KCLASS_SCORE_KIND,)
     state_spec: ClassVar[StateSpec | None] = None
     monotone: ClassVar[bool] = False  # read by StateSpec; K-class maps promise no order
@@ -68,33 +70,8 @@ class ClassCalibrator:
     needs_probabilities: ClassVar[bool] = False
 
     def __init__(self, **params: Any):
-        self.params: dict[str, Any] = {}
         self.n_classes: int | None = None
-        self.set_params(**{**{p.name: p.default for p in self.declared_params()}, **params})
-
-    def set_params(self, **params: Any) -> "ClassCalibrator":
-        """Check (names and values, each by its Param) and set parameters: the constructor's
-        check, also for a calibrator configured once built (`requests.kclass_calibrator`: its
-        --param values; the score kind once an `auto` kind is read from the rows)."""
-        declared = {p.name: p for p in self.declared_params()}
-        unknown = [key for key in sorted(params) if key not in declared]
-        if unknown:
-            raise ParamError(f"method {self.name!r} has no parameter {unknown[0]!r}",
-                             hint=f"its parameters: {', '.join(declared) or 'none'} (see `calib methods`)")
-        self.params.update({key: declared[key].check(value) for key, value in params.items()})
-        self._configured()
-        return self
-
-    def _configured(self) -> None:
-        """What follows from the parameters once set (one-vs-rest: whether its binary method
-        can take the score kind)."""
-
-    def declared_params(self) -> tuple[Param, ...]:
-        """The Params this instance takes (one-vs-rest: those of its binary method)."""
-        return type(self).params
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.params.items())})"
+        super().__init__(**params)
 
     @property
     def score_kind(self) -> str:
@@ -154,7 +131,7 @@ class ClassCalibrator:
         if s.shape[0] != self.n_classes:
             raise FitError(f"scores have {s.shape[0]} class columns, the map was fitted on {self.n_classes}")
         if self.score_kind == "probability":
-            kscores.check_class_major_probabilities(s)
+            refuse_rows(s, Where(column="scores"), class_major=True)
         with np.errstate(over="ignore", under="ignore"):
             p = np.asarray(self._predict(self._inputs(s)), dtype=np.float64)
         return normalised_rows(p)
@@ -162,7 +139,7 @@ class ClassCalibrator:
     def _checked_scores(self, scores: Any) -> np.ndarray:
         s = kscores.as_score_matrix(scores)
         if self.score_kind == "probability":
-            kscores.check_probabilities(s)
+            refuse_rows(s, Where(column="scores"))
         return s
 
     def _inputs(self, s: np.ndarray) -> np.ndarray:

@@ -20,15 +20,12 @@ from __future__ import annotations
 from typing import Any
 
 import math
-import warnings
 
 import numpy as np
 
-from calibcli.errors import CalibWarning, FitError
+from calibcli.errors import FitError
+from calibcli.kinds.probabilities import SCORE_KINDS  # noqa: F401  (the kinds a K-class map reads)
 
-SCORE_KINDS = ("probability", "logit")
-ROW_SUM_TOL = 1e-6  # probabilities: |row sum - 1| at most this
-NEAR_TOL = 1e-3  # rows this close to probabilities make `auto` choosing logits a warning
 ZERO_LOG = -1075 * math.log(2)  # ln 2^-1075: what ln 0 is taken as
 _CHUNK = 1 << 20  # values per chunk of a row-wise pass
 
@@ -65,66 +62,6 @@ def as_class_major(scores: Any, what: str = "scores") -> np.ndarray:
         col = int(np.argmin(finite[:, row]))
         raise FitError(f"{what} must be finite (no NaN or inf): row {row}, class column {col} is {float(cm[col, row])!r}")
     return cm
-
-
-def are_probabilities(s: np.ndarray) -> bool:
-    """Every row non-negative and summing to 1 within `ROW_SUM_TOL`."""
-    return bool(np.all(s >= 0)) and bool(np.all(np.abs(s.sum(axis=1) - 1.0) <= ROW_SUM_TOL))
-
-
-def resolve_score_kind(scores: Any, kind: str = "auto") -> str:
-    """"probability" or "logit": `kind` itself, or under "auto" "probability" when every row is
-    non-negative and sums to 1 within 1e-6, else "logit" (a CalibWarning when most rows are
-    probabilities to 1e-3: `auto_logits_rows`)."""
-    if kind in SCORE_KINDS:
-        return kind
-    if kind != "auto":
-        raise FitError(f"score kind must be auto, probability or logit, got {kind!r}")
-    s = as_score_matrix(scores)
-    if are_probabilities(s):
-        return "probability"
-    near = auto_logits_rows(s)
-    if near:
-        warnings.warn(f"score_kind='auto' reads the scores as logits, though {near} of {s.shape[0]} rows are "
-                      f"probabilities to within {NEAR_TOL:g} (auto needs every row within {ROW_SUM_TOL:g}): pass "
-                      "score_kind='probability' (which names a row that is not) or score_kind='logit'",
-                      CalibWarning, stacklevel=4)
-    return "logit"
-
-
-def auto_logits_rows(s: np.ndarray) -> int:
-    """How many rows are probabilities to within 1e-3 (non-negative, summing to 1 +- 1e-3)
-    when they are most rows, else 0: scores `auto` reads as logits though they look like
-    probabilities written with few decimals, or with a few bad rows."""
-    near = int(np.count_nonzero(np.all(s >= 0, axis=1) & (np.abs(s.sum(axis=1) - 1.0) <= NEAR_TOL)))
-    return near if 2 * near > s.shape[0] else 0
-
-
-def check_probabilities(s: np.ndarray) -> None:
-    """A FitError naming the first row that is not a probability vector (negative, or a sum
-    more than 1e-6 from 1)."""
-    _refuse_first(np.any(s < 0, axis=1), s.sum(axis=1), lambda row: s[row])
-
-
-def _refuse_first(negative: np.ndarray, sums: np.ndarray, row_of) -> None:
-    """The FitError of the first row with a negative value (`negative`) or a sum off 1."""
-    off = np.abs(sums - 1.0) > ROW_SUM_TOL
-    bad = np.flatnonzero(negative | off)
-    if not bad.size:
-        return
-    row = int(bad[0])
-    values = row_of(row)
-    if negative[row]:
-        col = int(np.argmax(values < 0))
-        raise FitError(f"probabilities must be non-negative: row {row}, class column {col} is {float(values[col])!r}",
-                       hint="pass logits with score kind logit")
-    raise FitError(f"probabilities must sum to 1 in each row (within {ROW_SUM_TOL:g}): row {row} sums to "
-                   f"{float(sums[row])!r}", hint="pass logits with score kind logit")
-
-
-def check_class_major_probabilities(s: np.ndarray) -> None:
-    """`check_probabilities` of class-major (K, n) scores: the same message for the same rows."""
-    _refuse_first(s.min(axis=0) < 0, s.sum(axis=0), lambda row: s[:, row])
 
 
 def log_probabilities(p: np.ndarray) -> np.ndarray:

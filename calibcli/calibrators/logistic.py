@@ -23,7 +23,7 @@ from calibcli.calibrators.registry import register
 from calibcli.calibrators.statespec import Field, StateSpec
 from calibcli.errors import FitError
 from calibcli.numeric.newton import newton_minimize
-from calibcli.requests.params import SAFE_PLATT_CORRECTION
+from calibcli.calibrators.params import SAFE_PLATT_CORRECTION
 
 _SCALE_EXP = 256
 

@@ -27,7 +27,7 @@ from calibcli.calibrators.kclass import KCLASS_SCORE_KIND, N_CLASSES, ClassCalib
 from calibcli.calibrators.kscores import affine_logits, softmax
 from calibcli.calibrators.registry import register
 from calibcli.calibrators.statespec import Field, StateSpec
-from calibcli.requests.params import SEED, Param
+from calibcli.calibrators.params import SEED, Param
 
 REG_LAMBDA = Param("reg_lambda", float, None, "ODIR off-diagonal penalty lambda (auto: chosen on held-out folds)",
                    low=0.0, high=1e6, optional=True)

@@ -23,7 +23,7 @@ from calibcli.calibrators.base import ScoreCalibrator
 from calibcli.calibrators.kclass import KCLASS_SCORE_KIND, MAX_CLASSES, ClassCalibrator
 from calibcli.calibrators.registry import get, register_one_vs_rest
 from calibcli.errors import CalibError, MapError, ParamError, UsageError
-from calibcli.requests.params import Param
+from calibcli.calibrators.params import Param
 
 _KEY = re.compile(r"k(0|[1-9][0-9]{0,5})(?:\.(.+))?\Z")
 

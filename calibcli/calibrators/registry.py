@@ -1,10 +1,11 @@
 """String-keyed registry of calibrator classes: the only place a method name is dispatched.
 
-Two kinds share one namespace: binary methods (`Calibrator`: one score column) and native
-K-class methods (`ClassCalibrator`: K score columns, e.g. `temperature`). `available()` lists
-the binary ones, `kclass_native()` the K-class ones, `names()` both; `kclass(name, params)`
-gives a K-class calibrator for any name that can take K columns (score-only binary methods
-through one-vs-rest).
+One namespace for both kinds (`calibcli.kinds`), each class declaring its `kind`: binary
+methods (`Calibrator`: one score column) and native K-class methods (`ClassCalibrator`: K score
+columns, e.g. `temperature`). `available()` lists the binary ones, `kclass_native()` the
+K-class ones, `names()` both; `calibrator(name, kind, ...)` builds either kind's calibrator
+with the user's parameters, the one path for every door (score-only binary methods take K
+columns through one-vs-rest).
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ from calibcli.calibrators.base import Calibrator, FeatureCalibrator, ScoreCalibr
 from calibcli.calibrators.kclass import ClassCalibrator
 from calibcli.errors import UsageError
 
-_REGISTRY: dict[str, type[Calibrator]] = {}
-_KCLASS: dict[str, type[ClassCalibrator]] = {}
+_REGISTRY: dict[str, Any] = {}  # every method, binary and K-class
 _ONE_VS_REST: list[type[ClassCalibrator]] = []  # the one-vs-rest wrapper, once registered
 
 
@@ -26,9 +26,9 @@ def register(cls: Any) -> Any:
         raise ValueError(f"{cls.__name__} has no name")
     if not issubclass(cls, (ScoreCalibrator, FeatureCalibrator, ClassCalibrator)):
         raise ValueError(f"{cls.__name__} must derive from ScoreCalibrator, FeatureCalibrator or ClassCalibrator")
-    if cls.name in _REGISTRY or cls.name in _KCLASS:
+    if cls.name in _REGISTRY:
         raise ValueError(f"method {cls.name!r} is registered twice")
-    (_KCLASS if issubclass(cls, ClassCalibrator) else _REGISTRY)[cls.name] = cls
+    _REGISTRY[cls.name] = cls
     return cls
 
 
@@ -40,24 +40,22 @@ def register_one_vs_rest(cls: type[ClassCalibrator]) -> type[ClassCalibrator]:
 
 def available() -> list[str]:
     """Registered binary method names (one score column), sorted."""
-    return sorted(_REGISTRY)
+    return sorted(name for name, cls in _REGISTRY.items() if cls.kind == "binary")
 
 
 def kclass_native() -> list[str]:
     """Registered native K-class method names, sorted."""
-    return sorted(_KCLASS)
+    return sorted(name for name, cls in _REGISTRY.items() if cls.kind == "kclass")
 
 
 def names() -> list[str]:
     """Every registered method name, binary and K-class, sorted."""
-    return sorted([*_REGISTRY, *_KCLASS])
+    return sorted(_REGISTRY)
 
 
 def get(name: str) -> Any:
     """The class for a method name (a `Calibrator` or a `ClassCalibrator`); unknown names get
     the closest match as a hint."""
-    if name in _KCLASS:
-        return _KCLASS[name]
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -74,7 +72,7 @@ def get(name: str) -> Any:
 def binary(name: str) -> type[Calibrator]:
     """The binary (one score column) class of method `name`; a UsageError for a K-class method."""
     cls = get(name)
-    if issubclass(cls, ClassCalibrator):
+    if cls.kind != "binary":
         raise UsageError(f"method {name!r} calibrates K class scores, not one score column",
                          hint="give the K score columns with --score-cols")
     return cls
@@ -83,7 +81,7 @@ def binary(name: str) -> type[Calibrator]:
 def classes(name: str) -> str:
     """How method `name` takes K score columns: "native", "one-vs-rest" or "binary-only"."""
     cls = get(name)
-    if issubclass(cls, ClassCalibrator):
+    if cls.kind == "kclass":
         return "native"
     return "one-vs-rest" if issubclass(cls, ScoreCalibrator) and _ONE_VS_REST else "binary-only"
 
@@ -93,7 +91,7 @@ def kclass(name: str, params: Mapping[str, Any] | None = None) -> ClassCalibrato
     score-only binary method; a UsageError for a method that cannot take K columns."""
     kind = classes(name)
     if kind == "native":
-        return _KCLASS[name](**dict(params or {}))
+        return _REGISTRY[name](**dict(params or {}))
     if kind == "binary-only":
         raise UsageError(f"method {name!r} takes one score column and cannot calibrate K classes",
                          hint="K-class methods: " + ", ".join(n for n in names() if classes(n) != "binary-only"))
@@ -104,6 +102,16 @@ def create(name: str, params: Mapping[str, Any] | None = None) -> Calibrator:
     """An unfitted calibrator of method `name` with typed parameters (a binary method, or a
     native K-class one)."""
     return get(name)(**dict(params or {}))
+
+
+def calibrator(name: str, kind: str, params: Mapping[str, Any] | None = None, *, texts: bool = False,
+               seed: int | None = None, score_kind: str = "probability") -> Any:
+    """An unfitted calibrator of method `name` for scores of `kind` ("binary": one column;
+    "kclass": K columns, of `score_kind`), with the user's parameters and seed set through
+    `Estimator.configured` (`texts`: `--param` texts): the one path for fit and compare, CLI and
+    Python alike."""
+    cal = binary(name)() if kind == "binary" else kclass(name, {"score_kind": score_kind})
+    return cal.configured(params, texts=texts, seed=seed)
 
 
 def catalogue() -> list[tuple[str, str, list[str]]]:
@@ -120,7 +128,7 @@ def catalogue() -> list[tuple[str, str, list[str]]]:
 
 
 def _extremes(cls: Any) -> str:
-    return "" if issubclass(cls, ClassCalibrator) else cls.default_extremes()
+    return "" if cls.kind == "kclass" else cls.default_extremes()
 
 
 def catalogue_json() -> list[dict[str, Any]]:

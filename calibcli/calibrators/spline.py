@@ -35,7 +35,7 @@ import numpy as np
 from calibcli.calibrators.base import ScoreCalibrator, fit_warning
 from calibcli.calibrators.fitdata import as_float_array, weighted_rows
 from calibcli.calibrators.statespec import Field, StateSpec
-from calibcli.requests.params import PROB_CLIP, SAFE_PLATT_CORRECTION, SCORE_KIND, SEED, Param
+from calibcli.calibrators.params import PROB_CLIP, SAFE_PLATT_CORRECTION, SCORE_KIND, SEED, Param
 from calibcli.calibrators.registry import register
 from calibcli.errors import FitError
 from calibcli.numeric.newton import newton_minimize

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from calibcli.errors import MapError
-from calibcli.requests.params import bounds_text
+from calibcli.calibrators.params import bounds_text
 
 MAX_KNOTS = 1 << 27  # longest state array a map may hold: 1 GiB of float64
 

@@ -51,7 +51,7 @@ import numpy as np
 
 from calibcli.calibrators.base import ScoreCalibrator
 from calibcli.calibrators.statespec import Field, StateSpec
-from calibcli.requests.params import SEED, Param
+from calibcli.calibrators.params import SEED, Param
 from calibcli.calibrators.registry import register
 from calibcli.numeric.pooling import unique_with_sums
 

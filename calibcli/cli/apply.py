@@ -75,14 +75,13 @@ def export(
     duckdb -c "SELECT *, $(calib export map.json --sql) AS p FROM 'scores.parquet'"
     duckdb -c "SELECT $(calib export kmap.json --sql) FROM 'digits.parquet'"
     """
-    from calibcli.export import kclass as export_kclass
+    from calibcli.export import dispatch
     from calibcli.requests import ExportRequest
 
     if not sql:
         raise UsageError("choose an export format", hint="--sql prints a SQL expression")
-    columns = None if score_cols is None else [c.strip() for c in score_cols.split(",")]
-    request = ExportRequest.build(score_col, score_expr, dialect, max_knots, columns)
-    result = export_kclass.export_map(map, request)
+    request = ExportRequest.build(score_col, score_expr, dialect, max_knots, score_cols)
+    result = dispatch.export_map(map, request)
     simplified = result.simplified
     if simplified is not None and simplified.after < simplified.before:
         console.info(f"simplified {simplified.before} knots to {simplified.after}: "

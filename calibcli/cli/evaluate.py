@@ -67,7 +67,7 @@ def evaluate(
     calib evaluate test.csv --field-col field --baseline base.json --max-regression field-rce=5%
     calib evaluate digits.csv --prob-cols 'p_*' --prob-cols 'calibrated_*' --fail-above top-label-ece=0.05
     """
-    from calibcli.io.score_cols import parse_classes
+    from calibcli.kinds.names import parse_classes
     from calibcli.requests import EvaluateOptions, evaluate_output
 
     options = EvaluateOptions.build(
@@ -77,7 +77,7 @@ def evaluate(
         gate_on=gate_on, bootstrap=bootstrap, seed=seed, by_field=by_field, top=top, bands=bands,
         hl_groups=hl_groups, reliability_bins=ece_bins if plot is not None else None, interval_cols=interval_cols,
         pos_label=pos_label, kclass_cols=tuple(prob_cols), classes=parse_classes(classes), score_cols=score_cols,
-        metrics=metrics, diagram=diagram)
+        metrics=metrics, diagram=diagram, prob_cols=tuple(prob_col), maps=tuple(map))
     shown = evaluate_output(output_format, output_kind, as_json, save_baseline)
     if output_kind is not None:
         console.warn("evaluate --output is deprecated: use --output-format (-o names a file in the other commands)")
@@ -97,7 +97,7 @@ def evaluate(
 
         plotting.check_target(plot)
     with progress.working("evaluate"):
-        result = evaluation.evaluate_file(input, prob_col, map, options, format)
+        result = evaluation.evaluate_file(input, options, format)
     if save_baseline is not None:
         evaluation_json.save_evaluation(result, save_baseline)
     if plot is not None and plot != "-":
@@ -157,23 +157,13 @@ def compare(
     calib compare digits_scores.csv --score-cols 'p_*' -m temperature -m dirichlet
     """
     from calibcli.fitting import compare as comparing
+    from calibcli.kinds.names import parse_classes
+    from calibcli.requests import Columns, CompareRequest
 
-    if score_cols is not None:
-        from calibcli.fitting import kclass_files
-        from calibcli.io import score_cols as resolving
-
-        if pos_label is not None:
-            raise UsageError("--pos-label is for binary labels; K-class labels are class names or indices")
-        kcols = kclass_files.KColumns(score_cols, label_col, None, resolving.parse_classes(classes),
-                                      resolving.check_score_kind(score_kind))
-        result = kclass_files.compare_kclass_file(input, method, folds, seed, metric.replace("-", "_"), kcols,
-                                                  format, output)
-    else:
-        from calibcli.requests import binary_scores
-
-        binary_scores(classes, score_kind)
-        result = comparing.compare_file(input, method, folds, seed, metric.replace("-", "_"), score_col,
-                                        label_col, format, output, pos_label=pos_label)
+    cols = Columns(score_col, label_col, pos_label=pos_label, score_cols=score_cols, classes=parse_classes(classes),
+                   score_kind=score_kind)
+    request = CompareRequest.build(folds, seed, metric, cols)
+    result = comparing.compare_file(input, request, method, format, output)
     with console.data_output():
         if as_json:
             typer.echo(json.dumps(result.to_json(), indent=2))

@@ -56,34 +56,22 @@ def fit(
     calib fit --from-summary summary.parquet --method isotonic -o map.json
     calib fit --score-cols 'p_*' --method temperature digits.csv -o map.json
     """
-    from calibcli.requests import Columns, FitRequest, fit_inputs, weight_kind_option
+    from calibcli.kinds.names import parse_classes
+    from calibcli.requests import Columns, FitRequest, fit_inputs
 
-    fit_inputs(input, from_summary, score_cols=score_cols, score_col=score_col, pos_label=pos_label,
-               field_col=field_col, feature_col=feature_col, weight_col=weight_col, fmt=format, classes=classes,
-               score_kind=score_kind)
-    request = None
-    if score_cols is not None:
-        weight_kind_option(weight_kind, weight_col is not None)
-    else:
-        cols = Columns(score_col or "score", label_col, weight_col, tuple(field_col), tuple(feature_col), pos_label)
-        request = FitRequest.build(method, param, texts=True, seed=seed, weight_kind=weight_kind,
-                                   columns=cols, from_summary=from_summary is not None)
+    fit_inputs(input, from_summary, score_cols=score_cols, score_col=score_col, weight_col=weight_col,
+               field_col=field_col, feature_col=feature_col, fmt=format, pos_label=pos_label)
+    cols = Columns(score_col or "score", label_col, weight_col, tuple(field_col), tuple(feature_col), pos_label,
+                   score_cols, parse_classes(classes), score_kind)
+    request = FitRequest.build(method, param, texts=True, seed=seed, weight_kind=weight_kind, columns=cols,
+                               from_summary=from_summary is not None)
     from calibcli.io import reading
 
     ahead = input if from_summary is None else "-"  # "-": nothing to read ahead
     with reading.prefetching(ahead, format, tuple(field_col)):  # read while the fitting code imports
         from calibcli.fitting import pipeline as fitting
 
-        if score_cols is not None:
-            from calibcli.fitting import kclass_files
-            from calibcli.io import score_cols as resolving
-
-            kcols = kclass_files.KColumns(score_cols, label_col, weight_col, resolving.parse_classes(classes),
-                                          resolving.check_score_kind(score_kind))
-            result = kclass_files.fit_kclass_file(input, method, param, cols=kcols, fmt=format,
-                                                  seed=seed, out=output, strict=state["strict"],
-                                                  out_format=output_format, weight_kind=weight_kind)
-        elif from_summary is not None:
+        if from_summary is not None:
             result = fitting.fit_summary_file(from_summary, request, out=output, strict=state["strict"],
                                               out_format=output_format)
         else:
@@ -91,10 +79,7 @@ def fit(
                                       out_format=output_format)
     for message in result.warnings:
         console.warn(message)
-    if score_cols is not None:
-        _print_kclass_summary(method, result)
-    else:
-        _print_fit_summary(method, result)
+    _SUMMARIES[request.kind](method, result)
 
 
 def _print_kclass_summary(method: str, result) -> None:
@@ -129,6 +114,10 @@ def _print_fit_summary(method: str, result) -> None:
     if fitted:
         console.info(f"  {fitted}")
     _print_quality(t)
+
+
+_SUMMARIES = {"binary": lambda method, result: _print_fit_summary(method, result),
+              "kclass": lambda method, result: _print_kclass_summary(method, result)}
 
 
 def _print_quality(t) -> None:

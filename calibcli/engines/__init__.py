@@ -19,6 +19,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from calibcli import kinds
 from calibcli.calibrators import Calibrator
 from calibcli.errors import InputError, UsageError
 from calibcli.requests import EvaluateOptions, FitRequest, step_option
@@ -66,19 +67,20 @@ def fit_summary(summarize: Any, method: str, params: Mapping[str, Any] | None, s
     return fitting.fit_summary(summ, request, str(summ.meta.get("input", "DataFrame")), out=output, strict=strict)
 
 
-def resolve_map(map: Any) -> tuple[Calibrator, dict[str, Any]]:
-    """(calibrator, envelope) from a map path, a fitted Calibrator, a FitResult or an envelope dict."""
+def resolve_map(map: Any) -> tuple[Any, dict[str, Any]]:
+    """(fitted map, envelope) from a map path, a fitted map (a Calibrator or a ClassMap), a
+    FitResult or an envelope dict."""
     from calibcli.maps import envelope as maps
 
-    if isinstance(map, Calibrator):
-        return map, maps.make_envelope(map)
-    if hasattr(map, "calibrator") and isinstance(map.calibrator, Calibrator):
-        return map.calibrator, maps.make_envelope(map.calibrator, map.training)
+    if isinstance(map, str):
+        return maps.load_map(map)
     if isinstance(map, Mapping):
         envelope = dict(map)
         return maps.envelope_to_calibrator(envelope, "map"), envelope
-    if isinstance(map, str):
-        return maps.load_map(map)
+    if hasattr(map, "calibrator") and hasattr(map, "training"):  # a FitResult
+        return map.calibrator, maps.make_envelope(map.calibrator, map.training)
+    if hasattr(map, "envelope_fields"):
+        return map, maps.make_envelope(map)
     raise UsageError(f"map must be a path, a fitted calibrator or a map envelope, got {type(map).__name__}")
 
 
@@ -131,16 +133,11 @@ def floats(series) -> np.ndarray:
 
 
 def labels(series) -> np.ndarray:
-    """0.0/1.0 from numbers, booleans or the texts 0/1/true/false (as the CLI reads them); else NaN."""
-    import pandas as pd
+    """0.0/1.0 from a pandas column of binary labels, read as the CLI reads them
+    (`kinds.labels`); NaN where a label is missing or not 0/1."""
+    from calibcli.kinds.labels import BinaryLabels
 
-    if pd.api.types.is_bool_dtype(series) or pd.api.types.is_numeric_dtype(series):
-        y = floats(series)
-    else:
-        text = series.astype("string").str.strip().str.lower()
-        y = np.where(text.isin(["1", "1.0", "true"]).to_numpy(dtype=bool, na_value=False), 1.0,
-                     np.where(text.isin(["0", "0.0", "false"]).to_numpy(dtype=bool, na_value=False), 0.0, np.nan))
-    return np.where((y == 0) | (y == 1), y, np.nan)
+    return BinaryLabels().values(series)
 
 
 def field_values(series) -> np.ndarray:
@@ -227,9 +224,6 @@ def plan_evaluation(df: Any, apply: Any, source: str, prob_cols: Any, maps_: Any
     """What both engines' `evaluate` do first, once the options are checked: check the columns,
     add one column per map (the engine's own `apply`), and name the columns to keep. Returns
     (df, [(name, kind, column)], columns to keep)."""
-    if options.choice.kclass_only:
-        raise UsageError(f"metrics: {options.choice.kclass_only[0]} is a metric of K-class predictions",
-                         hint="evaluate them with evaluate_kclass")
     names = evaluate_columns(prob_cols, maps_, options.score_col)
     label_col, field_col, weight_col = options.label_col, options.field_col, options.weight_col
     check_columns(list(df.columns), source, label_col=label_col, field_col=field_col,
@@ -237,6 +231,7 @@ def plan_evaluation(df: Any, apply: Any, source: str, prob_cols: Any, maps_: Any
     columns = [(c, "column", c) for c in names]
     for i, m in enumerate(maps_):
         cal, envelope = resolve_map(m)
+        kinds.require(cal, kinds.BINARY, f"the map {map_name(m, cal)}", hint="evaluate it with evaluate_kclass")
         df = apply(df, envelope, options.score_col, f"__calibcli_map_{i}")
         columns.append((map_name(m, cal), "map", f"__calibcli_map_{i}"))
     keep = list(dict.fromkeys([label_col, *(c for _, _, c in columns),

@@ -7,8 +7,9 @@ score columns in the partition), with counts of its invalid rows; the
 engine merges the states and `evaluation` reads the report off them, so the numbers are
 those of `calib evaluate --prob-cols` on the same rows.
 
-Labels are read as the CLI reads them: class names when any label of the partition is one,
-else 0-based indices; partitions that disagree, like a file whose batches do, are refused.
+Labels are read as the CLI reads them (`kinds.labels`): class names when any label of the
+partition is one, else 0-based indices; partitions that disagree, like a file whose batches do,
+are refused. A map reads its score columns as `calib apply` does (`kinds.columns.map_columns`).
 """
 
 from __future__ import annotations
@@ -18,10 +19,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from calibcli import engines
+from calibcli import engines, kinds
 from calibcli.errors import InputError, UsageError
-
-NAMES, INDICES = "class names", "0-based class indices"
+from calibcli.kinds.labels import NAMES, INDICES  # noqa: F401  (how labels read)
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def plan(columns: Sequence[str], source: str, kclass_cols: Any, maps_: Any, *, c
     """
     import pyarrow as pa
 
-    from calibcli.io import score_cols
+    from calibcli.kinds import columns as score_cols
     from calibcli.requests import EvaluateOptions
 
     if isinstance(kclass_cols, str) or isinstance(maps_, str):
@@ -66,8 +66,7 @@ def plan(columns: Sequence[str], source: str, kclass_cols: Any, maps_: Any, *, c
     kclass_cols = list(kclass_cols)
     options = EvaluateOptions.build(label_col=label_col, weight_col=weight_col, ece_bins=ece_bins,
                                     ece_strategy=ece_strategy, kclass_cols=tuple(kclass_cols),
-                                    metrics=metrics, bands=bands, seed=seed, hl_groups=hl_groups)
-    options.check_kind(kclass=True)
+                                    metrics=metrics, bands=bands, seed=seed, hl_groups=hl_groups, kind=kinds.KCLASS)
     if not kclass_cols and not maps_:
         raise UsageError("nothing to evaluate: give kclass_cols or maps")
     engines.check_columns(list(columns), source, label_col=label_col, weight_col=weight_col)
@@ -77,68 +76,29 @@ def plan(columns: Sequence[str], source: str, kclass_cols: Any, maps_: Any, *, c
            for spec in kclass_cols]
     for m in maps_:
         cal, envelope = _resolve_map(m)
-        spec = score_cols_spec or ",".join(cal.score_cols or [])
-        if not spec:
-            raise UsageError(f"the map {engines.map_name(m, cal)} does not record its score columns",
-                             hint="name them with score_cols")
-        k = [str(c) for c in cal.classes_]
-        cols = score_cols.resolve(spec, schema, source, None, flag="score_cols")
-        if cols.k != len(k):
-            raise InputError(f"{source}: {cols.shown} give {cols.k} scores a row, but the map "
-                             f"{engines.map_name(m, cal)} has {len(k)} classes")
-        out.append(Prediction(engines.map_name(m, cal), "map", cols.with_k(len(k), source, k), envelope))
+        name = engines.map_name(m, cal)
+        cols = score_cols.map_columns(cal.classes_.tolist(), cal.score_cols, None, score_cols_spec, schema, source,
+                                      f"the map {name}", flag="score_cols")
+        out.append(Prediction(name, "map", cols, envelope))
     return out, options.choice
 
 
 def _resolve_map(m: Any):
     """(ClassMap, envelope) of a multiclass map given as a path, a `ClassMap` or an envelope."""
-    from calibcli.maps import envelope as maps
-    from calibcli.maps.classmap import ClassMap
-
-    cal, envelope = (m, maps.make_envelope(m)) if isinstance(m, ClassMap) else engines.resolve_map(m)
-    if not isinstance(cal, ClassMap):
-        raise UsageError(f"{engines.map_name(m, cal)} is a binary map: evaluate it with evaluate()")
+    cal, envelope = engines.resolve_map(m)
+    kinds.require(cal, kinds.KCLASS, f"the map {engines.map_name(m, cal)}", hint="evaluate it with evaluate()")
     return cal, envelope
-
-
-def label_texts(series) -> np.ndarray:
-    """Labels as the text `calib evaluate` matches to classes (3.0 -> '3'); missing -> None."""
-    import pandas as pd
-
-    if pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
-        v = engines.floats(series)
-        whole = np.isfinite(v) & (v == np.floor(v)) & (np.abs(v) < 2 ** 53)
-        text = np.where(whole, np.where(whole, v, 0).astype(np.int64).astype(str), v.astype(str))
-        return np.where(np.isnan(v), None, text).astype(object)
-    out = series.astype("string").str.strip()
-    if pd.api.types.is_bool_dtype(series):
-        out = out.str.lower()
-    return out.to_numpy(dtype=object, na_value=None)
-
-
-def label_codes(text: np.ndarray, classes: Sequence[str]) -> tuple[np.ndarray, str | None]:
-    """(codes, how): class names when any label is one, else 0-based indices; -1 where a label
-    is no class (or missing). `how` is None when no label is either."""
-    import pandas as pd
-
-    codes = pd.Index(list(classes)).get_indexer(pd.Series(text, dtype=object))
-    if (codes >= 0).any():
-        return codes.astype(np.int64), NAMES
-    v = pd.to_numeric(pd.Series(text, dtype=object), errors="coerce").to_numpy(dtype=np.float64)
-    ok = np.isfinite(v) & (v == np.floor(v)) & (v >= 0) & (v < len(classes))
-    how = INDICES if ok.any() else None  # no label read either way: no say in how labels read
-    return np.where(ok, np.where(ok, v, 0), -1).astype(np.int64), how
 
 
 def partition_states(pdf, preds: list[Prediction], label_col: str, weight_col: str | None):
     """One state per prediction of a pandas partition, how its labels read, and bad-row counts
     [weights invalid, then per prediction labels not a class, score rows invalid (not
     finite; not probabilities where probabilities are read)]."""
-    from calibcli.maps import envelope as maps
     from calibcli.evaluation.state.kclass import KClassState
-    from calibcli.io import score_cols
+    from calibcli.kinds import probabilities
+    from calibcli.kinds.labels import ClassLabels
+    from calibcli.maps import envelope as maps
 
-    text = label_texts(pdf[label_col])
     w = engines.floats(pdf[weight_col]) if weight_col else None
     bad_w = (~np.isfinite(w) | (w < 0)) if w is not None else np.zeros(len(pdf), dtype=bool)
     bad, states, hows = [int(bad_w.sum())], [], []
@@ -149,8 +109,8 @@ def partition_states(pdf, preds: list[Prediction], label_col: str, weight_col: s
         bad_s = ~np.isfinite(S).all(axis=1)
         if cal is None or cal.score_kind == "probability":
             with np.errstate(invalid="ignore"):
-                bad_s |= score_cols.probability_problems(S)
-        codes, how = label_codes(text, pred.classes)
+                bad_s |= probabilities.problem_rows(S)
+        codes, how = ClassLabels(pred.classes).codes(pdf[label_col])
         bad_y = codes < 0
         ok = ~(bad_w | bad_y | bad_s)
         P = S[ok] if cal is None or not ok.any() else cal.predict(S[ok])

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from calibcli.requests import bounds, params as options
+from calibcli.requests import bounds
+from calibcli.calibrators import params as options
 from calibcli import io
 from calibcli.maps import strictjson
 from calibcli.io import targets

@@ -53,22 +53,10 @@ import numpy as np
 
 from calibcli.errors import UsageError
 from calibcli.evaluation.metrics import binary as metrics
+from calibcli.requests.evaluate import CONFIDENCE, BootstrapPlan  # noqa: F401
+from calibcli.requests.metrics import NO_INTERVAL, WITHHELD, with_top_label, withheld_reason  # noqa: F401
 from calibcli.evaluation.state.binary import EvalState, compute_all
 
-CONFIDENCE = 0.95
-
-
-@dataclass
-class BootstrapPlan:
-    """How many resamples, with which seed, for which interval level."""
-
-    replicates: int
-    seed: int
-    level: float = CONFIDENCE
-
-    def to_json(self) -> dict[str, Any]:
-        return {"replicates": self.replicates, "seed": self.seed, "level": self.level,
-                "method": "recentred-percentile", "resampling": "poisson"}
 
 
 def poisson_counts(state: EvalState, plan: BootstrapPlan) -> Iterator[np.ndarray]:
@@ -158,23 +146,18 @@ def percentile_intervals(replicates: Mapping[str, np.ndarray], level: float = CO
 LN2 = math.log(2.0)
 
 
-def _with_top_label(*keys: str) -> frozenset[str]:
-    """`keys` and those of their top-label reductions that K-class predictions have."""
-    return frozenset(keys) | {metrics.TOP_LABEL + k for k in keys if metrics.TOP_LABEL + k in metrics.KCLASS_METRICS}
-
-
 # The range of every metric, one class each (tests/test_bootstrap_coverage.py checks every key of
 # metrics.METRICS and KCLASS_METRICS is in exactly one); intervals are clipped to it. Brier's DSC
 # and UNC are at most UNC's largest value ȳ(1 - ȳ) = 1/4, log-loss's at most ln 2; the debiased
 # ECE is a square root (of the debiased squared error, floored at 0); p-values are in [0, 1]. The
 # K-class Brier score (a sum over the classes) is in [0, 2] (`KCLASS_WIDER`).
-UNIT_RANGE = _with_top_label("brier", "auc", "ece", "mce", "calbin", "spiegelhalter_p", "interval_width",
+UNIT_RANGE = with_top_label("brier", "auc", "ece", "mce", "calbin", "spiegelhalter_p", "interval_width",
                              "interval_coverage", "accuracy", "top_label_ece", "top_label_mce", "classwise_ece",
                              "field_ece", "brier_mcb", "smece", "ece_debiased", "corp_p", "hl_p", "ks_p", "kuiper_p")
-QUARTER_RANGE = _with_top_label("brier_dsc", "brier_unc")
-LN2_RANGE = _with_top_label("log_loss_dsc", "log_loss_unc")
-NON_NEGATIVE = _with_top_label("log_loss", "field_rce", "log_loss_mcb", "hl_stat", "ks", "kuiper")
-UNBOUNDED = _with_top_label("cal_slope", "cal_intercept", "spiegelhalter_z")
+QUARTER_RANGE = with_top_label("brier_dsc", "brier_unc")
+LN2_RANGE = with_top_label("log_loss_dsc", "log_loss_unc")
+NON_NEGATIVE = with_top_label("log_loss", "field_rce", "log_loss_mcb", "hl_stat", "ks", "kuiper")
+UNBOUNDED = with_top_label("cal_slope", "cal_intercept", "spiegelhalter_z")
 RANGES = ((UNIT_RANGE, (0.0, 1.0)), (QUARTER_RANGE, (0.0, 0.25)), (LN2_RANGE, (0.0, LN2)),
           (NON_NEGATIVE, (0.0, math.inf)), (UNBOUNDED, (-math.inf, math.inf)))
 KCLASS_WIDER = {"brier": (0.0, 2.0)}
@@ -190,35 +173,12 @@ def metric_range(key: str, kclass: bool = False) -> tuple[float, float]:
     raise KeyError(f"no range for metric {key!r}")
 
 
-# Metrics `--bootstrap` gives no interval (NaN, null in JSON), with the reason (README, `--gate-on
-# upper` refusals): by simulation (benchmarks/bootstrap_coverage.py, a miscalibrated and a
-# calibrated design) no resampling interval tried covered their true value in 93-97 % of data sets.
-_MAXIMUM = "a maximum over bins, biased up beyond what resampling corrects"
-_GAPS = "a sum of |gaps|, biased up by the noise of each bin as much as its spread: no interval covers 0 when calibrated"
-_PAV = "PAV's in-sample fit biases it up by more than its spread"
-_ROOT = "the root of an estimate floored at 0, biased near 0 and in its intervals' coverage"
-_TEST = "a test statistic, as large under calibration whatever the rows: no interval covers 0"
-_P = "the p-value of a test whose statistic has no interval"
-WITHHELD: dict[str, str] = {
-    **dict.fromkeys(_with_top_label("mce", "top_label_mce"), _MAXIMUM),
-    **dict.fromkeys(_with_top_label("smece"), _GAPS),
-    **dict.fromkeys(_with_top_label("brier_mcb", "log_loss_mcb"), _PAV),
-    **dict.fromkeys(_with_top_label("ece_debiased"), _ROOT),
-    **dict.fromkeys(_with_top_label("hl_stat", "ks", "kuiper"), _TEST),
-    **dict.fromkeys(_with_top_label("hl_p", "ks_p", "kuiper_p", "corp_p"), _P),
-}
-NO_INTERVAL = frozenset(WITHHELD)
 # Metrics whose interval comes from half-samples (n // 2 rows drawn without replacement,
 # `half_counts`), which never repeat a row, with the bias extrapolated: PAV's in-sample bias of
 # DSC shrinks as n^(-2/3), so the half-samples' median shift m - T is (2^(2/3) - 1) times the
 # bias at n rows, and the interval is centred on T - (m - T) / (2^(2/3) - 1) with the half-samples'
 # spread (at n/2 without replacement, the same as the spread at n of the data).
-HALF_SAMPLED: dict[str, float] = dict.fromkeys(_with_top_label("brier_dsc", "log_loss_dsc"), 1 / (2 ** (2 / 3) - 1))
-
-
-def withheld_reason(key: str) -> str:
-    """Why metric `key` has no bootstrap interval (`WITHHELD`), for messages."""
-    return WITHHELD[key]
+HALF_SAMPLED: dict[str, float] = dict.fromkeys(with_top_label("brier_dsc", "log_loss_dsc"), 1 / (2 ** (2 / 3) - 1))
 
 
 def recentred_intervals(replicates: Mapping[str, np.ndarray], estimates: Mapping[str, float],

@@ -27,10 +27,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from calibcli.calibrators.kscores import ZERO_LOG
-from calibcli.errors import MapError, UsageError
-from calibcli.export import sql as export
+from calibcli.errors import MapError
 from calibcli.export.sql import SQLExport, literal, quote_identifier
-from calibcli.requests import ExportRequest
 
 SQL_METHODS = ("temperature", "vector", "dirichlet")
 
@@ -73,34 +71,3 @@ def select_list(cmap: Any, columns: Sequence[str], dialect: str = "ansi", prefix
     lines = [f"EXP({ak} - {top}) / ({total}) AS {quote_identifier(f'{prefix}_{c}', dialect)}"
              for ak, c in zip(a, cmap.classes_.tolist())]
     return ",\n".join(lines)
-
-
-def export_sql(map_path: str, column: str | None = None, expression: str | None = None, dialect: str = "ansi",
-               max_knots: int | None = None, score_cols: Sequence[str] | None = None) -> SQLExport:
-    """`calib export --sql` of any map: a K-class map's select list over its score columns (or
-    `score_cols`), a binary map's expression (`export.export_sql`)."""
-    return export_map(map_path, ExportRequest.build(column, expression, dialect, max_knots, score_cols))
-
-
-def export_map(map_path: str, request: ExportRequest) -> SQLExport:
-    """`export_sql` for a checked request (the command builds it at the door)."""
-    from calibcli import io
-    from calibcli.maps import envelope as maps
-
-    cal, envelope = maps.load_map(map_path)
-    source = io.display_name(map_path)
-    expression, dialect, max_knots, score_cols = request.expression, request.dialect, request.max_knots, request.score_cols
-    if "classes" not in envelope:
-        if score_cols is not None:
-            raise UsageError(f"{source}: --score-cols is for K-class maps; this {cal.name} map reads one "
-                             "score column", hint="give it with --score-col")
-        return export.binary_sql(map_path, cal, request)
-    if expression is not None:
-        raise UsageError("--score-expr is for binary maps: a K-class map reads --score-cols")
-    if max_knots is not None:
-        raise UsageError("--max-knots simplifies knot maps; K-class maps have no knots")
-    columns = export.kclass_columns(score_cols, cal.score_cols, cal.n_classes, source)
-    try:
-        return SQLExport(select_list(cal, columns, dialect), 0, None, cal.n_classes, cal.name)
-    except MapError as exc:
-        raise MapError(f"{source}: {exc.message}", hint=exc.hint) from None

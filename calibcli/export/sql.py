@@ -158,7 +158,7 @@ def _ilps(cal: Calibrator, s: str) -> str:
     split gives the same value from either segment up to rounding.
     """
     from calibcli.calibrators.ilps import LOGIT_CLIP
-    from calibcli.requests.params import PROB_CLIP
+    from calibcli.calibrators.params import PROB_CLIP
 
     a, b = cal.a_, cal.b_
     if cal.params["score_kind"] == "logit":
@@ -195,7 +195,7 @@ def _spline(cal: Calibrator, s: str) -> str:
     outer knots. As for ilps, the interval is chosen on the score itself (knots mapped back
     to probabilities), so a score within an ulp of a knot may take the neighbouring cubic:
     the spline is continuous there, so that changes the result only by rounding."""
-    from calibcli.requests.params import PROB_CLIP
+    from calibcli.calibrators.params import PROB_CLIP
 
     knots = cal.knots_
     if cal.params["score_kind"] == "logit":
@@ -240,7 +240,7 @@ def score_sql(request: ExportRequest) -> str:
     by `ExportRequest.build`)."""
     if request.expression is not None:
         return f"({request.expression.strip()})"
-    return quote_identifier(request.column, request.dialect)
+    return quote_identifier(request.column or "score", request.dialect)
 
 
 def sql_expression(cal: Calibrator, score: str = '"score"') -> str:
@@ -439,26 +439,6 @@ class SQLExport(NamedTuple):
                 f"this long slowly; each class repeats every logit, so the size grows as {growth}")
 
 
-def kclass_columns(given: Sequence[str] | None, recorded: Sequence[str] | None, k: int, source: str) -> list[str]:
-    """The K score columns a K-class select list reads: `--score-cols` names (a pattern is
-    refused: export reads no file to match it against) or the map's recorded columns."""
-    if given is None:
-        if not recorded:
-            raise UsageError(f"{source}: the map does not record its score columns",
-                             hint="name them with --score-cols a,b,c")
-        return list(recorded)
-    example = ",".join(recorded) if recorded and len(recorded) <= 4 else "p_a,p_b,p_c"
-    for name in given:
-        if re.search(r"[*?\[]", name):
-            raise UsageError(f"{source}: --score-cols {shown(name)} is a pattern, but export reads no file to match "
-                             f"it against: give the map's {k} score column names as a comma list",
-                             hint=f"e.g. --score-cols {example}")
-    if len(given) != k:
-        raise UsageError(f"{source}: --score-cols gives {len(given)} columns but the map has {k} classes",
-                         hint=f"give the {k} score column names as a comma list, e.g. --score-cols {example}")
-    return list(given)
-
-
 def export_sql(map_path: str, column: str | None = None, expression: str | None = None,
                dialect: str = "ansi", max_knots: int | None = None) -> SQLExport:
     """The SQL expression of the binary map saved at `map_path` (`calib export --sql`), the map
@@ -466,17 +446,17 @@ def export_sql(map_path: str, column: str | None = None, expression: str | None 
     from calibcli.maps import envelope as maps
 
     request = ExportRequest.build(column, expression, dialect, max_knots)
-    return binary_sql(map_path, maps.load_map(map_path)[0], request)
-
-
-def binary_sql(map_path: str, cal: Calibrator, request: ExportRequest) -> SQLExport:
-    """`export_sql` of the binary map `cal`, read from `map_path`, for a checked request."""
     from calibcli import io
 
+    return binary_sql(io.display_name(map_path), maps.load_map(map_path)[0], request)
+
+
+def binary_sql(source: str, cal: Calibrator, request: ExportRequest) -> SQLExport:
+    """The SQL of the binary map `cal`, read from `source`, for a checked request."""
     score, max_knots = score_sql(request), request.max_knots
     try:
         simplified = simplify(cal, max_knots) if max_knots is not None else None
         final = simplified.calibrator if simplified else cal
         return SQLExport(sql_expression(final, score), breakpoints(final), simplified)
     except MapError as exc:
-        raise MapError(f"{io.display_name(map_path)}: {exc.message}", hint=exc.hint) from None
+        raise MapError(f"{source}: {exc.message}", hint=exc.hint) from None

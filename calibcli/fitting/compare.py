@@ -23,14 +23,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from calibcli import io
-from calibcli.maps import envelope as maps
-from calibcli.evaluation.metrics import binary as metrics
 from calibcli.calibrators import registry
-from calibcli.requests.params import COMPARED, KCLASS_COMPARED
-from calibcli.requests import CompareRequest
 from calibcli.errors import CalibError, CalibWarning, InputError, UsageError
+from calibcli.evaluation.metrics import binary as metrics, kclass as kclass_metrics
+from calibcli.fitting.rows import read_rows
 from calibcli.io import targets
+from calibcli.kinds import BINARY, KCLASS, kind_of
+from calibcli.maps import envelope as maps
+from calibcli.maps.classmap import ClassMap
+from calibcli.requests import CompareRequest
+from calibcli.calibrators.params import COMPARED, KCLASS_COMPARED
 
 LOWER_IS_BETTER = {"log_loss": True, "brier": True, "ece": True, "calbin": True, "top_label_ece": True,
                    "classwise_ece": True}
@@ -130,9 +132,19 @@ class Comparison:
                 "best": best.method if best else None, "tied": self.tied, "methods": methods}
 
 
+def _default_methods(kind: str) -> list[str]:
+    """What `compare` compares by default: every score-only binary method; for K classes the
+    native K-class methods and one-vs-rest isotonic."""
+    return _DEFAULTS[kind]()
+
+
+_DEFAULTS = {BINARY: lambda: [m for m in registry.available() if not registry.get(m).uses_features],
+             KCLASS: lambda: [*registry.kclass_native(), "isotonic"]}
+
+
 def default_methods() -> list[str]:
-    """Every registered method that needs only the score."""
-    return [m for m in registry.available() if not registry.get(m).uses_features]
+    """Every registered method that needs only the score (binary comparisons' default)."""
+    return _default_methods(BINARY)
 
 
 def fold_ids(n: int, k: int, seed: int) -> np.ndarray:
@@ -147,18 +159,21 @@ def _fold_metrics(y: np.ndarray, p: np.ndarray, calbin_window: int) -> dict[str,
             "ece": metrics.prob_ece(y, p), "calbin": metrics.calbin(y, p, min(calbin_window, y.size))}
 
 
+def _kclass_fold_metrics(y: np.ndarray, P: np.ndarray, calbin_window: int) -> dict[str, float]:
+    return {"log_loss": kclass_metrics.log_loss(y, P), "brier": kclass_metrics.brier(y, P),
+            "top_label_ece": kclass_metrics.top_label_ece(y, P), "classwise_ece": kclass_metrics.classwise_ece(y, P)}
+
+
 def unfitted(build, seed: int):
     """`make(method)`: a fresh unfitted calibrator of `method`, a copy of one built by
     `build(method)` on first use (one look-up per method), `seed` (checked by `CompareRequest`)
-    set where the method samples, not checked again per fold."""
+    set where the method samples (`Estimator.configured`, the one path a seed takes)."""
     built: dict[str, Any] = {}
 
     def make(method: str):
         if method not in built:
             cal = build(method)
-            if "seed" in cal.params:
-                cal.params["seed"] = seed
-            built[method] = cal
+            built[method] = cal.configured(seed=seed) if "seed" in cal.params else cal
         return copy.deepcopy(built[method])
 
     return make
@@ -169,7 +184,7 @@ def compare(s: np.ndarray, y: np.ndarray, methods: Sequence[str], folds: int, se
     """Cross-validated scores of each method on scores `s` ((n,), or (n, K) with class codes
     `y`) and labels `y`. `make(method)` gives an unfitted calibrator (default: the binary
     method with `seed`), `fold_metrics(y, p)` a fold's metrics (default: `COMPARED`)."""
-    make = make or unfitted(registry.create, seed)
+    make = make or unfitted(lambda m: registry.calibrator(m, BINARY), seed)
     fold_metrics = fold_metrics or (lambda y_test, p: _fold_metrics(y_test, p, calbin_window))
     ids = fold_ids(len(s), folds, seed)
     results = []
@@ -190,30 +205,49 @@ def compare(s: np.ndarray, y: np.ndarray, methods: Sequence[str], folds: int, se
     return results
 
 
-def compare_file(path: str, methods: Sequence[str] | None = None, folds: int = 5, seed: int = 0,
-                 metric: str = "log_loss", score_col: str = "score", label_col: str = "label",
-                 fmt: str | None = None, out: str | None = None,
-                 calbin_window: int = metrics.CALBIN_WINDOW, pos_label: str | None = None) -> Comparison:
-    """Compare methods on a score/label file; with `out`, save the best method's map fitted on all rows."""
-    folds, seed, metric = CompareRequest.build(folds, seed, metric)
-    chosen = list(methods) if methods else default_methods()
+def compare_file(path: str, request: CompareRequest, methods: Sequence[str] | None = None, fmt: str | None = None,
+                 out: str | None = None, calbin_window: int = metrics.CALBIN_WINDOW) -> Comparison:
+    """Compare methods on a score file (one score column, or K with `request.columns.score_cols`)
+    on the same folds; with `out`, save the best method's map fitted on all rows."""
+    folds, seed, metric, columns = request
+    kind = kind_of(columns)
+    chosen = list(methods) if methods else _default_methods(kind)
     for m in chosen:
-        if registry.get(m).uses_features:
-            raise UsageError(f"method {m!r} needs feature columns; compare takes score-only methods")
+        _CHECKS[kind](m)
     if out is not None:
         targets.check_output(out, [path])
         maps.map_format(out)
         maps.source_date_epoch()
-    source = io.display_name(path)
-    table = io.read_table(path, fmt)
-    s = io.scores_from(table, score_col, source)
-    y = io.labels_from(table, label_col, source, pos_label=io.PosLabel(pos_label) if pos_label else None)
-    if s.size < 2 * folds:
-        raise InputError(f"{source}: {s.size} rows are too few for {folds} folds")
-    make = unfitted(registry.create, seed)
-    result = Comparison(source, int(s.size), folds, seed, metric,
-                        compare(s, y, chosen, folds, seed, calbin_window, make=make))
-    return save_best(result, out, lambda method: make(method).fit(s, y))
+    rows = read_rows(path, columns, fmt, kind)
+    if rows.n < 2 * folds:
+        raise InputError(f"{rows.source}: {rows.n} rows are too few for {folds} folds")
+    make = unfitted(lambda m: registry.calibrator(m, kind, score_kind=rows.score_kind), seed)
+    fold_metrics, compared = _FOLD_METRICS[kind]
+    scores = compare(rows.scores, rows.labels, chosen, folds, seed, make=make,
+                     fold_metrics=lambda y, p: fold_metrics(y, p, calbin_window))
+    result = Comparison(rows.source, rows.n, folds, seed, metric, scores, compared)
+
+    def refit(method: str) -> Any:
+        fitted = make(method).fit(rows.scores, rows.labels)
+        return _SAVED[kind](fitted, rows)
+
+    extra = {k: rows.training[k] for k in ("score_kind", "labels_read_as", "score_list_col") if k in rows.training}
+    return save_best(result, out, refit, extra)
+
+
+def _check_binary(method: str) -> None:
+    if registry.binary(method).uses_features:
+        raise UsageError(f"method {method!r} needs feature columns; compare takes score-only methods")
+
+
+def _check_kclass(method: str) -> None:
+    registry.kclass(method, {"score_kind": "probability"})  # a method that cannot take K columns, refused first
+
+
+_CHECKS = {BINARY: _check_binary, KCLASS: _check_kclass}
+_FOLD_METRICS = {BINARY: (_fold_metrics, COMPARED), KCLASS: (_kclass_fold_metrics, KCLASS_COMPARED)}
+_SAVED = {BINARY: lambda fitted, rows: fitted,
+          KCLASS: lambda fitted, rows: ClassMap(fitted, rows.classes, rows.score_cols or None)}
 
 
 def save_best(result: Comparison, out: str | None, refit, training: dict[str, Any] | None = None) -> Comparison:

@@ -16,12 +16,15 @@ from typing import Any, Sequence
 import numpy as np
 
 from calibcli import io
-from calibcli.maps import envelope as maps
-from calibcli.fitting import summary
 from calibcli.calibrators import Calibrator
 from calibcli.errors import CalibWarning, FitError, InputError
-from calibcli.evaluation.metrics import binary as metrics
+from calibcli.evaluation.metrics import binary as metrics, kclass as kclass_metrics
+from calibcli.fitting import summary
+from calibcli.fitting.rows import MISSING_CLASS, Rows, read_rows
 from calibcli.io import targets
+from calibcli.kinds import BINARY, KCLASS
+from calibcli.maps import envelope as maps
+from calibcli.maps.classmap import ClassMap
 from calibcli.requests import Columns, FitRequest
 
 __all__ = ["Columns", "FitRequest", "FitResult", "fit_file", "fit_summary", "fit_summary_file"]
@@ -47,57 +50,69 @@ def fit_file(
     out_format: str | None = None,
     strict: bool = False,
 ) -> FitResult:
-    """Fit the request's calibrator on a score/label file and, when `out` is given, save the
-    map there. With `strict` the first warning is a FitError and no map is written.
+    """Fit the request's calibrator (binary or K-class) on a score file and, when `out` is
+    given, save the map there. With `strict` the first warning is a FitError and no map is written.
     """
     _claim_map_output(out, out_format, [path])
-    calibrator, cols, weight_kind, method = request.calibrator, request.columns, request.weight_kind, request.method
-    source = io.display_name(path)
-    table = io.read_table(path, fmt, string_columns=cols.fields)
-    if table.num_rows == 0:
-        raise InputError(f"{source}: no data rows")
-    s = io.scores_from(table, cols.score, source)
-    y = io.labels_from(table, cols.label, source, pos_label=io.PosLabel(cols.pos_label) if cols.pos_label else None)
-    w = io.weights_from(table, cols.weight, source) if cols.weight else None
-    io.check_scores_for(calibrator, s, cols.score, source, None)
-    feats = io.map_features(table, cols.fields, cols.features, source) or None
-    notes = []
-    if calibrator.uses_features and not (cols.fields or cols.features):
-        notes.append(f"{method} without --field-col or --feature-col is ilps with extra steps: "
-                     "fit --method ilps, or name the feature columns")
-    if s.size > 1 and s.min() == s.max():
-        notes.append(f"all {s.size} scores equal {float(s[0]):g}: the map is a constant")
-    training: dict[str, Any] = {
-        "input": source,
-        "rows": int(s.size),
-        "positives": int(np.sum(y == 1)),
-        "negatives": int(np.sum(y == 0)),
-        "score_col": cols.score,
-        "label_col": cols.label,
-        "score_range": [float(s.min()), float(s.max())],
-    }
-    if cols.pos_label is not None:
-        training["pos_label"] = cols.pos_label
-    if cols.weight:
-        training["weight_col"] = cols.weight
-        training["weight_kind"] = weight_kind
+    rows = read_rows(path, request.columns, fmt, request.kind)
+    return _FITS[request.kind](rows, request, strict, out, out_format)
 
-    def quality(p: np.ndarray, part: slice) -> tuple[dict[str, float], float]:
-        """Weighted like the fit (and like the --from-summary path, whose counts are weights)."""
-        sw = None if w is None else w[part]
-        total = p.size if sw is None else float(np.sum(sw))
-        if total == 0:  # a chunk of zero-weight rows adds nothing
-            return {"log_loss": 0.0, "brier": 0.0}, 0.0
-        return ({"log_loss": metrics.log_loss(y[part], p, sample_weight=sw),
-                 "brier": metrics.brier(y[part], p, sample_weight=sw)}, total)
+
+def _fit_binary(rows: Rows, request: FitRequest, strict: bool, out: str | None, out_format: str | None) -> FitResult:
+    calibrator, cols, weight_kind = request.calibrator, request.columns, request.weight_kind
+    s, y, w, feats = rows.scores, rows.labels, rows.weights, rows.features
+    io.check_scores_for(calibrator, s, cols.score, rows.source, None)
+    if calibrator.uses_features and not (cols.fields or cols.features):
+        rows.notes.insert(0, f"{request.method} without --field-col or --feature-col is ilps with extra steps: "
+                             "fit --method ilps, or name the feature columns")
+    _weights_block(rows.training, cols, weight_kind)
+
+    quality = _quality(metrics, y, w)
 
     def predict(part: slice) -> np.ndarray:
         return calibrator.predict(s[part], features=None if feats is None else {k: v[part] for k, v in feats.items()})
 
-    del table  # its buffers go back to the allocator for the fit's arrays to reuse
-    return _fit_and_save(calibrator, source, dict(scores=s, labels=y, sample_weight=w, features=feats,
-                                                  weight_kind=weight_kind),
-                         training, notes, strict, out, out_format, quality, s, predict)
+    return _fit_and_save(calibrator, rows.source, dict(scores=s, labels=y, sample_weight=w, features=feats,
+                                                       weight_kind=weight_kind),
+                         rows.training, rows.notes, strict, out, out_format, quality, s, predict)
+
+
+def _fit_kclass(rows: Rows, request: FitRequest, strict: bool, out: str | None, out_format: str | None) -> FitResult:
+    cal, P, y, w = request.calibrator, rows.scores, rows.labels, rows.weights
+    cal.set_params(score_kind=rows.score_kind)
+    _weights_block(rows.training, request.columns, request.weight_kind)
+    saved = ClassMap(cal, rows.classes, rows.score_cols or None)
+
+    quality = _quality(kclass_metrics, y, w)
+
+    return _fit_and_save(cal, rows.source, dict(scores=P, labels=y, sample_weight=w, weight_kind=request.weight_kind),
+                         rows.training, rows.notes, strict, out, out_format, quality, P,
+                         lambda part: cal.predict(P[part]), saved=saved, raw=rows.score_kind == "probability",
+                         said=MISSING_CLASS)
+
+
+_FITS = {BINARY: _fit_binary, KCLASS: _fit_kclass}
+
+
+def _quality(of: Any, y: np.ndarray, w: np.ndarray | None):
+    """`quality(p, part)`: the training log-loss and Brier score (`of`'s definitions, binary or
+    K-class) of the rows `part` predicted `p`, weighted like the fit, and their weight."""
+
+    def quality(p: np.ndarray, part: slice) -> tuple[dict[str, float], float]:
+        sw = None if w is None else w[part]
+        total = float(len(p) if sw is None else np.sum(sw))
+        if total == 0:  # a chunk of zero-weight rows adds nothing
+            return {"log_loss": 0.0, "brier": 0.0}, 0.0
+        return ({"log_loss": of.log_loss(y[part], p, sample_weight=sw),
+                 "brier": of.brier(y[part], p, sample_weight=sw)}, total)
+
+    return quality
+
+
+def _weights_block(training: dict[str, Any], cols: Any, weight_kind: str) -> None:
+    if cols.weight:
+        training["weight_col"] = cols.weight
+        training["weight_kind"] = weight_kind
 
 
 def fit_summary_file(summary_path: str, request: FitRequest, **options: Any) -> FitResult:

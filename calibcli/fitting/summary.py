@@ -64,13 +64,13 @@ import numpy as np
 import pyarrow as pa
 
 from calibcli.maps import strictjson
+from calibcli.numeric.pooling import aggregate, bucket
 from calibcli.errors import UPGRADE_HINT, InputError, UsageError
 
 FORMAT = "calibcli.fitting.summary"
 SCHEMA_VERSION = 1
 PARQUET_KEY = b"calibcli.fitting.summary"
 SUMMARY_LIMITS = strictjson.Limits(max_bytes=2 << 30)
-_BINCOUNT_SPAN = 1 << 24  # bucketed keys spanning at most this many steps use bincount (no sort)
 
 
 @dataclass
@@ -106,30 +106,6 @@ class ScoreSummary:
         return table.replace_schema_metadata({PARQUET_KEY: json.dumps(header).encode()})
 
 
-def _aggregate(keys: np.ndarray, w0: np.ndarray, w1: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Sorted distinct keys and the sums of w0 and w1 per key (one argsort, no stable sort)."""
-    if keys.size == 0:
-        return keys.copy(), w0.copy(), w1.copy()
-    order = np.argsort(keys)
-    ks = keys[order]
-    starts = np.flatnonzero(np.concatenate([[True], ks[1:] != ks[:-1]]))
-    return ks[starts], np.add.reduceat(w0[order], starts), np.add.reduceat(w1[order], starts)
-
-
-def _bucket(s: np.ndarray, w0: np.ndarray, w1: np.ndarray, step: float) -> tuple[np.ndarray, ...]:
-    """Aggregate on the grid of multiples of `step`; a bincount when the grid span is small."""
-    k = np.rint(s / step)
-    lo, hi = float(k.min()), float(k.max())
-    if hi - lo < _BINCOUNT_SPAN:
-        idx = (k - lo).astype(np.int64)
-        n0 = np.bincount(idx, weights=w0)
-        n1 = np.bincount(idx, weights=w1)
-        used = np.flatnonzero((n0 > 0) | (n1 > 0) | (np.bincount(idx) > 0))
-        return (used + lo) * step, n0[used], n1[used]
-    keys, n0, n1 = _aggregate(k, w0, w1)
-    return keys * step, n0, n1
-
-
 def summarize(scores: Any, labels: Any, sample_weight: Any = None, step: float | None = None) -> ScoreSummary:
     """Summarise finite scores and 0/1 labels (optionally non-negative weights).
 
@@ -162,9 +138,9 @@ def summarize(scores: Any, labels: Any, sample_weight: Any = None, step: float |
         xs, count, n1 = unique_with_sums(s, y, np.ones_like(s))
         n0 = count - n1  # whole numbers: exact
     elif step is None:
-        xs, n0, n1 = _aggregate(s, w0, w1)
+        xs, n0, n1 = aggregate(s, w0, w1)
     elif s.size:
-        xs, n0, n1 = _bucket(s, w0, w1, float(step))
+        xs, n0, n1 = bucket(s, w0, w1, float(step))
     else:
         xs, n0, n1 = s.copy(), w0.copy(), w1.copy()
     return ScoreSummary(xs, n0, n1, int(s.size), int(np.count_nonzero(positive)), rng,
@@ -180,7 +156,7 @@ def merge(summaries: Iterable[ScoreSummary]) -> ScoreSummary:
     if len(steps) > 1:
         raise UsageError("cannot merge summaries bucketed with different steps: "
                          + ", ".join("none" if s is None else f"{s:g}" for s in steps))
-    xs, n0, n1 = _aggregate(np.concatenate([p.score for p in parts]),
+    xs, n0, n1 = aggregate(np.concatenate([p.score for p in parts]),
                             np.concatenate([p.n0 for p in parts]),
                             np.concatenate([p.n1 for p in parts]))
     lo = min(p.score_range[0] for p in parts)
@@ -250,7 +226,7 @@ def _refuse(source: str, what: str) -> InputError:
                       hint="write summaries with `calib summarize`, or as Parquet columns score, n0, n1")
 
 
-def _check_header(header: Any, source: str) -> dict[str, Any]:
+def check_header(header: Any, source: str) -> dict[str, Any]:
     """A summary's header, checked as strictly as user input: every field present with its
     type and a possible value (one line naming the field otherwise)."""
     if not isinstance(header, dict):
@@ -314,7 +290,7 @@ def _from_columns(score: Any, n0: Any, n1: Any, header: dict[str, Any] | None, s
     arrays = [_column_array(name, values, source) for name, values in (("score", score), ("n0", n0), ("n1", n1))]
     if not arrays[0].size == arrays[1].size == arrays[2].size:
         raise _refuse(source, "columns score, n0, n1 differ in length")
-    xs, n0_, n1_ = _aggregate(*arrays)
+    xs, n0_, n1_ = aggregate(*arrays)
     total0, total1 = float(np.sum(n0_)), float(np.sum(n1_))
     if not np.isfinite(total0 + total1):
         raise _refuse(source, "the counts n0 + n1 add up to more than a float64 holds")
@@ -364,7 +340,7 @@ def load(path: str) -> ScoreSummary:
     """Read a summary: a JSON or Parquet file from `save`, or any Parquet file or directory of
     parts with columns score, n0, n1 (e.g. written by Spark); duplicate scores are merged.
 
-    A summary is checked as strictly as user input (`_check_header`, `_check_body`): a header
+    A summary is checked as strictly as user input (`check_header`, `_check_body`): a header
     that says impossible things is refused with one line naming the file and the field."""
     from calibcli import io
 
@@ -380,7 +356,7 @@ def load(path: str) -> ScoreSummary:
         raise InputError(f"{source}: not a calibcli summary (neither Parquet nor JSON: {exc})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise InputError(f"{source}: not a calibcli summary (no \"format\": \"{FORMAT}\" field)")
-    header = _check_header({k: v for k, v in doc.items() if k not in ("score", "n0", "n1")}, source)
+    header = check_header({k: v for k, v in doc.items() if k not in ("score", "n0", "n1")}, source)
     missing = [k for k in ("score", "n0", "n1") if not isinstance(doc.get(k), list)]
     if missing:
         raise InputError(f"{source}: summary is missing the list {missing[0]!r}")
@@ -409,7 +385,7 @@ def _load_parquet(parts: Sequence[Any], source: str) -> ScoreSummary:
         header = None
         if raw is not None:
             try:
-                header = _check_header(strictjson.loads(raw), source)
+                header = check_header(strictjson.loads(raw), source)
             except strictjson.StrictJSONError as exc:
                 raise _refuse(source, f"the header is not JSON ({exc})") from None
         cols = [np.asarray(_pc_cast(table.column(c)).fill_null(float("nan"))) for c in ("score", "n0", "n1")]
@@ -457,14 +433,16 @@ def summarize_file(path: str, *, score_col: str = "score", label_col: str = "lab
     """Stream a score/label file (or a directory, glob or URI of Parquet parts) into a summary."""
     from calibcli import io
 
-    positive = io.PosLabel(pos_label) if pos_label is not None else None
+    from calibcli.kinds import labels
+
+    reader = labels.BinaryLabels(pos_label)
 
     def chunks():
         source, _, batches = io.iter_batches(path, fmt)  # a directory, glob or URI of parts is one dataset
         rows = 0
         for batch in batches:
             s = io.scores_from(batch, score_col, source.name, offset=rows)
-            y = io.labels_from(batch, label_col, source.name, offset=rows, pos_label=positive)
+            y = labels.from_file(batch, label_col, source.name, reader, offset=rows)
             w = io.weights_from(batch, weight_col, source.name, offset=rows) if weight_col else None
             rows += batch.num_rows
             if on_batch is not None:

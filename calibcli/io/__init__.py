@@ -24,7 +24,7 @@ from typing import Any
 
 _HOME = {
     "check_scores_for": "columns", "field_codes": "columns", "field_values": "columns",
-    "labels_from": "columns", "PosLabel": "columns", "map_features": "columns", "missing_column": "columns", "refused_scores": "columns", "scores_from": "columns",
+    "map_features": "columns", "missing_column": "columns", "refused_scores": "columns", "scores_from": "columns",
     "scores_or_nan": "columns",
     "weights_from": "columns",
     "display_name": "paths", "is_parts": "paths", "is_uri": "paths", "list_parts": "paths",

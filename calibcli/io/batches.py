@@ -11,10 +11,10 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from calibcli.io.parquet import PARQUET_BATCH_ROWS, _dataset_batches, _parquet_batches
-from calibcli.io.parsers import _cast_strings_batch, _close_reader, _larger_block, _open_text_reader
+from calibcli.io.parquet import PARQUET_BATCH_ROWS, dataset_batches, parquet_batches
+from calibcli.io.parsers import cast_strings_batch, close_reader, larger_block, open_text_reader
 from calibcli.io.paths import is_parts
-from calibcli.io.readerrors import _arrow_error, _check_header, _text_error
+from calibcli.io.readerrors import arrow_error, check_header, text_error
 from calibcli.io.sources import Source, open_source
 
 BATCH_ROWS = 1 << 17
@@ -37,7 +37,7 @@ def iter_batches(path: str, fmt: str | None = None, string_columns: tuple[str, .
     """
     rows = PARQUET_BATCH_ROWS if batch_rows is None else batch_rows
     if is_parts(path):
-        return _dataset_batches(path, string_columns, rows)
+        return dataset_batches(path, string_columns, rows)
     source = open_source(path, fmt)
     try:
         if source.format == "parquet":
@@ -48,23 +48,23 @@ def iter_batches(path: str, fmt: str | None = None, string_columns: tuple[str, .
             if as_dictionary:
                 pf = pq.ParquetFile(source.stream, read_dictionary=as_dictionary)
                 string_columns = tuple(c for c in string_columns if c not in as_dictionary)
-            reader: Any = _parquet_batches(pf, rows)
+            reader: Any = parquet_batches(pf, rows)
             schema = pf.schema_arrow
         else:
             return _text_batches(source, string_columns, float_columns)
     except (pa.ArrowException, OSError, EOFError) as exc:
-        raise _arrow_error(source, exc) from None
-    _check_header(source, schema)
+        raise arrow_error(source, exc) from None
+    check_header(source, schema)
     schema = pa.schema([pa.field(f.name, pa.string()) if f.name in string_columns else f
                         for f in schema])
 
     def batches() -> Iterator[pa.RecordBatch]:
         try:
-            yield from (_cast_strings_batch(batch, string_columns) for batch in reader)
+            yield from (cast_strings_batch(batch, string_columns) for batch in reader)
         except (pa.ArrowException, OSError, EOFError) as exc:
-            raise _arrow_error(source, exc) from None
+            raise arrow_error(source, exc) from None
         finally:
-            _close_reader(reader)
+            close_reader(reader)
 
     return source, schema, batches()
 
@@ -78,16 +78,16 @@ def _text_batches(source: Source, string_columns: tuple[str, ...], float_columns
     order = _first_keys(source.head) if source.format == "jsonl" and float_columns else None
     while True:
         try:
-            reader = _open_text_reader(source.stream, source.format, string_columns, block,
+            reader = open_text_reader(source.stream, source.format, string_columns, block,
                                        float_columns=float_columns, order=order)
             break
         except (pa.ArrowException, OSError, EOFError) as exc:
-            larger = _larger_block(block, exc) if source.reopen is not None else None
+            larger = larger_block(block, exc) if source.reopen is not None else None
             if larger is None:
-                raise _text_error(source, exc, 0, block, block_start=0) from None
+                raise text_error(source, exc, 0, block, block_start=0) from None
             block, source.stream = larger, source.reopen()  # type: ignore[misc]
     raw_schema = reader.schema
-    _check_header(source, raw_schema)
+    check_header(source, raw_schema)
     schema = pa.schema([pa.field(f.name, pa.string()) if f.name in string_columns else f
                         for f in raw_schema])
 
@@ -98,7 +98,7 @@ def _text_batches(source: Source, string_columns: tuple[str, ...], float_columns
             while True:
                 try:
                     if reader is None:
-                        reader = _open_text_reader(source.reopen(), source.format,  # type: ignore[misc]
+                        reader = open_text_reader(source.reopen(), source.format,  # type: ignore[misc]
                                                    string_columns, block, fixed=raw_schema, order=order)
                     for batch in reader:
                         read += batch.num_rows
@@ -107,18 +107,18 @@ def _text_batches(source: Source, string_columns: tuple[str, ...], float_columns
                             continue
                         if skip:
                             batch, skip = batch.slice(skip), 0
-                        yield _cast_strings_batch(batch, string_columns)
+                        yield cast_strings_batch(batch, string_columns)
                         done += batch.num_rows
                     return
                 except (pa.ArrowException, OSError, EOFError) as exc:
-                    larger = _larger_block(block, exc) if source.reopen is not None else None
+                    larger = larger_block(block, exc) if source.reopen is not None else None
                     if larger is None:
-                        raise _text_error(source, exc, done, block, block_start=read,
+                        raise text_error(source, exc, done, block, block_start=read,
                                           names=raw_schema.names) from None
-                    _close_reader(reader)
+                    close_reader(reader)
                     block, skip, read, reader = larger, done, 0, None
         finally:
-            _close_reader(reader)
+            close_reader(reader)
 
     return source, schema, batches()
 

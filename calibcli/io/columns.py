@@ -40,7 +40,7 @@ def missing_column(name: str, names: list[str], source: str, flag: str) -> Input
     return InputError(f"{source}: no column {shown(name)} (set it with {flag})", hint=hint)
 
 
-def _column(table: pa.Table | pa.RecordBatch, name: str, source: str, flag: str) -> pa.ChunkedArray:
+def column_of(table: pa.Table | pa.RecordBatch, name: str, source: str, flag: str) -> pa.ChunkedArray:
     names = list(table.schema.names)
     count = names.count(name)
     if count == 0:
@@ -51,18 +51,18 @@ def _column(table: pa.Table | pa.RecordBatch, name: str, source: str, flag: str)
     return col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
 
 
-def _first(mask: np.ndarray) -> int:
+def first_true(mask: np.ndarray) -> int:
     return int(np.argmax(mask))
 
 
-def _to_float(col: pa.ChunkedArray, name: str, source: str, offset: int) -> np.ndarray:
+def to_float(col: pa.ChunkedArray, name: str, source: str, offset: int) -> np.ndarray:
     """A numeric/boolean/numeric-text column as float64; errors name row and value."""
     typ = col.type
     if pa.types.is_dictionary(typ):
         col = col.cast(typ.value_type)
         typ = col.type
     if col.null_count:
-        row = _first(np.asarray(col.is_null())) + 1 + offset
+        row = first_true(np.asarray(col.is_null())) + 1 + offset
         raise InputError(f"{source}: column {shown(name)}, row {row}: empty value")
     if pa.types.is_float64(typ) or pa.types.is_float32(typ):  # exact, and no pyarrow.compute import
         # One chunk (a record batch's column): a read-only view of Arrow's buffer, no copy.
@@ -99,10 +99,10 @@ def _to_float(col: pa.ChunkedArray, name: str, source: str, offset: int) -> np.n
 def scores_from(table: pa.Table | pa.RecordBatch, name: str, source: str, offset: int = 0,
                 flag: str = "--score-col") -> np.ndarray:
     """A finite float64 score (or probability) column."""
-    s = _to_float(_column(table, name, source, flag), name, source, offset)
+    s = to_float(column_of(table, name, source, flag), name, source, offset)
     bad = ~np.isfinite(s)
     if bad.any():
-        i = _first(bad)
+        i = first_true(bad)
         raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: score {shown(float(s[i]))} is not finite",
                          hint="remove or repair rows with NaN or inf scores")
     return s
@@ -112,133 +112,29 @@ def scores_or_nan(table: pa.Table | pa.RecordBatch, name: str, source: str, offs
                   flag: str = "--score-col") -> np.ndarray:
     """A numeric score column as float64 with empty (null) values as NaN and non-finite
     values kept: for callers that decide per row (`calib apply --on-invalid`)."""
-    col = _column(table, name, source, flag)
+    col = column_of(table, name, source, flag)
     if pa.types.is_null(col.type):
         return np.full(len(col), np.nan)
     if pa.types.is_dictionary(col.type):
         col = col.cast(col.type.value_type)
     if not col.null_count:
-        return _to_float(col, name, source, offset)
+        return to_float(col, name, source, offset)
     nulls = np.asarray(col.is_null())
     try:
         filled = _pc().fill_null(col, pa.scalar(0).cast(col.type))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return _to_float(col, name, source, offset)  # a column that is no numbers anyway: its error
-    s = np.array(_to_float(filled, name, source, offset), dtype=np.float64)
+        return to_float(col, name, source, offset)  # a column that is no numbers anyway: its error
+    s = np.array(to_float(filled, name, source, offset), dtype=np.float64)
     s[nulls] = np.nan
     return s
 
 
-_LABEL_TEXT = {"0": 0.0, "1": 1.0, "0.0": 0.0, "1.0": 1.0, "false": 0.0, "true": 1.0}
-
-
-def label_text(col: pa.ChunkedArray, name: str, source: str, offset: int = 0) -> pa.ChunkedArray:
-    """Labels as trimmed text, integral numbers without a fraction (3.0 -> '3', -1 -> '-1'),
-    booleans as true/false: how `--pos-label` and class names are matched."""
-    typ = col.type
-    if pa.types.is_dictionary(typ):
-        col = col.cast(typ.value_type)
-        typ = col.type
-    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
-        return _pc().utf8_trim_whitespace(col.cast(pa.string()))
-    if pa.types.is_floating(typ):
-        values = _to_float(col, name, source, offset)
-        if np.all(values == np.floor(values)) and np.all(np.abs(values) < 2 ** 53):
-            return pa.chunked_array([pa.array(values.astype(np.int64)).cast(pa.string())])
-    return col.cast(pa.string())
-
-
-class PosLabel:
-    """`--pos-label VALUE`: the label value that is the positive class. The first other value
-    read is the negative class, kept across batches; a third value is refused."""
-
-    def __init__(self, value: str):
-        self.value = value.strip()
-        with contextlib.suppress(ValueError, OverflowError):  # 1.0 names the label 1, as it reads
-            number = float(self.value)
-            if number == int(number) and abs(number) < 2 ** 53:
-                self.value = str(int(number))
-        self.negative: str | None = None
-        self.seen = False  # whether a row had the positive value (in this batch or an earlier one)
-
-    def codes(self, col: pa.ChunkedArray, name: str, source: str, offset: int) -> np.ndarray:
-        text = label_text(col, name, source, offset)
-        value = self.value.lower() if pa.types.is_boolean(col.type) else self.value
-        positive = np.asarray(_pc().equal(text, value), dtype=bool)
-        others = ~positive
-        if others.any():
-            values = np.asarray(text.to_numpy(zero_copy_only=False), dtype=object)
-            first = int(np.argmax(others))
-            self.negative = values[first] if self.negative is None else self.negative
-            third = others & (values != self.negative)
-            if third.any():
-                i = _first(third)
-                if not (self.seen or positive[:i].any()):  # two other values and not the positive one
-                    raise self._not_a_label(name, source, {self.negative, *_pc().unique(text).to_pylist()})
-                raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: label {shown(values[i])} "
-                                 f"is a third value (besides {shown(self.value)} and {shown(self.negative)})",
-                                 hint="--pos-label is for labels with two values")
-        self.seen = self.seen or bool(positive.any())
-        return positive.astype(np.float64)
-
-    def _not_a_label(self, name: str, source: str, found: set[str]) -> InputError:
-        """`--pos-label VALUE` naming no label: two or more other values were read, not it."""
-        listed = sorted(found)
-        same = [v for v in listed if v.lower() == self.value.lower()]
-        hint = (f"labels are compared as written: --pos-label {shown(same[0])}" if same
-                else f"name the positive label, e.g. --pos-label {shown(listed[-1])}")
-        values = ", ".join(shown(v) for v in listed[:10]) + (", ..." if len(listed) > 10 else "")
-        return InputError(f"--pos-label {shown(self.value)} is not a label of {source} column {shown(name)} "
-                          f"(its values: {values})", hint=hint)
-
-
-def _label_hint(col: pa.ChunkedArray, name: str, source: str, offset: int) -> str:
-    """How to read labels that are not 0/1: name the positive value of two with --pos-label."""
-    distinct = sorted(str(v) for v in _pc().unique(label_text(col, name, source, offset)).to_pylist())
-    if len(distinct) == 2:
-        return (f"the labels are two values, {shown(distinct[0])} and {shown(distinct[1])}: "
-                f"name the positive one with --pos-label, e.g. --pos-label {shown(distinct[1])}")
-    return "labels with two values other than 0/1 (yes/no, -1/1): name the positive one with --pos-label VALUE"
-
-
-def labels_from(table: pa.Table | pa.RecordBatch, name: str, source: str, offset: int = 0,
-                pos_label: PosLabel | None = None) -> np.ndarray:
-    """A 0/1 label column (0/1 numbers, booleans, or the words true/false) as float64; with
-    `pos_label`, any two values, the positive one named."""
-    col = _column(table, name, source, "--label-col")
-    if pa.types.is_dictionary(col.type):  # e.g. a Parquet dictionary column of true/false
-        col = col.cast(col.type.value_type)
-    if col.null_count:
-        row = _first(np.asarray(col.is_null())) + 1 + offset
-        raise InputError(f"{source}: column {shown(name)}, row {row}: empty label"
-                         + ("" if pos_label else " (labels must be 0 or 1)"))
-    if pos_label is not None:
-        return pos_label.codes(col, name, source, offset)
-    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-        text = _pc().utf8_lower(_pc().utf8_trim_whitespace(col))
-        known = np.asarray(_pc().is_in(text, value_set=pa.array(list(_LABEL_TEXT))))
-        if not known.all():
-            i = _first(~known)
-            raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: label "
-                             f"{shown(col[i].as_py())} is not 0/1 or true/false",
-                             hint=_label_hint(col, name, source, offset))
-        return np.asarray(_pc().is_in(text, value_set=pa.array(["1", "1.0", "true"])), dtype=np.float64)
-    y = _to_float(col, name, source, offset)
-    bad = (y != 0) & (y != 1)
-    if bad.any():
-        i = _first(bad)
-        value = col[i].as_py()
-        raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: label {shown(value)} is not 0 or 1",
-                         hint=_label_hint(col, name, source, offset))
-    return y
-
-
 def weights_from(table: pa.Table | pa.RecordBatch, name: str, source: str, offset: int = 0) -> np.ndarray:
     """A finite, non-negative weight column (`offset`: rows before this batch, for messages)."""
-    w = _to_float(_column(table, name, source, "--weight-col"), name, source, offset)
+    w = to_float(column_of(table, name, source, "--weight-col"), name, source, offset)
     bad = ~np.isfinite(w) | (w < 0)
     if bad.any():
-        i = _first(bad)
+        i = first_true(bad)
         raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: weight {shown(float(w[i]))} "
                          "must be finite and >= 0")
     return w
@@ -246,7 +142,7 @@ def weights_from(table: pa.Table | pa.RecordBatch, name: str, source: str, offse
 
 def field_codes(table: pa.Table | pa.RecordBatch, name: str, source: str) -> tuple[np.ndarray, list[str]]:
     """A categorical column as integer codes and the category names (nulls become '')."""
-    return _dictionary(_column(table, name, source, "--field-col"))
+    return _dictionary(column_of(table, name, source, "--field-col"))
 
 
 def _dictionary(col: Any) -> tuple[np.ndarray, list[str]]:

@@ -9,9 +9,9 @@ from typing import Any, Iterator
 import pyarrow as pa
 
 from calibcli.errors import InputError
-from calibcli.io.parsers import _cast_strings, _cast_strings_batch
+from calibcli.io.parsers import cast_strings, cast_strings_batch
 from calibcli.io.paths import display_name, is_parts, is_uri, list_parts, open_dataset
-from calibcli.io.readerrors import _check_header
+from calibcli.io.readerrors import check_header
 from calibcli.io.sources import Source, format_from_path
 
 # Parquet is read in batches of up to a million rows (a default row group), so that what apply
@@ -19,7 +19,7 @@ from calibcli.io.sources import Source, format_from_path
 PARQUET_BATCH_ROWS = 1 << 20
 
 
-def _parquet_batches(pf: Any, batch_rows: int = PARQUET_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+def parquet_batches(pf: Any, batch_rows: int = PARQUET_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
     """Record batches of a Parquet file, one row group at a time, decoded one batch ahead.
 
     A single `iter_batches` over the whole file keeps a few bytes a row allocated until it
@@ -41,11 +41,11 @@ def _parquet_batches(pf: Any, batch_rows: int = PARQUET_BATCH_ROWS) -> Iterator[
             yield batch
 
 
-def _dataset_batches(path: str, string_columns: tuple[str, ...], batch_rows: int = PARQUET_BATCH_ROWS
+def dataset_batches(path: str, string_columns: tuple[str, ...], batch_rows: int = PARQUET_BATCH_ROWS
                      ) -> tuple[Source, pa.Schema, Iterator[pa.RecordBatch]]:
     dataset = open_dataset(path)
     source = Source(display_name(path), "parquet", dataset)
-    _check_header(source, dataset.schema)
+    check_header(source, dataset.schema)
     schema = pa.schema([pa.field(f.name, pa.string()) if f.name in string_columns else f
                         for f in dataset.schema])
 
@@ -53,19 +53,19 @@ def _dataset_batches(path: str, string_columns: tuple[str, ...], batch_rows: int
         try:
             for batch in dataset.to_batches(batch_size=batch_rows, batch_readahead=1,
                                             fragment_readahead=1):
-                yield _cast_strings_batch(batch, string_columns)
+                yield cast_strings_batch(batch, string_columns)
         except (pa.ArrowException, OSError) as exc:
             raise InputError(f"{source.name}: cannot read the Parquet parts ({str(exc).splitlines()[0]})") from None
 
     return source, schema, batches()
 
 
-def _dataset_table(path: str, string_columns: tuple[str, ...]) -> pa.Table:
+def dataset_table(path: str, string_columns: tuple[str, ...]) -> pa.Table:
     """A whole dataset of Parquet parts in memory."""
     dataset = open_dataset(path)
-    _check_header(Source(display_name(path), "parquet", dataset), dataset.schema)
+    check_header(Source(display_name(path), "parquet", dataset), dataset.schema)
     try:
-        return _cast_strings(dataset.to_table(), string_columns)
+        return cast_strings(dataset.to_table(), string_columns)
     except (pa.ArrowException, OSError) as exc:
         raise InputError(f"{display_name(path)}: cannot read the Parquet parts ({str(exc).splitlines()[0]})") from None
 

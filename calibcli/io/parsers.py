@@ -5,7 +5,7 @@ to strings.
 - Columns of any numeric or boolean type are read as float64; only an empty cell is
   missing ("NaN"/"NA" stay visible in messages).
 - A streamed JSON reader gives its columns in the first line's order (`_reordered`).
-- Streaming readers are closed as soon as they are done with (`_close_reader`).
+- Streaming readers are closed as soon as they are done with (`close_reader`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def _csv_options(fmt: str, string_columns: tuple[str, ...], block_size: int | No
     return read, parse, convert
 
 
-def _larger_block(block: int, exc: Exception, limit: int = MAX_BLOCK) -> int | None:
+def larger_block(block: int, exc: Exception, limit: int = MAX_BLOCK) -> int | None:
     """The block size to retry with when a row did not fit in one block (a cell or a JSON line
     of megabytes), or None for any other error or once past `limit`."""
     if "straddl" not in str(exc) or block >= limit:
@@ -49,11 +49,11 @@ def _larger_block(block: int, exc: Exception, limit: int = MAX_BLOCK) -> int | N
     return min(block * 16, limit)
 
 
-def _parse_text(stream: Any, fmt: str, string_columns: tuple[str, ...], block: int) -> pa.Table:
+def parse_text(stream: Any, fmt: str, string_columns: tuple[str, ...], block: int) -> pa.Table:
     if fmt == "jsonl":
         import pyarrow.json as pajson
 
-        return _cast_strings(pajson.read_json(stream, read_options=pajson.ReadOptions(block_size=block)),
+        return cast_strings(pajson.read_json(stream, read_options=pajson.ReadOptions(block_size=block)),
                              string_columns)
     import pyarrow.csv as pacsv
 
@@ -61,7 +61,7 @@ def _parse_text(stream: Any, fmt: str, string_columns: tuple[str, ...], block: i
     return pacsv.read_csv(stream, read_options=read, parse_options=parse, convert_options=convert)
 
 
-def _open_text_reader(stream: Any, fmt: str, string_columns: tuple[str, ...], block: int,
+def open_text_reader(stream: Any, fmt: str, string_columns: tuple[str, ...], block: int,
                       fixed: pa.Schema | None = None, float_columns: tuple[str, ...] = (),
                       order: list[str] | None = None) -> Any:
     """A streaming CSV/TSV/JSON lines reader; `fixed` keeps the column types of a first read,
@@ -102,10 +102,10 @@ class _reordered:
             yield batch.select(self._names)
 
     def close(self) -> None:
-        _close_reader(self._reader)
+        close_reader(self._reader)
 
 
-def _close_reader(reader: Any) -> None:
+def close_reader(reader: Any) -> None:
     """Stop a streaming reader's background threads now, not at interpreter exit (where a
     still-running reader thread aborts the process)."""
     with contextlib.suppress(Exception):
@@ -114,7 +114,7 @@ def _close_reader(reader: Any) -> None:
             close()
 
 
-def _cast_strings(table: pa.Table, columns: tuple[str, ...]) -> pa.Table:
+def cast_strings(table: pa.Table, columns: tuple[str, ...]) -> pa.Table:
     for name in columns:
         if name in table.column_names and table.schema.field(name).type != pa.string():
             i = table.column_names.index(name)
@@ -122,7 +122,7 @@ def _cast_strings(table: pa.Table, columns: tuple[str, ...]) -> pa.Table:
     return table
 
 
-def _cast_strings_batch(batch: pa.RecordBatch, columns: tuple[str, ...]) -> pa.RecordBatch:
+def cast_strings_batch(batch: pa.RecordBatch, columns: tuple[str, ...]) -> pa.RecordBatch:
     if not any(c in batch.schema.names for c in columns):
         return batch
     return pa.RecordBatch.from_arrays(

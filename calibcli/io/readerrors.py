@@ -3,7 +3,7 @@
 pyarrow names no row for a ragged CSV row or a late conversion error, and counts JSON rows
 from 0 within a block: the row is then found by reading the input again (`_find_row`),
 counted across read blocks, header not counted. Errors are `InputError`s, which the CLI
-prints as one line with exit 2. Column names must be UTF-8 and unique (`_check_header`).
+prints as one line with exit 2. Column names must be UTF-8 and unique (`check_header`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from calibcli.io.parsers import MAX_BLOCK
 from calibcli.io.sources import Source
 
 
-def _arrow_error(source: Source, exc: Exception) -> InputError:
+def arrow_error(source: Source, exc: Exception) -> InputError:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if source.format == "parquet":
         return InputError(f"{source.name}: not a readable Parquet file ({text})")
@@ -60,7 +60,7 @@ def _late_type_error(source: Source, names: list[str], done: int, exc: Exception
                       + ("FILE" if source.name == "<stdin>" else shlex.quote(source.name)))
 
 
-def _check_header(source: Source, schema: pa.Schema) -> None:
+def check_header(source: Source, schema: pa.Schema) -> None:
     """Column names must be UTF-8 (pyarrow only fails later, with a bare UnicodeDecodeError)
     and unique: a name given twice would make `--score-col` ambiguous and the rows `apply`
     passes through (JSON objects with a key twice), so it is refused for every command."""
@@ -130,7 +130,7 @@ def _bad_json(line: str, header: Any) -> bool:
         return True
 
 
-def _text_error(source: Source, exc: Exception, done: int, block: int, block_start: int | None = None,
+def text_error(source: Source, exc: Exception, done: int, block: int, block_start: int | None = None,
                 names: list[str] | None = None, limit: int = MAX_BLOCK) -> InputError:
     """A CSV/TSV/JSON lines read error naming the true 1-based data row when it can be found.
 
@@ -162,11 +162,11 @@ def _text_error(source: Source, exc: Exception, done: int, block: int, block_sta
             return InputError(f"{source.name}: {where} has a key the first rows do not have",
                               hint="calib streams JSON lines with the keys of the first rows: "
                               "give every row the same keys")
-        return _arrow_error(source, exc)
+        return arrow_error(source, exc)
     late = _late_type_error(source, names or [], done, exc)
     if late is not None:
         return late
-    error = _arrow_error(source, exc)
+    error = arrow_error(source, exc)
     if re.search(r"Expected \d+ columns, got \d+", text):
         row = _find_row(source, done, lambda fields, header: len(fields) != len(header))
         where = f"row {row}" if row is not None else f"a row after row {done}" if done else None

@@ -19,10 +19,10 @@ from typing import IO, Any, Iterator
 
 import pyarrow as pa
 
-from calibcli.io.parquet import _dataset_table
-from calibcli.io.parsers import MAX_BLOCK, _cast_strings, _larger_block, _parse_text
+from calibcli.io.parquet import dataset_table
+from calibcli.io.parsers import MAX_BLOCK, cast_strings, larger_block, parse_text
 from calibcli.io.paths import is_parts, is_uri
-from calibcli.io.readerrors import _arrow_error, _check_header, _text_error
+from calibcli.io.readerrors import arrow_error, check_header, text_error
 from calibcli.io.sources import Source, open_source
 
 
@@ -67,19 +67,19 @@ def read_table(path: str, fmt: str | None = None, string_columns: tuple[str, ...
 
 def _read_table(path: str, fmt: str | None, string_columns: tuple[str, ...]) -> pa.Table:
     if is_parts(path):
-        return _dataset_table(path, string_columns)
+        return dataset_table(path, string_columns)
     source = open_source(path, fmt)
     try:
         if source.format == "parquet":
             import pyarrow.parquet as pq
 
             table = pq.ParquetFile(source.stream).read()  # read_table would import pyarrow.dataset
-            table = _cast_strings(table, string_columns)
+            table = cast_strings(table, string_columns)
         else:
             return _read_text_table(source, string_columns)
     except (pa.ArrowException, OSError, EOFError) as exc:
-        raise _arrow_error(source, exc) from None
-    _check_header(source, table.schema)
+        raise arrow_error(source, exc) from None
+    check_header(source, table.schema)
     return table
 
 
@@ -132,12 +132,12 @@ def _read_text_table(source: Source, string_columns: tuple[str, ...]) -> pa.Tabl
     block = _BLOCK[source.format]
     while True:
         try:
-            table = _parse_text(source.stream, source.format, string_columns, block)
+            table = parse_text(source.stream, source.format, string_columns, block)
             break
         except (pa.ArrowException, OSError, EOFError) as exc:
-            larger = _larger_block(block, exc, limit)
+            larger = larger_block(block, exc, limit)
             if larger is None:
-                raise _text_error(source, exc, 0, block, limit=limit) from None
+                raise text_error(source, exc, 0, block, limit=limit) from None
             block, source.stream = larger, source.reopen()  # type: ignore[misc]
-    _check_header(source, table.schema)
+    check_header(source, table.schema)
     return table

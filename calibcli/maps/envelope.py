@@ -41,6 +41,7 @@ from calibcli.calibrators import Calibrator, registry
 from calibcli.calibrators.statespec import MAX_KNOTS
 from calibcli.maps.classmap import ClassMap, from_envelope
 from calibcli.errors import UPGRADE_HINT, CalibError, MapError, UsageError, shown
+from calibcli.kinds import BINARY, KCLASS, kind_of
 
 FORMAT = "calibcli.map"
 SCHEMA_VERSION = 1
@@ -73,7 +74,7 @@ def to_plain(value: Any) -> Any:
 def make_envelope(calibrator: Calibrator | ClassMap, training: Mapping[str, Any] | None = None
                   ) -> dict[str, Any]:
     """The complete, JSON-safe description of a fitted calibrator or K-class map."""
-    extra = calibrator.envelope_fields() if isinstance(calibrator, ClassMap) else {}
+    extra = calibrator.envelope_fields()
     return {
         "format": FORMAT,
         "schema_version": SCHEMA_VERSION,
@@ -340,11 +341,13 @@ def _check_envelope(envelope: Any, source: str) -> dict[str, Any]:
 
 
 def envelope_to_calibrator(envelope: Mapping[str, Any], source: str) -> Calibrator | ClassMap:
-    """Rebuild the fitted calibrator an envelope describes: a binary `Calibrator`, or a
-    `ClassMap` when the envelope names classes."""
+    """Rebuild the fitted calibrator an envelope describes, of its kind (`kinds.kind_of`): a
+    binary `Calibrator`, or a `ClassMap` when the envelope names classes."""
+    return _BUILDERS[kind_of(envelope)](envelope, source)
+
+
+def _binary_from_envelope(envelope: Mapping[str, Any], source: str) -> Calibrator:
     method = envelope["method"]
-    if method in registry.names() and ("classes" in envelope or registry.classes(method) == "native"):
-        return from_envelope(envelope, source)
     try:
         cls = registry.get(method)
     except CalibError:
@@ -352,6 +355,11 @@ def envelope_to_calibrator(envelope: Mapping[str, Any], source: str) -> Calibrat
             f"{source}: map is for method {method!r:.60}, which this calibcli does not have",
             hint="available methods: " + ", ".join(registry.names()),
         ) from None
+    try:
+        registry.binary(method)
+    except CalibError:
+        raise MapError(f"{source}: map field 'classes' is missing, but {method} maps calibrate K classes",
+                       hint="the map file is damaged or edited: fit it again") from None
     try:
         return cls.from_state(envelope["params"], envelope["state"])
     except CalibError as exc:
@@ -362,9 +370,11 @@ def envelope_to_calibrator(envelope: Mapping[str, Any], source: str) -> Calibrat
         raise MapError(f"{source}: {method} map has invalid state ({exc})") from None
 
 
-def load_map(path: str) -> tuple[Calibrator | ClassMap, dict[str, Any]]:
-    """Read a map file (or `-` for stdin) and return (calibrator, envelope): a `ClassMap` for
-    a K-class map (its envelope has "classes")."""
+_BUILDERS = {BINARY: _binary_from_envelope, KCLASS: from_envelope}
+
+
+def read_envelope(path: str) -> dict[str, Any]:
+    """A map file's envelope (or `-` for stdin), read and checked as every map calib reads."""
     from calibcli import io
 
     source = io.display_name(path)
@@ -377,5 +387,13 @@ def load_map(path: str) -> tuple[Calibrator | ClassMap, dict[str, Any]]:
             raise MapError(f"{source}: map file of {info.st_size} bytes is larger than the "
                            f"{MAX_MAP_BYTES} bytes a map may have")
     data = io.read_bytes(path, "map file", MapError, limit=MAX_MAP_BYTES)
-    envelope = parse_map_bytes(data, source)
-    return envelope_to_calibrator(envelope, source), envelope
+    return parse_map_bytes(data, source)
+
+
+def load_map(path: str) -> tuple[Calibrator | ClassMap, dict[str, Any]]:
+    """Read a map file (or `-` for stdin) and return (calibrator, envelope): a `ClassMap` for
+    a K-class map (its envelope has "classes")."""
+    from calibcli import io
+
+    envelope = read_envelope(path)
+    return envelope_to_calibrator(envelope, io.display_name(path)), envelope

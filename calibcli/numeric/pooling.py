@@ -227,3 +227,30 @@ def _exact_sums(w: np.ndarray, wy: np.ndarray) -> bool:
     total = float(np.sum(w))
     return (total < 2.0 ** 53 and bool(np.all(w >= 0)) and bool(np.all(w == np.floor(w)))
             and bool(np.all(wy == np.floor(wy))) and bool(np.all(wy >= 0)))
+
+
+BINCOUNT_SPAN = 1 << 24  # bucketed keys spanning at most this many steps use bincount (no sort)
+
+
+def aggregate(keys: np.ndarray, w0: np.ndarray, w1: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Sorted distinct keys and the sums of w0 and w1 per key (one argsort, no stable sort)."""
+    if keys.size == 0:
+        return keys.copy(), w0.copy(), w1.copy()
+    order = np.argsort(keys)
+    ks = keys[order]
+    starts = np.flatnonzero(np.concatenate([[True], ks[1:] != ks[:-1]]))
+    return ks[starts], np.add.reduceat(w0[order], starts), np.add.reduceat(w1[order], starts)
+
+
+def bucket(s: np.ndarray, w0: np.ndarray, w1: np.ndarray, step: float) -> tuple[np.ndarray, ...]:
+    """Aggregate on the grid of multiples of `step`; a bincount when the grid span is small."""
+    k = np.rint(s / step)
+    lo, hi = float(k.min()), float(k.max())
+    if hi - lo < BINCOUNT_SPAN:
+        idx = (k - lo).astype(np.int64)
+        n0 = np.bincount(idx, weights=w0)
+        n1 = np.bincount(idx, weights=w1)
+        used = np.flatnonzero((n0 > 0) | (n1 > 0) | (np.bincount(idx) > 0))
+        return (used + lo) * step, n0[used], n1[used]
+    keys, n0, n1 = aggregate(k, w0, w1)
+    return keys * step, n0, n1

@@ -10,12 +10,14 @@ The measurements behind the caps are in `benchmarks/results_option_costs.md`.
 
 from __future__ import annotations
 
+import operator
+
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from calibcli.errors import UsageError
-from calibcli.requests.params import SEED_MAX, bounds_text
+from calibcli.calibrators.params import SEED_MAX, bounds_text
 
 
 @dataclass(frozen=True)
@@ -81,3 +83,21 @@ def markdown_table() -> str:
     lines += [f"| `{name}` | {b.describe()} | {b.why} |" for name, b in OPTIONS.items()]
     lines += [f"| `-p {option}` ({method}) | {rng} | {kind} |" for method, option, kind, rng in param_rows()]
     return "\n".join(lines)
+
+
+def step_option(step: float | None) -> float | None:
+    """`--step` (summaries and evaluation): None, or a positive finite width."""
+    check(step=step)
+    return None if step is None else float(step)
+
+
+def whole(option: str, value: Any) -> int:
+    """A whole-number option (a numpy integer too, not a bool) within its bounds."""
+    try:
+        number = operator.index(value) if not isinstance(value, bool) else None
+    except TypeError:
+        number = None
+    if number is None:
+        raise UsageError(f"{option} {value!r} is not an integer")
+    check(**{option[2:].replace("-", "_"): number})
+    return number

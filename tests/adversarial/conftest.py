@@ -52,7 +52,7 @@ def assets(tmp_path_factory) -> Path:
         request = fitting.FitRequest.build(method, FIT_PARAMS.get(method, {}), texts=True, columns=cols)
         result = fitting.fit_file(str(d / "train.csv"), request, out=str(d / f"{method}.json"))
         (d / f"{method}.parquet").write_bytes(maps.envelope_to_parquet_bytes(result.envelope))
-    evaluation = evaluate.evaluate_file(str(d / "small.csv"), [], [], evaluate.EvaluateOptions.build(field_col="field"))
+    evaluation = evaluate.evaluate_file(str(d / "small.csv"), evaluate.EvaluateOptions.build(field_col="field"))
     baseline.save_evaluation(evaluation, str(d / "baseline.json"))
     json.loads((d / "baseline.json").read_text())
     summarized = summary.summarize_file(str(d / "train.csv"))

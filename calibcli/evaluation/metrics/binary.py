@@ -36,70 +36,14 @@ import numpy as np
 from calibcli.numeric import newton
 from calibcli.evaluation.metrics import kernels
 from calibcli.evaluation.metrics.kernels import auc_from_ties, calbin_counts, calbin_sorted, field_sums, sorted_ties
-from calibcli.requests.params import CALBIN_WINDOW, ECE_BINS  # the evaluate defaults
+from calibcli.calibrators.params import CALBIN_WINDOW, ECE_BINS  # the evaluate defaults
 
 LOG_LOSS_EPS = 1e-15
 FIELD_RCE_EPS = 0.01
 
-# Display name and direction of every metric, in table order: "lower" or "higher" is better,
-# "target": best at the value in TARGETS, or "data": a property of the labels alone (the
-# uncertainty terms); gates can bound the last two, not count a regression.
-METRICS: dict[str, tuple[str, str]] = {
-    "log_loss": ("log-loss", "lower"),
-    "brier": ("Brier", "lower"),
-    "auc": ("AUC", "higher"),
-    "ece": ("ECE", "lower"),
-    "mce": ("MCE", "lower"),
-    "calbin": ("CalBin", "lower"),
-    "cal_slope": ("slope", "target"),
-    "cal_intercept": ("intercept", "target"),
-    "spiegelhalter_z": ("Spiegelhalter z", "target"),
-    "spiegelhalter_p": ("Spiegelhalter p", "higher"),
-    "field_ece": ("Field-ECE", "lower"),
-    "field_rce": ("Field-RCE", "lower"),
-    # the CORP decomposition (corp.py): miscalibration, discrimination, uncertainty of each score
-    "brier_mcb": ("Brier MCB", "lower"),
-    "brier_dsc": ("Brier DSC", "higher"),
-    "brier_unc": ("Brier UNC", "data"),
-    "log_loss_mcb": ("log-loss MCB", "lower"),
-    "log_loss_dsc": ("log-loss DSC", "higher"),
-    "log_loss_unc": ("log-loss UNC", "data"),
-    "corp_p": ("CORP p", "higher"),  # with consistency bands (--bands) or asked by name
-    "smece": ("smECE", "lower"),  # smooth.py
-    "ece_debiased": ("ECE debiased", "lower"),  # gof.py, as the tests below
-    "hl_stat": ("HL", "lower"),
-    "hl_p": ("HL p", "higher"),
-    "ks": ("KS", "lower"),
-    "ks_p": ("KS p", "higher"),
-    "kuiper": ("Kuiper", "lower"),
-    "kuiper_p": ("Kuiper p", "higher"),
-    "interval_width": ("interval width", "lower"),  # with interval columns (evaluation.intervals)
-    "interval_coverage": ("interval coverage", "higher"),
-}
-# The K-class metrics (`kclass_metrics`), in table order; gates and tables read both tables.
-KCLASS_METRICS: dict[str, tuple[str, str]] = {
-    "log_loss": ("log-loss", "lower"),
-    "brier": ("Brier", "lower"),
-    "accuracy": ("accuracy", "higher"),
-    "top_label_ece": ("top-label ECE", "lower"),
-    "top_label_mce": ("top-label MCE", "lower"),
-    "classwise_ece": ("classwise ECE", "lower"),
-    "auc": ("AUC", "higher"),
-}
-INTERVAL_KEYS = ("interval_width", "interval_coverage")  # only beside interval columns
-KCLASS_BASE = tuple(KCLASS_METRICS)  # the K-class table before the top-label reductions
-# The metrics of a distribution of p beyond the first set (`selection.NEW`), which a K-class
-# prediction gets on its top label: the confidence max_k p_k against whether the top class is right.
-TOP_LABEL = "top_label_"
-_NEW = list(METRICS)[list(METRICS).index("brier_mcb"):]
-KCLASS_METRICS.update({TOP_LABEL + k: ("top-label " + METRICS[k][0], METRICS[k][1])
-                       for k in _NEW if k not in INTERVAL_KEYS})
-ALL_METRICS: dict[str, tuple[str, str]] = {**METRICS, **KCLASS_METRICS}
-TARGETS = {"cal_slope": 1.0, "cal_intercept": 0.0, "spiegelhalter_z": 0.0}
-
-
-def lower_is_better(metric: str) -> bool:
-    return ALL_METRICS[metric][1] == "lower"
+# The metric table (names, directions, targets) is the door's: `calibcli.requests.metrics`.
+from calibcli.requests.metrics import (ALL_METRICS, INTERVAL_KEYS, KCLASS_BASE, KCLASS_METRICS, METRICS,  # noqa: E402,F401
+                                       TARGETS, TOP_LABEL, lower_is_better)
 
 
 def _weight(sample_weight, n: int) -> np.ndarray | None:

@@ -43,7 +43,7 @@ import pyarrow as pa
 from calibcli.errors import UsageError
 from calibcli.io.columns import encode_fields
 from calibcli.evaluation.metrics import kernels, binary as _metrics
-from calibcli.numeric.pooling import as_weights
+from calibcli.numeric.pooling import as_weights, bucket
 
 STATE_VERSION = 1
 ARROW_KEY = b"calibcli.evaluation_state"
@@ -119,9 +119,8 @@ class EvalState:
         w1 = y if w is None else w * y
         w0 = (1.0 - y) if w is None else w - w1
         if step is not None and not field_cells and p.size:
-            from calibcli.fitting.summary import _bucket  # the summary's grid aggregation: bincount, no sort
 
-            state.p, state.n0, state.n1 = _bucket(p, w0, w1, float(step))
+            state.p, state.n0, state.n1 = bucket(p, w0, w1, float(step))  # the summary's grid aggregation
             return state
         key = p if step is None else np.rint(p / step) * step
         state.p, state.n0, state.n1, state.cell_field = _pool(key, w0, w1, codes if field_cells else None)

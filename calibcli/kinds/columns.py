@@ -1,10 +1,10 @@
-"""The K score columns of one prediction (`--score-cols SPEC`) against a file's schema.
+"""The K score columns of one prediction against a file's schema: `--score-cols SPEC`,
+`--prob-cols SPEC`, or the columns a map recorded when it was fitted (`map_columns`).
 
 SPEC is a comma list (`p_cat,p_dog,p_car`), shell patterns (`'p_*'`, matches in natural
 order: `p_2` before `p_10`), or one Parquet list / fixed-size-list column of length K
 (`probs`). Class names are the columns' suffixes after their common prefix (`p_cat` ->
-`cat`), or `--classes`. A label column holds class names (strings, or integers equal to the
-suffixes) or, when no label is a suffix, 0-based indices (`label_codes`).
+`cat`), or `--classes`. Labels are read by `kinds.labels`.
 
 Every refusal is an `InputError` (or `UsageError`) naming the file, the column and the
 1-based data row, which the CLI prints as one line with exit 2.
@@ -21,10 +21,15 @@ import numpy as np
 import pyarrow as pa
 
 from calibcli.errors import InputError, UsageError, shown
-from calibcli.io.columns import _column, _first, _pc, _to_float, label_text, missing_column, scores_or_nan
+from calibcli.io.columns import column_of, first_true, missing_column, scores_or_nan, to_float
+from calibcli.kinds.names import check_classes, parse_classes  # noqa: F401
 
-SCORE_KINDS = ("auto", "probability", "logit")
-PROBABILITY_TOLERANCE = 1e-6  # how far from 1 a row of probabilities may sum (float32 rounding)
+def _pc():
+    import pyarrow.compute as pc
+
+    return pc
+
+
 _GLOB = re.compile(r"[*?\[]")
 
 
@@ -150,41 +155,7 @@ def _one_column(spec: str, source: str, flag: str, columns: Sequence[str] = ()) 
 def _checked_classes(names: tuple[str, ...], k: int, source: str) -> tuple[str, ...]:
     if len(names) != k:
         raise UsageError(f"{source}: --classes names {len(names)} classes but the score columns give {k}")
-    seen: set[str] = set()
-    for name in names:
-        if name in seen:
-            raise UsageError(f"{source}: class name {shown(name)} appears twice",
-                             hint="name the classes with --classes a,b,c")
-        seen.add(name)
-    return names
-
-
-def parse_classes(text: str | None) -> tuple[str, ...] | None:
-    """`--classes a,b,c` as names (None when not given), checked by `check_classes`."""
-    if text is None:
-        return None
-    return check_classes(tuple(part.strip() for part in text.split(",")))
-
-
-def check_classes(names: Sequence) -> tuple:
-    """Class names given by `--classes` (or `classes=` of `calibcli.fit`): none empty, none
-    twice (as text), refused with the same words from the command and the API."""
-    text = [str(name) for name in names]
-    given = ",".join(text)
-    if any(not name for name in text):
-        raise UsageError(f"--classes {shown(given)}: an empty class name")
-    seen: set[str] = set()
-    for name in text:
-        if name in seen:
-            raise UsageError(f"--classes {shown(given)}: class name {shown(name)} appears twice")
-        seen.add(name)
-    return tuple(names)
-
-
-def check_score_kind(kind: str) -> str:
-    if kind not in SCORE_KINDS:
-        raise UsageError(f"--score-kind {kind!r}: expected one of {', '.join(SCORE_KINDS)}")
-    return kind
+    return check_classes(names, "class names" if source else "--classes")
 
 
 def matrix_from(table: pa.Table | pa.RecordBatch, cols: ScoreCols, source: str, offset: int = 0,
@@ -200,7 +171,7 @@ def matrix_from(table: pa.Table | pa.RecordBatch, cols: ScoreCols, source: str, 
         P = np.empty((table.num_rows, len(names)), dtype=np.float64, order="F")  # columns written whole
         for j, name in enumerate(names):
             P[:, j] = (scores_or_nan(table, name, source, offset, flag="--score-cols") if keep_invalid
-                       else _to_float(_column(table, name, source, "--score-cols"), name, source, offset))
+                       else to_float(column_of(table, name, source, "--score-cols"), name, source, offset))
     if keep_invalid:
         return P
     bad = ~np.isfinite(P)
@@ -213,10 +184,10 @@ def matrix_from(table: pa.Table | pa.RecordBatch, cols: ScoreCols, source: str, 
 
 def _list_matrix(table: pa.Table | pa.RecordBatch, cols: ScoreCols, source: str, offset: int) -> np.ndarray:
     name = cols.list_column
-    col = _column(table, name, source, "--score-cols")
+    col = column_of(table, name, source, "--score-cols")
     arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
     if arr.null_count:
-        row = _first(np.asarray(arr.is_null())) + 1 + offset
+        row = first_true(np.asarray(arr.is_null())) + 1 + offset
         raise InputError(f"{source}: column {shown(name)}, row {row}: empty value")
     n = len(arr)
     if pa.types.is_fixed_size_list(arr.type):
@@ -226,7 +197,7 @@ def _list_matrix(table: pa.Table | pa.RecordBatch, cols: ScoreCols, source: str,
         k = cols.k if cols.k is not None else (int(lengths[0]) if n else 0)
         bad = lengths != k
         if bad.any():
-            i = _first(bad)
+            i = first_true(bad)
             raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: {int(lengths[i])} scores, "
                              f"expected {k} like " + ("the map's classes" if cols.k is not None else "row 1"))
     if cols.k is not None and k != cols.k:
@@ -235,117 +206,49 @@ def _list_matrix(table: pa.Table | pa.RecordBatch, cols: ScoreCols, source: str,
         raise _one_column(cols.spec, source, "--score-cols")
     values = arr.flatten()  # a sliced list array's values start where the slice does
     if values.null_count:
-        i = _first(np.asarray(values.is_null()))
+        i = first_true(np.asarray(values.is_null()))
         raise InputError(f"{source}: column {shown(name)}, row {i // k + 1 + offset}: an empty score in the list")
-    flat = _to_float(pa.chunked_array([values]), name, source, 0)
+    flat = to_float(pa.chunked_array([values]), name, source, 0)
     return flat.reshape(n, k)
 
 
-def probability_problems(P: np.ndarray) -> np.ndarray:
-    """Rows that are not probabilities: a negative value or a sum more than 1e-6 from 1."""
-    return (P < 0).any(axis=1) | (np.abs(P.sum(axis=1) - 1.0) > PROBABILITY_TOLERANCE)
+def map_columns(classes: Sequence, recorded: Sequence[str] | None, list_column: str | None, spec: str | None,
+                schema: pa.Schema, source: str, map_name: str, flag: str = "--score-cols") -> ScoreCols:
+    """The K score columns a K-class map reads in `schema`, in the map's class order: one rule
+    for `apply`, `evaluate --map`, `export --sql` and the engines.
 
-
-# What a refused row of probabilities suggests, by command: only options that command has.
-KIND_HINT = "give --score-kind logit for scores that are not probabilities"  # fit, compare
-MAP_HINT = ("the map was fitted on probabilities: if these columns are logits, refit it with "
-            "calib fit --score-kind logit")  # apply, evaluate --map
-PROB_COLS_HINT = ("--prob-cols takes probabilities (rows of non-negative values summing to 1); for "
-                  "logits, evaluate a map fitted on them with --map")  # evaluate --prob-cols
-
-
-def check_probabilities(P: np.ndarray, cols: ScoreCols, source: str, offset: int = 0,
-                        hint: str = KIND_HINT) -> None:
-    """Refuse a row of probabilities with a negative value or not summing to 1, naming it;
-    `hint` says what the command offers instead."""
-    bad = probability_problems(P)
-    if not bad.any():
-        return
-    i = _first(bad)
-    negative = P[i] < 0
-    if negative.any():
-        j = int(np.argmax(negative))
-        name = cols.list_column or cols.columns[j]
-        raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: probability "
-                         f"{float(P[i, j])!r} is negative", hint=hint)
-    raise InputError(f"{source}: {cols.shown}, row {i + 1 + offset}: the probabilities sum to "
-                     f"{float(P[i].sum())!r}, not 1 (within {PROBABILITY_TOLERANCE:g})", hint=hint)
-
-
-def score_kind_of(P: np.ndarray, kind: str, cols: ScoreCols, source: str, offset: int = 0) -> str:
-    """`kind` resolved on these scores: `auto` is `probability` when every row is one (non-negative,
-    summing to 1 within 1e-6), else `logit`; `probability` refuses rows that are not."""
-    if kind == "auto":
-        return "logit" if probability_problems(P).any() else "probability"
-    if kind == "probability":
-        check_probabilities(P, cols, source, offset)
-    return kind
-
-
-def auto_logits_note(P: np.ndarray, cols: ScoreCols) -> str | None:
-    """The warning when `auto` chose logits though most rows are probabilities to within 1e-3
-    (written with few decimals, or a few bad rows), else None."""
-    from calibcli.calibrators.kscores import NEAR_TOL, auto_logits_rows
-
-    near = auto_logits_rows(P)
-    if not near:
-        return None
-    return (f"--score-kind auto reads {cols.shown} as logits, though {near} of {P.shape[0]} rows are probabilities "
-            f"to within {NEAR_TOL:g} (auto needs every row within {PROBABILITY_TOLERANCE:g}): give --score-kind "
-            "probability (which names a row that is not) or --score-kind logit")
-
-
-LABELS_AS_NAMES = "class names"
-LABELS_AS_INDICES = "0-based class indices"
-
-
-def label_codes(table: pa.Table | pa.RecordBatch, name: str, classes: Sequence[str], source: str,
-                offset: int = 0, how: str | None = None) -> tuple[np.ndarray, str]:
-    """The label column as class codes 0..K-1, and how it was read (`LABELS_AS_NAMES` when any
-    label is a class name, else `LABELS_AS_INDICES`); pass `how` back for later batches."""
-    col = _column(table, name, source, "--label-col")
-    if pa.types.is_dictionary(col.type):
-        col = col.cast(col.type.value_type)
-    if col.null_count:
-        row = _first(np.asarray(col.is_null())) + 1 + offset
-        raise InputError(f"{source}: column {shown(name)}, row {row}: empty label")
-    text = label_text(col, name, source, offset)
-    found = _pc().index_in(text, value_set=pa.array(list(classes), pa.string()))
-    if how is None:
-        how = LABELS_AS_NAMES if found.null_count < len(found) or len(found) == 0 else LABELS_AS_INDICES
-    if how == LABELS_AS_NAMES:
-        if found.null_count:
-            i = _first(np.asarray(found.is_null()))
-            raise _not_a_class(source, name, i + 1 + offset, col[i].as_py(), classes, how)
-        return np.asarray(found, dtype=np.int64), how
-    codes = np.asarray(_pc().cast(text, pa.float64(), safe=False), dtype=np.float64) \
-        if _all_numbers(text) else None
-    if codes is None:
-        i = _first(~_number_mask(text))
-        raise _not_a_class(source, name, i + 1 + offset, col[i].as_py(), classes, how)
-    bad = (codes != np.floor(codes)) | (codes < 0) | (codes >= len(classes))
-    if bad.any():
-        i = _first(bad)
-        raise _not_a_class(source, name, i + 1 + offset, col[i].as_py(), classes, how)
-    return codes.astype(np.int64), how
-
-
-def _number_mask(text: pa.ChunkedArray) -> np.ndarray:
-    return np.asarray(_pc().match_substring_regex(text, r"^[+-]?\d+(\.0*)?$"))
-
-
-def _all_numbers(text: pa.ChunkedArray) -> bool:
-    return bool(_number_mask(text).all())
-
-
-def _not_a_class(source: str, name: str, row: int, value, classes: Sequence[str], how: str) -> InputError:
-    """A label that is not a class, read as `how` says: labels are all class names (when any
-    label is one) or all 0-based indices, never a mix."""
-    listed = ", ".join(classes[:12]) + (", ..." if len(classes) > 12 else "")
-    if how == LABELS_AS_NAMES:
-        hint = (f"classes: {listed}; labels are read as class names (some are), so none is read as a 0-based "
-                "index: give all labels as class names or all as indices")
+    Without `spec`: the columns the map recorded at fit (exact names), or its list column. With
+    `spec` (`--score-cols`): the columns it resolves to, matched to the map's classes by the
+    column names the map recorded (the same columns in another order), else by their suffixes
+    when those are the map's class names, else by position in the order given.
+    """
+    names = tuple(str(c) for c in classes)
+    k = len(names)
+    if spec is None:
+        if recorded:
+            return resolve_columns(recorded, schema, source).with_k(k, source, names)
+        if list_column:
+            return resolve(list_column, schema, source).with_k(k, source, names)
+        raise UsageError(f"{map_name}: the map does not record its score columns", hint=f"name them with {flag}")
+    cols = resolve(spec, schema, source, flag=flag)
+    if cols.list_column is not None:
+        return cols.with_k(k, source, names)
+    if cols.k != k:
+        the_map = "the map" if map_name == source else f"the map {map_name}"
+        raise InputError(f"{source}: {flag} {shown(spec)} gives {cols.k} columns but {the_map} has {k} classes")
+    given = list(cols.columns)
+    if recorded and sorted(given) == sorted(recorded):
+        ordered = list(recorded)
     else:
-        hint = f"no label is a class name ({listed}), so labels are read as 0-based indices 0..{len(classes) - 1}"
-    return InputError(f"{source}: column {shown(name)}, row {row}: label {shown(value)} is not a class",
-                      hint=hint + "; name the classes with --classes")
+        from calibcli.kinds.labels import canonical_text
+
+        suffix = {canonical_text(c): col for c, col in zip(class_names(given), given)}
+        wanted = [canonical_text(c) for c in classes]
+        ordered = [suffix[c] for c in wanted] if len(suffix) == k and set(suffix) == set(wanted) else given
+    return ScoreCols(spec, columns=tuple(ordered), k=k, classes=names)
+
+
+def named_schema(columns: Sequence[str]) -> pa.Schema:
+    """A schema of float columns with these names: for `map_columns` where no file is read
+    (`export --sql --score-cols a,b,c`)."""
+    return pa.schema([(str(c), pa.float64()) for c in columns])

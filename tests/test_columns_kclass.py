@@ -9,8 +9,18 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from calibcli.errors import InputError, UsageError
-from calibcli.io import score_cols as sc
+from calibcli.errors import InputError, UsageError, Where
+from calibcli.kinds import columns as sc, labels, probabilities
+
+
+def label_codes(table, name, classes, source, offset=0, how=None):
+    """A file's label column as class codes, and how it read (`kinds.labels.ClassLabels`)."""
+    reader = labels.ClassLabels(classes, how)
+    return labels.from_file(table, name, source, reader, offset), reader.how
+
+
+def score_kind_of(P, kind, cols, source):
+    return probabilities.resolve_kind(P, kind, Where(source), cols.columns)[0]
 
 
 def _table(**cols):
@@ -109,28 +119,28 @@ def test_probability_rows_checked_and_auto_kind():
     t = _table(a=[0.5, 0.2], b=[0.5, 0.8])
     cols = sc.resolve("a,b", t.schema, "f.csv")
     P = sc.matrix_from(t, cols, "f.csv")
-    assert sc.score_kind_of(P, "auto", cols, "f.csv") == "probability"
-    assert sc.score_kind_of(P + 1e-7, "auto", cols, "f.csv") == "probability"  # within 1e-6
-    assert sc.score_kind_of(P * 2, "auto", cols, "f.csv") == "logit"
-    assert sc.score_kind_of(P - 0.6, "logit", cols, "f.csv") == "logit"
+    assert score_kind_of(P, "auto", cols, "f.csv") == "probability"
+    assert score_kind_of(P + 1e-7, "auto", cols, "f.csv") == "probability"  # within 1e-6
+    assert score_kind_of(P * 2, "auto", cols, "f.csv") == "logit"
+    assert score_kind_of(P - 0.6, "logit", cols, "f.csv") == "logit"
     with pytest.raises(InputError, match=r"f.csv: column 'b', row 7: probability -0.1 is negative"):
-        sc.check_probabilities(np.array([[0.5, 0.5], [1.1, -0.1]]), cols, "f.csv", offset=5)
+        probabilities.refuse_rows(np.array([[0.5, 0.5], [1.1, -0.1]]), Where("f.csv", offset=5), cols.columns)
     with pytest.raises(InputError, match=r"f.csv: columns a,b, row 2: the probabilities sum to 0.9, not 1"):
-        sc.score_kind_of(np.array([[0.5, 0.5], [0.4, 0.5]]), "probability", cols, "f.csv")
+        score_kind_of(np.array([[0.5, 0.5], [0.4, 0.5]]), "probability", cols, "f.csv")
 
 
 def test_labels_as_names_integers_or_indices():
     t = _table(p_cat=[0.5] * 3, p_dog=[0.5] * 3, y=["dog", "cat", "dog"], i=[1, 0, 1], f=[1.0, 0.0, 1.0])
     classes = sc.resolve("p_*", t.schema, "f").classes
-    codes, how = sc.label_codes(t, "y", classes, "f")
-    assert codes.tolist() == [1, 0, 1] and how == sc.LABELS_AS_NAMES
-    codes, how = sc.label_codes(t, "i", classes, "f")
-    assert codes.tolist() == [1, 0, 1] and how == sc.LABELS_AS_INDICES
-    codes, how = sc.label_codes(t, "f", classes, "f")
-    assert codes.tolist() == [1, 0, 1] and how == sc.LABELS_AS_INDICES
+    codes, how = label_codes(t, "y", classes, "f")
+    assert codes.tolist() == [1, 0, 1] and how == labels.NAMES
+    codes, how = label_codes(t, "i", classes, "f")
+    assert codes.tolist() == [1, 0, 1] and how == labels.INDICES
+    codes, how = label_codes(t, "f", classes, "f")
+    assert codes.tolist() == [1, 0, 1] and how == labels.INDICES
     digits = _table(p_0=[0.5] * 2, p_1=[0.5] * 2, y=[1, 0])
-    codes, how = sc.label_codes(digits, "y", ("1", "0"), "f")  # integers equal to the suffixes
-    assert codes.tolist() == [0, 1] and how == sc.LABELS_AS_NAMES
+    codes, how = label_codes(digits, "y", ("1", "0"), "f")  # integers equal to the suffixes
+    assert codes.tolist() == [0, 1] and how == labels.NAMES
 
 
 @pytest.mark.parametrize("labels, row, value", [
@@ -143,14 +153,14 @@ def test_labels_as_names_integers_or_indices():
 def test_label_not_a_class_names_the_row(labels, row, value):
     t = _table(y=labels)
     with pytest.raises(InputError, match=rf"f.csv: column 'y', row {row + 3}: label {re.escape(value)} is not a class"):
-        sc.label_codes(t, "y", ("cat", "dog"), "f.csv", offset=3)
+        label_codes(t, "y", ("cat", "dog"), "f.csv", offset=3)
 
 
 def test_later_batches_keep_the_first_batch_reading():
     classes = ("cat", "dog")
-    _, how = sc.label_codes(_table(y=["dog"]), "y", classes, "f")
+    _, how = label_codes(_table(y=["dog"]), "y", classes, "f")
     with pytest.raises(InputError, match="row 1: label '0' is not a class"):
-        sc.label_codes(_table(y=["0"]), "y", classes, "f", how=how)
+        label_codes(_table(y=["0"]), "y", classes, "f", how=how)
 
 
 _name = st.text(alphabet="abc_", min_size=1, max_size=4)
@@ -258,15 +268,15 @@ def test_labels_are_all_class_names_or_all_indices_and_the_hint_says_so():
     names and 0 is not a class; the hint must not offer index 0 as if it were accepted."""
     t = _table(label=[2, 0, 1, 3])
     with pytest.raises(InputError) as names:
-        sc.label_codes(t, "label", ("1", "2", "3"), "idx.csv")
+        label_codes(t, "label", ("1", "2", "3"), "idx.csv")
     assert str(names.value.message) == "idx.csv: column 'label', row 2: label 0 is not a class"
     assert names.value.hint == ("classes: 1, 2, 3; labels are read as class names (some are), so none is read as "
                                 "a 0-based index: give all labels as class names or all as indices; name the "
                                 "classes with --classes")
-    codes, how = sc.label_codes(_table(label=[2, 0, 1]), "label", ("a", "b", "c"), "f.csv")
-    assert how == sc.LABELS_AS_INDICES and codes.tolist() == [2, 0, 1]
+    codes, how = label_codes(_table(label=[2, 0, 1]), "label", ("a", "b", "c"), "f.csv")
+    assert how == labels.INDICES and codes.tolist() == [2, 0, 1]
     with pytest.raises(InputError) as indices:
-        sc.label_codes(_table(label=[2, 0, 3]), "label", ("a", "b", "c"), "f.csv")
+        label_codes(_table(label=[2, 0, 3]), "label", ("a", "b", "c"), "f.csv")
     assert "row 3: label 3 is not a class" in indices.value.message
     assert indices.value.hint == ("no label is a class name (a, b, c), so labels are read as 0-based indices 0..2; "
                                   "name the classes with --classes")
