@@ -158,6 +158,8 @@ def _cells(levels: list[seg.Levels], n: int) -> tuple[np.ndarray, np.ndarray]:
     """(cell id per row, the level of each column in each cell: shape (columns, cells))."""
     sizes = [len(lv.labels) for lv in levels]
     total = math.prod(sizes)
+    if not levels or total == 0:  # no columns: one cell; no rows: none
+        return np.zeros(n, np.uint16), np.zeros((len(levels), 1 if not levels else 0), np.int64)
     if total >= 1 << 62:
         raise ValueError("too many segment columns: the product of their level counts must stay below 2^62")
     code = np.zeros(n, dtype=_narrow(total))

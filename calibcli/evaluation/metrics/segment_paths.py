@@ -85,12 +85,12 @@ def _extremes(src: np.ndarray, valid: np.ndarray | None, starts: np.ndarray) -> 
 
 
 def path_extremes(d: np.ndarray, ps: np.ndarray, cells: np.ndarray,
-                  combos: list[tuple[np.ndarray, int]], block: int = BLOCK) -> list[np.ndarray]:
+                  combos: list[tuple[np.ndarray, int]], block: int | None = None) -> list[np.ndarray]:
     """For each (lut, G) in `combos`: the range (max - min, 0 included) of the cumulative path of
     each of its G segments. `d` = w (y - p) and `cells` (a cell id per row) are in the order of
     `ps` (ascending); `lut[cell]` is the row's segment code in 0 .. G - 1."""
     n = d.size
-    bounds = _block_bounds(ps, block) if n else np.zeros(1, np.intp)
+    bounds = _block_bounds(ps, block or BLOCK) if n else np.zeros(1, np.intp)
     nb = bounds.size - 1
     ties = n > 1 and bool((ps[1:] == ps[:-1]).any())
     sums = [np.zeros((nb, g)) for _, g in combos]
