@@ -56,13 +56,12 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass
-from itertools import combinations
 from typing import Any, Mapping
 
 import numpy as np
 
-from calibcli.evaluation.metrics import segments as seg
-from calibcli.evaluation.metrics.segment_paths import order_by_p, path_extremes
+from calibcli.evaluation.metrics import segment_plan as plan, segments as seg
+from calibcli.evaluation.metrics.segment_paths import order_by_p
 
 SIGMA_MAX = 8.26732673  # MCGrad's ECCE_SIGMA_MAX: beyond it the p-value is machine epsilon
 SIGMA_MIN = 1e-20  # below it the p-value is 1
@@ -150,77 +149,6 @@ def _ratio(ecce: np.ndarray, sigma: np.ndarray) -> np.ndarray:
     return out
 
 
-def _narrow(size: int) -> type:
-    return np.uint16 if size <= 1 << 16 else np.uint32 if size <= 1 << 32 else np.int64
-
-
-def _cells(levels: list[seg.Levels], n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(cell id per row, the level of each column in each cell: shape (columns, cells))."""
-    sizes = [len(lv.labels) for lv in levels]
-    total = math.prod(sizes)
-    if not levels or total == 0:  # no columns: one cell; no rows: none
-        return np.zeros(n, np.uint16), np.zeros((len(levels), 1 if not levels else 0), np.int64)
-    if total >= 1 << 62:
-        raise ValueError("too many segment columns: the product of their level counts must stay below 2^62")
-    code = np.zeros(n, dtype=_narrow(total))
-    for lv, size in zip(levels, sizes):
-        code *= code.dtype.type(size)
-        code += lv.codes
-    if total <= 1 << 22:
-        return code, np.array(np.unravel_index(np.arange(total), sizes), dtype=np.int64).reshape(len(sizes), -1)
-    present, cells = np.unique(code, return_inverse=True)
-    return cells.astype(_narrow(present.size)), np.array(np.unravel_index(present, sizes), dtype=np.int64)
-
-
-def _sums(cells: np.ndarray, ncell: int, y: np.ndarray, p: np.ndarray, w: np.ndarray | None) -> dict[str, np.ndarray]:
-    """Per cell: rows, weight, sum w^2 p (1 - p), sum w p, sum w y."""
-    rows = np.bincount(cells, minlength=ncell)
-    q = p * (1.0 - p)
-    if w is None:
-        return {"rows": rows, "w": rows.astype(np.float64), "v": np.bincount(cells, q, ncell),
-                "wp": np.bincount(cells, p, ncell), "wy": np.bincount(cells, y, ncell)}
-    q *= w
-    q *= w
-    return {"rows": rows, "w": np.bincount(cells, w, ncell), "v": np.bincount(cells, q, ncell),
-            "wp": np.bincount(cells, w * p, ncell), "wy": np.bincount(cells, w * y, ncell)}
-
-
-def _enumerate(levels: list[seg.Levels], cell_levels: np.ndarray, rows: np.ndarray, opts: MulticalOptions):
-    """The checked segments in MCGrad's order: a list of combos (columns, lut over cells,
-    present codes) and of segments (combo index, compact code, depth)."""
-    sizes = [len(lv.labels) for lv in levels]
-    depth = len(levels) if opts.depth is None else min(opts.depth, len(levels))
-    cap = math.inf if opts.max_segments is None else opts.max_segments
-    combos: list[tuple[tuple[int, ...], np.ndarray, np.ndarray]] = []
-    chosen: list[tuple[int, int, int]] = []
-    occupied = rows > 0
-    for d in range(depth + 1):
-        for cols in combinations(range(len(levels)), d):
-            code = np.zeros(cell_levels.shape[1], dtype=np.int64)
-            for c in cols:
-                code *= sizes[c]
-                code += cell_levels[c]
-            present = np.unique(code[occupied]) if d else np.zeros(1, np.int64)
-            lut = np.minimum(np.searchsorted(present, code), present.size - 1).astype(np.uint32)
-            counts = np.bincount(lut, rows, present.size)
-            keep = np.flatnonzero(counts >= opts.min_rows) if d else np.zeros(1, np.int64)
-            keep = keep[:int(min(keep.size, cap - len(chosen)))]
-            if keep.size:
-                combos.append((cols, lut, present))
-                chosen.extend((len(combos) - 1, int(k), d) for k in keep)
-            if len(chosen) >= cap:
-                return combos, chosen, True
-    return combos, chosen, False
-
-
-def _definition(levels: list[seg.Levels], cols: tuple[int, ...], code: int) -> str:
-    if not cols:
-        return "all rows"
-    sizes = [len(levels[c].labels) for c in cols]
-    picks = np.unravel_index(code, sizes)
-    return " & ".join(levels[c].labels[int(i)] for c, i in zip(cols, picks))
-
-
 def _segment_table(levels, combos, chosen, sums, ranges, weight_scale: float) -> list[SegmentRow]:
     per_combo = [{name: np.bincount(lut, v, present.size) for name, v in sums.items()} for _, lut, present in combos]
     at = [(j, k) for j, k, _ in chosen]
@@ -237,7 +165,7 @@ def _segment_table(levels, combos, chosen, sums, ranges, weight_scale: float) ->
     for i, (j, k, d) in enumerate(chosen):
         cols, _, present = combos[j]
         out.append(SegmentRow(
-            _definition(levels, cols, int(present[k])), i, d, int(round(tot["rows"][i])),
+            plan.definition(levels, cols, int(present[k])), i, d, int(round(tot["rows"][i])),
             float(weight[i]) * weight_scale,
             float(tot["wp"][i] / weight[i]) if pos[i] else None,
             float(tot["wy"][i] / weight[i]) if pos[i] else None,
@@ -361,15 +289,17 @@ class MulticalState:
         names = [k for k, c in cols.items() if c.kind == seg.CATEGORICAL] + \
                 [k for k, c in cols.items() if c.kind == seg.NUMERIC]
         levels = [seg.levels_of(k, cols[k], p, opts.bins, opts.top) for k in names]
-        cells, cell_levels = _cells(levels, n)
-        sums = _sums(cells, cell_levels.shape[1], y, p, w)
-        combos, chosen, capped = _enumerate(levels, cell_levels, sums["rows"], opts)
+        cells, cell_levels = plan.cells(levels, n)
+        sums = plan.cell_sums(cells, cell_levels.shape[1], y, p, w)
+        combos, chosen, capped = plan.enumerate_segments(levels, cell_levels, sums["rows"], opts.depth,
+                                                         opts.min_rows, opts.max_segments)
         order, ps = order_by_p(p)
         d = y[order] - ps
         if w is not None:
             d *= w[order]
-        ranges = path_extremes(d, ps, cells[order], [(lut, int(present.size)) for _, lut, present in combos])
-        del d, order, ps
+        d, ps, cells = plan.collapse_ties(d, ps, cells[order], cell_levels.shape[1])
+        ranges = plan.ranges(levels, cell_levels, cells, d, ps, combos)
+        del d, order, ps, cells
         table = _segment_table(levels, combos, chosen, sums, ranges, scale)
         whole = table[0]
         ratios = np.array([r.ecce_sigma for r in table])

@@ -17,6 +17,8 @@ rounding: its values never exceed a block's sum of |w (y - p)|.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 BLOCK = 1 << 16
@@ -53,9 +55,12 @@ def order_by_p(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, ps
 
 
-def _block_bounds(ps: np.ndarray, size: int) -> np.ndarray:
+def block_bounds(ps: np.ndarray, size: int | None = None) -> np.ndarray:
     """Block starts and the end: about every `size` rows, moved forward to the end of a tie run."""
     n = ps.size
+    if n == 0:
+        return np.zeros(1, np.intp)
+    size = size or BLOCK
     cuts = np.arange(size, n, size)
     tied = ps[cuts] == ps[cuts - 1]
     if tied.any():
@@ -64,14 +69,19 @@ def _block_bounds(ps: np.ndarray, size: int) -> np.ndarray:
     return np.concatenate(([0], cuts, [n])).astype(np.intp)
 
 
+def position_bits(bounds: np.ndarray) -> int:
+    """Bits of a row's position inside the longest block."""
+    return max(1, (int(np.diff(bounds).max()) - 1).bit_length()) if bounds.size > 1 else 1
+
+
 class _Buffers:
     """Scratch arrays reused block after block (no page is touched twice)."""
 
     def __init__(self, size: int) -> None:
-        self.key = {np.uint32: np.empty(size, np.uint32), np.uint64: np.empty(size, np.uint64)}
+        self.word = {t: np.empty(size, t) for t in (np.uint32, np.uint64)}
+        self.key = {t: np.empty(size, t) for t in (np.uint32, np.uint64)}
         self.pos = {t: np.arange(size, dtype=t) for t in (np.uint32, np.uint64)}
         self.idx = np.empty(size, np.intp)
-        self.cells = np.empty(size, np.intp)
         self.d = np.empty(size)
         self.c = np.zeros(size + 1)
         self.valid = np.empty(size, bool)
@@ -84,27 +94,44 @@ def _extremes(src: np.ndarray, valid: np.ndarray | None, starts: np.ndarray) -> 
             np.minimum.reduceat(np.where(valid, src, np.inf), starts))
 
 
-def path_extremes(d: np.ndarray, ps: np.ndarray, cells: np.ndarray,
-                  combos: list[tuple[np.ndarray, int]], block: int | None = None) -> list[np.ndarray]:
-    """For each (lut, G) in `combos`: the range (max - min, 0 included) of the cumulative path of
-    each of its G segments. `d` = w (y - p) and `cells` (a cell id per row) are in the order of
-    `ps` (ascending); `lut[cell]` is the row's segment code in 0 .. G - 1."""
-    n = d.size
-    bounds = _block_bounds(ps, block or BLOCK) if n else np.zeros(1, np.intp)
+def _whole(d_b: np.ndarray, tie: np.ndarray | None, buf: _Buffers) -> tuple[float, float, float]:
+    """(total, max, min) of one block's path when every row is in the segment."""
+    m = d_b.size
+    c = buf.c[:m + 1]
+    np.cumsum(d_b, out=c[1:])
+    valid = None
+    if tie is not None:
+        valid = buf.valid[:m]
+        np.not_equal(tie[1:], tie[:-1], out=valid[:-1])
+        valid[-1] = True
+    hi, lo = _extremes(c[1:], valid, np.zeros(1, np.intp))
+    return c[m], hi[0], lo[0]
+
+
+def path_extremes(d: np.ndarray, ps: np.ndarray, fields: np.ndarray, fbits: int,
+                  combos: list[tuple[int, np.ndarray]], bounds: np.ndarray) -> list[np.ndarray]:
+    """For each (mask, values) in `combos`: the range (max - min, 0 included) of the cumulative
+    path of each of its segments. `d` = w (y - p) and `fields` are in the order of `ps`
+    (ascending); `fields` packs each row's level of every column into bit fields (`fbits` bits
+    in all), a segment's rows are those with `fields & mask == value`, and `values` (ascending,
+    unique) lists every value present. `bounds`: `block_bounds(ps)`."""
     nb = bounds.size - 1
-    ties = n > 1 and bool((ps[1:] == ps[:-1]).any())
-    sums = [np.zeros((nb, g)) for _, g in combos]
-    highs = [np.zeros((nb, g)) for _, g in combos]
-    lows = [np.zeros((nb, g)) for _, g in combos]
+    ties = ps.size > 1 and bool((ps[1:] == ps[:-1]).any())
+    sums = [np.zeros((nb, v.size)) for _, v in combos]
+    highs = [np.zeros((nb, v.size)) for _, v in combos]
+    lows = [np.zeros((nb, v.size)) for _, v in combos]
     buf = _Buffers(int(np.diff(bounds).max()) if nb else 1)
-    shifted: dict[tuple[int, int, type], tuple[np.ndarray, np.ndarray]] = {}
+    shifted: dict[tuple[int, int], tuple[Any, np.ndarray]] = {}
     for b in range(nb):
         lo, hi = int(bounds[b]), int(bounds[b + 1])
         m = hi - lo
         ib = max(1, (m - 1).bit_length())
+        kt = np.uint32 if fbits + ib <= 32 else np.uint64
         d_b = d[lo:hi]
-        c_b = buf.cells[:m]
-        np.copyto(c_b, cells[lo:hi], casting="unsafe")  # intp once a block: take() would convert per call
+        word = buf.word[kt][:m]  # (fields << ib) | position: each combination's key is word & mask
+        np.copyto(word, fields[lo:hi], casting="unsafe")
+        word <<= kt(ib)
+        word |= buf.pos[kt][:m]
         tie = None
         if ties:
             new_run = ps[lo + 1:hi] != ps[lo:hi - 1]
@@ -112,26 +139,17 @@ def path_extremes(d: np.ndarray, ps: np.ndarray, cells: np.ndarray,
                 tie = np.zeros(m, np.int32)
                 np.cumsum(new_run, out=tie[1:])
         c = buf.c[:m + 1]
-        for j, (lut, g) in enumerate(combos):
-            if g == 1:
-                np.cumsum(d_b, out=c[1:])
-                valid = None
-                if tie is not None:
-                    valid = buf.valid[:m]
-                    np.not_equal(tie[1:], tie[:-1], out=valid[:-1])
-                    valid[-1] = True
-                hi_, lo_ = _extremes(c[1:], valid, np.zeros(1, np.intp))
-                sums[j][b, 0], highs[j][b, 0], lows[j][b, 0] = c[m], hi_[0], lo_[0]
+        for j, (mask, values) in enumerate(combos):
+            if values.size == 1:
+                sums[j][b, 0], highs[j][b, 0], lows[j][b, 0] = _whole(d_b, tie, buf)
                 continue
-            kt = np.uint32 if g.bit_length() + ib <= 32 else np.uint64
-            if (j, ib, kt) not in shifted:
-                shifted[(j, ib, kt)] = (lut.astype(kt) << kt(ib), np.arange(g + 1, dtype=kt) << kt(ib))
-            lut_sh, edges = shifted[(j, ib, kt)]
+            if (j, ib) not in shifted:
+                shifted[(j, ib)] = (kt((mask << ib) | ((1 << ib) - 1)), (values.astype(np.uint64) << np.uint64(ib)).astype(kt))
+            kmask, starts_of = shifted[(j, ib)]
             key = buf.key[kt][:m]
-            np.take(lut_sh, c_b, out=key)
-            key |= buf.pos[kt][:m]
+            np.bitwise_and(word, kmask, out=key)
             key.sort()
-            starts = np.searchsorted(key, edges)
+            starts = np.append(np.searchsorted(key, starts_of), m)
             idx = buf.idx[:m]
             np.bitwise_and(key, kt((1 << ib) - 1), out=idx, casting="unsafe")
             ds = buf.d[:m]
@@ -162,4 +180,4 @@ def path_extremes(d: np.ndarray, ps: np.ndarray, cells: np.ndarray,
     return out
 
 
-__all__ = ["BLOCK", "order_by_p", "path_extremes"]
+__all__ = ["BLOCK", "order_by_p", "block_bounds", "position_bits", "path_extremes"]
