@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from calibcli.evaluation.metrics import segment_paths, segments as seg
+from calibcli.evaluation.metrics import segment_paths, segment_plan, segments as seg
 from calibcli.evaluation.metrics.multicalibration import (
     EPS, MulticalOptions, MulticalState, ecce_pvalue, multicalibration)
 from mcgrad_cases import CASES
@@ -131,8 +131,13 @@ def naive(y, p, w, columns, opts=MulticalOptions()):
 
 
 def _random_case(rng, n, ties=False, weights=False, missing=False):
+    """ties: False (none), True (p on a 0.1 grid: runs of ties summed per cell before the
+    paths) or "few" (5% of rows copy another row's p: ties left to the kernel)."""
     p = rng.random(n)
-    if ties:
+    if ties == "few":
+        k = max(1, n // 20)
+        p[rng.integers(0, n, k)] = p[rng.integers(0, n, k)]
+    elif ties:
         p = np.round(p, 1)
     y = (rng.random(n) < p).astype(int)
     cat = rng.choice(np.array(["a", "b", "c", "d"], dtype=object), n)
@@ -146,7 +151,8 @@ def _random_case(rng, n, ties=False, weights=False, missing=False):
     return y, p, w, cols
 
 
-@pytest.mark.parametrize("ties,weights,missing", [(False, False, False), (True, True, False), (True, False, True)])
+@pytest.mark.parametrize("ties,weights,missing", [(False, False, False), (True, True, False), (True, False, True),
+                                                  ("few", True, True)])
 def test_equals_naive_across_blocks(monkeypatch, ties, weights, missing):
     """Blocks of 16 rows (so segments and tie runs cross many block boundaries)."""
     monkeypatch.setattr(segment_paths, "BLOCK", 16)
@@ -162,7 +168,8 @@ def test_equals_naive_across_blocks(monkeypatch, ties, weights, missing):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2 ** 32 - 1), n=st.integers(1, 120), ties=st.booleans(), weights=st.booleans(),
+@given(seed=st.integers(0, 2 ** 32 - 1), n=st.integers(1, 120), ties=st.sampled_from([False, True, "few"]),
+       weights=st.booleans(),
        block=st.sampled_from([2, 5, 64]))
 def test_property_equals_naive(seed, n, ties, weights, block):
     rng = np.random.default_rng(seed)
@@ -178,6 +185,38 @@ def test_property_equals_naive(seed, n, ties, weights, block):
     assert [s.rows for s in _by_index(r)] == [x[0] for x in ref]
     for s, (_, ecce, sigma) in zip(_by_index(r), ref):
         assert _close(s.ecce, ecce, 1e-12) and _close(s.sigma, sigma, 1e-12)
+
+
+def test_summing_tied_rows_changes_nothing(monkeypatch):
+    rng = np.random.default_rng(4)
+    y, p, w, cols = _random_case(rng, 3000, ties=True, weights=True, missing=True)
+    assert segment_plan.collapse_ties(np.zeros(3000), np.sort(p), np.zeros(3000, np.uint16), 5)[0].size < 100
+    summed = multicalibration(y, p, cols, w)
+    monkeypatch.setattr(segment_plan, "collapse_ties", lambda d, ps, cells, ncell: (d, ps, cells))
+    rows = multicalibration(y, p, cols, w)
+    assert all(_close(a.ecce, b.ecce, 1e-12) and a.definition == b.definition
+               for a, b in zip(summed.segments, rows.segments))
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2 ** 32 - 1), n=st.integers(1, 400), q=st.integers(1, 8), kind=st.sampled_from("cdi"))
+def test_linear_quantiles_are_numpys(seed, n, q, kind):
+    rng = np.random.default_rng(seed)
+    x = {"c": rng.normal(size=n), "d": np.round(rng.normal(size=n), 1), "i": rng.integers(0, 5, n).astype(float)}[kind]
+    qs = np.linspace(0.0, 1.0, q + 1)
+    assert np.array_equal(seg.linear_quantiles(x.copy(), qs), np.quantile(x, qs))
+
+
+@pytest.mark.parametrize("make", [
+    lambda rng: 0.5 + rng.integers(0, 1000, 5000) * 2.0 ** -52,  # equal top bits: the fix-up sorts them
+    lambda rng: np.round(rng.random(5000), 2),
+    lambda rng: np.concatenate([np.zeros(100), np.ones(100), rng.random(300), [5e-324, 1e-300]]),
+])
+def test_order_by_p(make):
+    p = make(np.random.default_rng(1))
+    order, ps = segment_paths.order_by_p(p)
+    assert np.array_equal(np.sort(order), np.arange(p.size)) and np.array_equal(ps, p[order])
+    assert np.array_equal(ps, np.sort(p))
 
 
 def test_ties_are_one_step():

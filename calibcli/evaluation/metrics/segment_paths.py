@@ -6,12 +6,14 @@ the result does not depend on how tied rows are ordered (MCGrad sorts with an un
 quicksort, which leaves that order, and so its value, to chance).
 
 How, in O(n) per combination and cache-sized pieces: the rows, sorted by p once, are cut
-into blocks of about 2^16 rows (a cut never splits a run of ties). In a block every row
-gets the key (segment code << b) | position, one SIMD value sort of these keys groups the
-rows by segment in p order, and one cumsum plus `maximum/minimum.reduceat` gives each
-segment's block total and its extremes relative to its value before the block. A scan over
-the blocks (a cumsum of the totals) then joins the pieces: the extremes of the whole path are
-those of offset + block extremes, and 0. Keeping each cumsum inside a block also bounds the
+into blocks of about 2^15 rows (a cut never splits a run of ties). A row's levels of every
+column are packed in bit fields; in a block each row gets the word (fields << b) | position,
+and a combination's key is word & (its columns' fields, the position). One SIMD value sort
+of these keys groups the rows by segment in p order (no argsort: the position rides in the
+key), one gather and one cumsum plus `maximum/minimum.reduceat` give each segment's block
+total and its extremes relative to its value before the block. A scan over the blocks (a
+cumsum of the totals) then joins the pieces: the extremes of the whole path are those of
+offset + block extremes, and 0. Keeping each cumsum inside a block also bounds the
 rounding: its values never exceed a block's sum of |w (y - p)|.
 """
 
@@ -21,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-BLOCK = 1 << 16
+BLOCK = 1 << 15
 
 
 def order_by_p(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
