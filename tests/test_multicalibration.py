@@ -103,7 +103,9 @@ def naive(y, p, w, columns, opts=MulticalOptions()):
         stores[k].add(v)
     names = [k for k in stores if stores[k].kind == seg.CATEGORICAL] + \
             [k for k in stores if stores[k].kind == seg.NUMERIC]
-    levels = [seg.levels_of(k, stores[k], np.asarray(p, float), opts.bins, opts.top) for k in names]
+    p = np.asarray(p, float)
+    levels = [seg.levels_of(k, stores[k], p, opts.bins, opts.top) for k in names]
+    levels = segment_plan.cells(levels, p)[0]  # numbered in MCGrad's order
     masks = [np.ones(n, bool)]
     for d in range(1, min(opts.depth, len(levels)) + 1):
         for cols in combinations(range(len(levels)), d):
@@ -188,14 +190,22 @@ def test_property_equals_naive(seed, n, ties, weights, block):
 
 
 def test_summing_tied_rows_changes_nothing(monkeypatch):
+    """Three routes to the same numbers: rows summed per (distinct p, cell) by hashing, rows
+    sorted with runs of ties summed per cell, and every row walked."""
     rng = np.random.default_rng(4)
     y, p, w, cols = _random_case(rng, 3000, ties=True, weights=True, missing=True)
+    assert segment_plan.few_distinct(p, 5) is not None
     assert segment_plan.collapse_ties(np.zeros(3000), np.sort(p), np.zeros(3000, np.uint16), 5)[0].size < 100
-    summed = multicalibration(y, p, cols, w)
+    results = [multicalibration(y, p, cols, w)]
+    monkeypatch.setattr(segment_plan, "few_distinct", lambda p, ncell: None)
+    results.append(multicalibration(y, p, cols, w))
     monkeypatch.setattr(segment_plan, "collapse_ties", lambda d, ps, cells, ncell: (d, ps, cells))
-    rows = multicalibration(y, p, cols, w)
-    assert all(_close(a.ecce, b.ecce, 1e-12) and a.definition == b.definition
-               for a, b in zip(summed.segments, rows.segments))
+    results.append(multicalibration(y, p, cols, w))
+    for other in results[1:]:
+        assert _metrics_close(results[0], other)
+        for a, b in zip(results[0].segments, other.segments):
+            assert a.definition == b.definition and a.rows == b.rows
+            assert all(_close(getattr(a, k), getattr(b, k), 1e-12) for k in ("weight", "ecce", "sigma", "predicted"))
 
 
 @settings(max_examples=200, deadline=None)
@@ -388,6 +398,8 @@ def test_extreme_column_values():
     (dict(w=[1.0, float("inf")]), "weights must be finite"),
     (dict(y=[0, 1, 1]), "3 labels but 2"),
     (dict(columns={"c": ["a"]}), "column 'c' has 1 rows"),
+    (dict(columns={"c": np.array([1, "a"], dtype=object)}), "column 'c' \\(categorical\\)"),
+    (dict(y=["0", "1"]), "labels must be the numbers 0 and 1"),
 ])
 def test_bad_input(bad, message):
     args = dict(y=[0, 1], p=[0.2, 0.6], w=None, columns=None) | bad

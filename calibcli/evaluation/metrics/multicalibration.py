@@ -27,14 +27,18 @@ subset, the level tuples in `itertools.product` order (the first column's level 
 slowest), skipping intersections with fewer than `min_rows` rows (rows, not weight). The
 first `max_segments` in this order are checked (the whole set always, even with fewer rows
 than `min_rows`; MCGrad raises an error then). MCGrad cuts in chunks of 50, which keeps the
-same segments at its default 1000.
+same segments at its default 1000. `min_rows` is at least 1 (MCGrad's 0 would also list
+intersections without rows). Weights only count through their ratios (multiplying them all
+by c > 0 changes nothing); a row of weight 0 still counts in `min_rows` and in a column's
+value counts, as in MCGrad.
 
 Where calib departs from MCGrad, on purpose:
   - Ties in p: the path is read after each run of equal p (see `segment_paths.py`); MCGrad's
     unstable sort makes its value depend on the order of tied rows. Without ties, or when
     tied rows within a segment share a label, the two agree.
   - Arithmetic in float64 throughout: MCGrad's default `precision_dtype="float32"` rounds p
-    and weights to float32 first; with `precision_dtype="float64"` they agree to ~1e-12.
+    and weights to float32 first (~1e-7 relative); with `precision_dtype="float64"` every
+    segment agrees to ~1e-14 (tests/test_multicalibration.py asks 1e-9).
 
 Degenerate cases (no NaN, no warnings): a segment of weight 0 (all weights 0) has ECCE 0,
 sigma 0, ratio 0, p 1 and no predicted/observed rate (None); a segment with sigma 0 (every
@@ -48,7 +52,8 @@ Streaming: `MulticalState.add` per record batch, `MulticalState.merge` across pa
 column's exact quantiles), so the state keeps the rows: p (8 bytes), the label (1), the
 weight (8, when given), a code per categorical column (1 byte up to 256 values, 2 up to
 65 536) and a float64 per numeric column: 9 + 8 (weights) + 1 per categorical + 8 per numeric
-bytes a row, e.g. 290 MB for 1e7 rows with three categorical and two numeric columns.
+bytes a row, e.g. 280 MB for 1e7 rows with three categorical and two numeric columns;
+`result()` needs about as much again for its sort and scratch arrays.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
+import pyarrow as pa
 
 from calibcli.evaluation.metrics import segment_plan as plan, segments as seg
 from calibcli.evaluation.metrics.segment_paths import order_by_p
@@ -180,6 +186,8 @@ def _validated(y: Any, p: Any, sample_weight: Any) -> tuple[np.ndarray, np.ndarr
         raise ValueError(f"multicalibration: p must be a probability in [0, 1], got {p[bad[0]]!r} at row {bad[0]}")
     p = p + 0.0  # -0.0 -> +0.0 (a copy: the state owns it)
     y = np.asarray(y).ravel()
+    if y.dtype.kind not in "biuf":
+        raise ValueError(f"multicalibration: labels must be the numbers 0 and 1, got {y.dtype} values")
     if y.dtype != bool:
         bad = np.flatnonzero((y != 0) & (y != 1))
         if bad.size:
@@ -196,6 +204,36 @@ def _validated(y: Any, p: Any, sample_weight: Any) -> tuple[np.ndarray, np.ndarr
         if w.size != p.size:
             raise ValueError(f"multicalibration: {w.size} weights but {p.size} probabilities")
     return y, p, w
+
+
+def _sums_and_paths(levels: list[seg.Levels], y: np.ndarray, p: np.ndarray, w: np.ndarray | None):
+    """(numbered levels, cell levels, sums per cell, (d, p, cell) in ascending p for the paths).
+
+    When p takes few values, rows are summed per (distinct p, cell) by hashing p, without
+    sorting the rows; otherwise the rows are sorted by p and runs of ties, if many, summed."""
+    ids, cell_levels = plan.cell_ids(levels, p.size)
+    ncell = cell_levels.shape[1]
+    few = plan.few_distinct(p, ncell)
+    if few is None:
+        rows = np.bincount(ids, minlength=ncell)
+        first = np.full(ncell, np.inf)
+        np.minimum.at(first, ids, p)
+        levels, cell_levels = plan.number(levels, cell_levels, rows, first)
+        sums = plan.cell_sums(ids, rows, y, p, w)
+        order, ps = order_by_p(p)
+        d = y[order] - ps
+        if w is not None:
+            d *= w[order]
+        return levels, cell_levels, sums, plan.collapse_ties(d, ps, ids[order], ncell)
+    run = plan.run_sums(*few, ids, ncell, y, w)
+    cell, pk = run["cell"], run["p"]
+    rows = np.rint(np.bincount(cell, run["rows"], ncell)).astype(np.int64)
+    first = np.full(ncell, np.inf)
+    np.minimum.at(first, cell, pk)
+    levels, cell_levels = plan.number(levels, cell_levels, rows, first)
+    sums = {"rows": rows, "w": np.bincount(cell, run["w"], ncell), "v": np.bincount(cell, pk * (1 - pk) * run["w2"], ncell),
+            "wp": np.bincount(cell, pk * run["w"], ncell), "wy": np.bincount(cell, run["wy"], ncell)}
+    return levels, cell_levels, sums, (run["wy"] - pk * run["w"], pk, cell)
 
 
 class MulticalState:
@@ -224,7 +262,10 @@ class MulticalState:
         elif set(columns) != set(self._columns):
             raise ValueError(f"multicalibration: a batch has columns {sorted(columns)}, earlier ones {sorted(self._columns)}")
         for name, store in self._columns.items():
-            size = store.add(columns[name])
+            try:
+                size = store.add(columns[name])
+            except (TypeError, ValueError, pa.ArrowException) as exc:  # mixed or unparsable values
+                raise ValueError(f"multicalibration: column {name!r} ({store.kind}): {exc}") from None
             if size != p.size:
                 raise ValueError(f"multicalibration: column {name!r} has {size} rows, the batch {p.size}")
         self._p.append(p)
@@ -289,17 +330,11 @@ class MulticalState:
         names = [k for k, c in cols.items() if c.kind == seg.CATEGORICAL] + \
                 [k for k, c in cols.items() if c.kind == seg.NUMERIC]
         levels = [seg.levels_of(k, cols[k], p, opts.bins, opts.top) for k in names]
-        cells, cell_levels = plan.cells(levels, n)
-        sums = plan.cell_sums(cells, cell_levels.shape[1], y, p, w)
+        levels, cell_levels, sums, paths = _sums_and_paths(levels, y, p, w)
         combos, chosen, capped = plan.enumerate_segments(levels, cell_levels, sums["rows"], opts.depth,
                                                          opts.min_rows, opts.max_segments)
-        order, ps = order_by_p(p)
-        d = y[order] - ps
-        if w is not None:
-            d *= w[order]
-        d, ps, cells = plan.collapse_ties(d, ps, cells[order], cell_levels.shape[1])
-        ranges = plan.ranges(levels, cell_levels, cells, d, ps, combos)
-        del d, order, ps, cells
+        ranges = plan.ranges(levels, cell_levels, paths[2], paths[0], paths[1], combos)
+        del paths
         table = _segment_table(levels, combos, chosen, sums, ranges, scale)
         whole = table[0]
         ratios = np.array([r.ecce_sigma for r in table])

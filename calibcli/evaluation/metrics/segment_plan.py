@@ -18,8 +18,9 @@ def _narrow(size: int) -> type:
     return np.uint16 if size <= 1 << 16 else np.uint32 if size <= 1 << 32 else np.int64
 
 
-def cells(levels: list[seg.Levels], n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(cell id per row, the level of each column in each cell: shape (columns, cells))."""
+def cell_ids(levels: list[seg.Levels], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(a cell id per row, the level of each column in each cell: shape (columns, cells)), with
+    the levels as `levels_of` gives them (not yet numbered)."""
     sizes = [len(lv.labels) for lv in levels]
     total = math.prod(sizes)
     if not levels or total == 0:  # no columns: one cell; no rows: none
@@ -29,16 +30,83 @@ def cells(levels: list[seg.Levels], n: int) -> tuple[np.ndarray, np.ndarray]:
     code = np.zeros(n, dtype=_narrow(total))
     for lv, size in zip(levels, sizes):
         code *= code.dtype.type(size)
-        code += lv.codes
+        identity = lv.table.size <= size and np.array_equal(lv.table, np.arange(lv.table.size))
+        np.add(code, lv.raw if identity else lv.table.astype(code.dtype)[lv.raw], out=code, casting="unsafe")
     if total <= 1 << 22:
         return code, np.array(np.unravel_index(np.arange(total), sizes), dtype=np.int64).reshape(len(sizes), -1)
-    present, cells = np.unique(code, return_inverse=True)
-    return cells.astype(_narrow(present.size)), np.array(np.unravel_index(present, sizes), dtype=np.int64)
+    present, ids = np.unique(code, return_inverse=True)
+    return ids.astype(_narrow(present.size)), np.array(np.unravel_index(present, sizes), dtype=np.int64)
 
 
-def cell_sums(cells: np.ndarray, ncell: int, y: np.ndarray, p: np.ndarray, w: np.ndarray | None) -> dict[str, np.ndarray]:
+def number(levels: list[seg.Levels], cell_levels: np.ndarray, rows: np.ndarray,
+           first: np.ndarray) -> tuple[list[seg.Levels], np.ndarray]:
+    """Levels numbered in MCGrad's order from each cell's rows and smallest p (no pass over
+    the rows), and `cell_levels` renumbered to match."""
+    numbered, cell_levels = [], cell_levels.copy()
+    for c, lv in enumerate(levels):
+        size = len(lv.labels)
+        level_first = np.full(size, np.inf)
+        np.minimum.at(level_first, cell_levels[c], first)
+        lv, renumber = seg.number_levels(lv, np.bincount(cell_levels[c], rows, size), level_first)
+        cell_levels[c] = renumber[cell_levels[c]]
+        numbered.append(lv)
+    return numbered, cell_levels
+
+
+def cells(levels: list[seg.Levels], p: np.ndarray) -> tuple[list[seg.Levels], np.ndarray, np.ndarray, np.ndarray]:
+    """(numbered levels, cell id per row, cell levels, rows per cell) for rows with these p."""
+    ids, cell_levels = cell_ids(levels, p.size)
+    rows = np.bincount(ids, minlength=cell_levels.shape[1])
+    first = np.full(cell_levels.shape[1], np.inf)
+    np.minimum.at(first, ids, p)
+    levels, cell_levels = number(levels, cell_levels, rows, first)
+    return levels, ids, cell_levels, rows
+
+
+def few_distinct(p: np.ndarray, ncell: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(rank of each row's p among the distinct p, the distinct p ascending) when p takes few
+    values (at most a quarter of the rows, and distinct p x cells at most 2^24), found by
+    hashing, without sorting the rows; None otherwise (decided on the first 65 536 rows
+    first, so data with distinct p pay almost nothing)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = p.size
+    if n < 8 or np.unique(p[:1 << 16]).size * 8 > min(n, 1 << 16):
+        return None
+    enc = pc.dictionary_encode(pa.array(p))
+    values = enc.dictionary.to_numpy()
+    if values.size > n // 4 or values.size * ncell > 1 << 24:
+        return None
+    order = np.argsort(values)
+    rank = np.empty(values.size, np.int64)
+    rank[order] = np.arange(values.size)
+    return rank[enc.indices.to_numpy()], values[order]
+
+
+def run_sums(rank: np.ndarray, distinct: np.ndarray, ids: np.ndarray, ncell: int, y: np.ndarray,
+             w: np.ndarray | None) -> dict[str, np.ndarray]:
+    """Sums per (distinct p, cell) that occur, in ascending p: the cell, p, rows, sum w,
+    sum w^2, sum w y. p being constant in each, every other sum follows from these."""
+    key = rank * ncell
+    key += ids
+    size = distinct.size * ncell
+    rows = np.bincount(key, minlength=size)
+    present = np.flatnonzero(rows)
+    rows = rows[present]
+    if w is None:
+        sw = sw2 = rows.astype(np.float64)
+        swy = np.bincount(key, y, size)[present]
+    else:
+        sw = np.bincount(key, w, size)[present]
+        sw2 = np.bincount(key, w * w, size)[present]
+        swy = np.bincount(key, w * y, size)[present]
+    return {"cell": present % ncell, "p": distinct[present // ncell], "rows": rows, "w": sw, "w2": sw2, "wy": swy}
+
+
+def cell_sums(cells: np.ndarray, rows: np.ndarray, y: np.ndarray, p: np.ndarray, w: np.ndarray | None) -> dict[str, np.ndarray]:
     """Per cell: rows, weight, sum w^2 p (1 - p), sum w p, sum w y."""
-    rows = np.bincount(cells, minlength=ncell)
+    ncell = rows.size
     q = p * (1.0 - p)
     if w is None:
         return {"rows": rows, "w": rows.astype(np.float64), "v": np.bincount(cells, q, ncell),

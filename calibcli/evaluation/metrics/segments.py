@@ -166,12 +166,19 @@ def new_column(kind: str) -> CategoricalColumn | NumericColumn:
 
 @dataclass
 class Levels:
-    """A column cut into levels: `codes` (one per row, 0 .. len(labels) - 1, numbered in the
-    order of first appearance) and `labels`, the words that define each level."""
+    """A column cut into levels: a raw code per row (`raw`: dictionary code or bin), `table`
+    from raw codes to levels, and `labels`, the words that define each level. `levels_of`
+    gives them in no particular order; `number_levels` numbers them in MCGrad's order."""
 
     name: str
-    codes: np.ndarray
+    raw: np.ndarray
+    table: np.ndarray
     labels: list[str]
+
+    @property
+    def codes(self) -> np.ndarray:
+        """The level of every row (one gather: the segment plan never needs it)."""
+        return self.table[self.raw]
 
 
 def _fmt(x: float, digits: int = 6) -> str:
@@ -201,45 +208,35 @@ def _ranked(keys: list[tuple]) -> list[int]:
     return sorted(range(len(keys)), key=keys.__getitem__)
 
 
-def _numbered(name: str, raw: np.ndarray, level: np.ndarray, labels: list[str], p: np.ndarray,
-              raw_counts: np.ndarray | None = None, raw_first: np.ndarray | None = None) -> Levels:
-    """`raw` codes per row, `level[raw]` their level: number the levels by first appearance in
-    p (equal smallest p: more rows first, then the label), in one gather. A level without rows
-    (an empty quantile bin) is dropped, as MCGrad's `unique()` never sees it."""
-    size = level.size
-    if raw_counts is None:
-        raw_counts = np.bincount(raw, minlength=size)
-    if raw_first is None:
-        raw_first = _first_p(raw, p, size)
-    counts = np.bincount(level, raw_counts, len(labels))
-    first = np.full(len(labels), np.inf)
-    np.minimum.at(first, level, raw_first)
-    used = [i for i in range(len(labels)) if counts[i]]
-    order = [used[j] for j in _ranked([(first[i], -counts[i], labels[i]) for i in used])]
-    renumber = np.zeros(len(labels), dtype=np.int64)
+def number_levels(lv: Levels, rows: np.ndarray, first: np.ndarray) -> tuple[Levels, np.ndarray]:
+    """`lv` with its levels numbered by first appearance in p (`first`: each level's smallest
+    p; equal: more `rows` first, then the label), and the map old level -> new. A level
+    without rows (an empty quantile bin, an unused dictionary entry) is dropped, as MCGrad's
+    `unique()` never sees it (the map sends it to 0)."""
+    used = [i for i in range(len(lv.labels)) if rows[i]]
+    order = [used[j] for j in _ranked([(first[i], -rows[i], lv.labels[i]) for i in used])]
+    renumber = np.zeros(len(lv.labels), dtype=np.int64)
     renumber[order] = np.arange(len(order))
-    table = renumber[level].astype(_narrow(max(len(order), 1)))
-    return Levels(name, table[raw], [labels[i] for i in order])
+    return Levels(lv.name, lv.raw, renumber[lv.table], [lv.labels[i] for i in order]), renumber
 
 
 def categorical_levels(name: str, column: CategoricalColumn, p: np.ndarray, top: int) -> Levels:
     codes = column.compact()
     size = len(column.values)
-    counts = np.bincount(codes, minlength=size)
-    first = _first_p(codes, p, size)
-    present = np.flatnonzero(counts)
     text = ["missing" if v is MISSING else str(v) for v in column.values]
+    labels = [f"{name}={t}" if v is not MISSING else f"{name} is missing" for v, t in zip(column.values, text)]
+    if size <= top + 1:  # every value a level: no pass over the rows
+        return Levels(name, codes, np.arange(size), labels)
+    counts = np.bincount(codes, minlength=size)
+    present = np.flatnonzero(counts)
     if present.size <= top + 1:
-        kept = present
-    else:
-        ranked = _ranked([(-counts[i], first[i], text[i]) for i in present])
-        kept = present[ranked[:top]]
-    level = np.full(size, len(kept), dtype=np.int64)  # "other"
-    level[kept] = np.arange(len(kept))
-    labels = [f"{name}={text[i]}" if column.values[i] is not MISSING else f"{name} is missing" for i in kept]
-    if len(kept) < present.size:
-        labels.append(f"{name} not in {{{', '.join(text[i] for i in kept)}}}")
-    return _numbered(name, codes, level, labels, p, counts, first)
+        return Levels(name, codes, np.arange(size), labels)
+    first = _first_p(codes, p, size)
+    kept = present[_ranked([(-counts[i], first[i], text[i]) for i in present])[:top]]
+    table = np.full(size, len(kept), dtype=np.int64)  # "other"
+    table[kept] = np.arange(len(kept))
+    other = f"{name} not in {{{', '.join(text[i] for i in kept)}}}"
+    return Levels(name, codes, table, [labels[i] for i in kept] + [other])
 
 
 def _distinct_upto(x: np.ndarray, limit: int) -> list[float]:
@@ -306,7 +303,7 @@ def numeric_levels(name: str, column: NumericColumn, p: np.ndarray, bins: int) -
     if any_missing:
         level[missing] = len(labels)
         labels.append(f"{name} is missing")
-    return _numbered(name, level, np.arange(len(labels)), labels, p)
+    return Levels(name, level, np.arange(len(labels)), labels)
 
 
 def levels_of(name: str, column: CategoricalColumn | NumericColumn, p: np.ndarray,
@@ -317,4 +314,5 @@ def levels_of(name: str, column: CategoricalColumn | NumericColumn, p: np.ndarra
 
 
 __all__ = ["CATEGORICAL", "NUMERIC", "MISSING", "kind_of", "CategoricalColumn", "NumericColumn",
-           "new_column", "Levels", "levels_of", "categorical_levels", "numeric_levels"]
+           "new_column", "Levels", "levels_of", "number_levels", "categorical_levels", "numeric_levels",
+           "linear_quantiles"]
