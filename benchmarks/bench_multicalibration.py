@@ -16,10 +16,14 @@ were ready, from the OS):
   - `mcgrad`: `mcgrad.metrics.MulticalibrationError` on a pandas frame of the same rows
     (defaults, float64 arithmetic), when --mcgrad-python names a Python that has mcgrad
     (see benchmarks/mcgrad_reference.py), at sizes up to --mcgrad-max.
-The 2x target: `state` + `multical` within twice `state`, i.e. multical <= state.
+  - `evaluate`: with --cli, the command `calib evaluate FILE --json` on a Parquet file of the
+    same rows (score, label and the five columns), wall time of the whole process.
+The 2x target: `state` + `multical` within twice `state`, i.e. multical <= state; and, with
+--cli, `evaluate` + `multical` within twice `evaluate` (the time `calib evaluate` would take
+with the metric: its reading, state and output, plus the metric's state and result).
 
-    python benchmarks/bench_multicalibration.py --sizes 1e6 1e7 --mcgrad-python /tmp/mcgvenv/bin/python \\
-        --out benchmarks/results_multicalibration.json
+    python benchmarks/bench_multicalibration.py --sizes 1e6 1e7 --tie-variants --cli \\
+        --mcgrad-python /tmp/mcgvenv/bin/python --out benchmarks/results_multicalibration.json
 """
 
 from __future__ import annotations
@@ -118,6 +122,32 @@ def measure(python: str, run: str, n: int, ties: bool) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def evaluate_cli(n: int, ties: bool, repeat: int) -> dict:
+    """Best wall time of `calib evaluate FILE --json` on a Parquet file of the rows."""
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/rows.parquet"
+        writer = None
+        for y, p, cols in batches(n, ties):
+            table = pa.table({"score": p, "label": y, **cols})
+            writer = writer or pq.ParquetWriter(path, table.schema)
+            writer.write_table(table)
+        writer.close()
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+        best = None
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "calibcli", "evaluate", path, "--json"], capture_output=True,
+                           check=True, env=env)
+            took = time.perf_counter() - t0
+            best = took if best is None else min(best, took)
+    return {"seconds": best}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=float, nargs="+", default=[1e6])
@@ -128,6 +158,7 @@ def main() -> None:
     ap.add_argument("--child", nargs=2, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--ties", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--tie-variants", action="store_true", help="also run every size with p rounded to 0.001")
+    ap.add_argument("--cli", action="store_true", help="also time `calib evaluate` on a Parquet file of the rows")
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(args.child[0], int(float(args.child[1])), args.ties)))
@@ -151,6 +182,14 @@ def main() -> None:
             ratio = best["multical"]["seconds"] / best["state"]["seconds"]
             rows.append({"rows": n, "ties": ties, "run": "multical / state", "ratio": ratio, "met": ratio <= 1.0})
             print(f"{'':10s} {'':8s} multical / state = {ratio:.2f} (target <= 1: evaluate with it within 2x)")
+            if args.cli:
+                cli = evaluate_cli(n, ties, args.repeat)
+                both = (cli["seconds"] + best["multical"]["seconds"]) / cli["seconds"]
+                rows.append({"rows": n, "ties": ties, "run": "calib evaluate", **cli})
+                rows.append({"rows": n, "ties": ties, "run": "(calib evaluate + multical) / calib evaluate",
+                             "ratio": both, "met": both <= 2.0})
+                print(f"{n:>10.0e} {'ties' if ties else 'distinct':8s} {'evaluate':9s} {cli['seconds']:7.2f} s; "
+                      f"(evaluate + multical) / evaluate = {both:.2f} (target <= 2)", flush=True)
     if args.out:
         import numpy
         import pyarrow

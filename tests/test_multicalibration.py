@@ -208,6 +208,19 @@ def test_summing_tied_rows_changes_nothing(monkeypatch):
             assert all(_close(getattr(a, k), getattr(b, k), 1e-12) for k in ("weight", "ecce", "sigma", "predicted"))
 
 
+def test_sparse_cells_and_split_keys_change_nothing(monkeypatch):
+    """Cells from np.unique instead of a dense table, and combinations sent to the kernel in
+    several groups (as when the columns' bit fields do not fit one 64-bit key)."""
+    case = CASES["mixed"]()
+    one = multicalibration(case["y"], case["p"], case["columns"], case["w"])
+    monkeypatch.setattr(segment_plan, "DENSE", 1)
+    monkeypatch.setattr(segment_plan, "position_bits", lambda bounds: 64 - 6)
+    other = multicalibration(case["y"], case["p"], case["columns"], case["w"])
+    assert _metrics_close(one, other)
+    assert [(s.definition, s.rows) for s in one.segments] == [(s.definition, s.rows) for s in other.segments]
+    assert all(_close(a.ecce, b.ecce, 1e-12) for a, b in zip(one.segments, other.segments))
+
+
 @settings(max_examples=200, deadline=None)
 @given(seed=st.integers(0, 2 ** 32 - 1), n=st.integers(1, 400), q=st.integers(1, 8), kind=st.sampled_from("cdi"))
 def test_linear_quantiles_are_numpys(seed, n, q, kind):

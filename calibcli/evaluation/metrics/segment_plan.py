@@ -14,6 +14,9 @@ import numpy as np
 from calibcli.evaluation.metrics import segments as seg
 from calibcli.evaluation.metrics.segment_paths import block_bounds, path_extremes, position_bits
 
+DENSE = 1 << 16  # up to this many level combinations, every one is a cell (no np.unique of the rows)
+
+
 def _narrow(size: int) -> type:
     return np.uint16 if size <= 1 << 16 else np.uint32 if size <= 1 << 32 else np.int64
 
@@ -32,7 +35,7 @@ def cell_ids(levels: list[seg.Levels], n: int) -> tuple[np.ndarray, np.ndarray]:
         code *= code.dtype.type(size)
         identity = lv.table.size <= size and np.array_equal(lv.table, np.arange(lv.table.size))
         np.add(code, lv.raw if identity else lv.table.astype(code.dtype)[lv.raw], out=code, casting="unsafe")
-    if total <= 1 << 22:
+    if total <= DENSE:
         return code, np.array(np.unravel_index(np.arange(total), sizes), dtype=np.int64).reshape(len(sizes), -1)
     present, ids = np.unique(code, return_inverse=True)
     return ids.astype(_narrow(present.size)), np.array(np.unravel_index(present, sizes), dtype=np.int64)
