@@ -1,0 +1,185 @@
+"""The cumulative calibration path of many segments at once: for every segment S of a
+column combination, the largest and smallest value of C_S(j) = sum of w_i (y_i - p_i) over
+the rows i of S up to j in ascending p, with the path's starting 0 included. Rows of equal p
+count as one step: the path is read only after the last row of each run of ties in S, so
+the result does not depend on how tied rows are ordered (MCGrad sorts with an unstable
+quicksort, which leaves that order, and so its value, to chance).
+
+How, in O(n) per combination and cache-sized pieces: the rows, sorted by p once, are cut
+into blocks of about 2^15 rows (a cut never splits a run of ties). A row's levels of every
+column are packed in bit fields; in a block each row gets the word (fields << b) | position,
+and a combination's key is word & (its columns' fields, the position). One SIMD value sort
+of these keys groups the rows by segment in p order (no argsort: the position rides in the
+key), one gather and one cumsum plus `maximum/minimum.reduceat` give each segment's block
+total and its extremes relative to its value before the block. A scan over the blocks (a
+cumsum of the totals) then joins the pieces: the extremes of the whole path are those of
+offset + block extremes, and 0. Keeping each cumsum inside a block also bounds the
+rounding: its values never exceed a block's sum of |w (y - p)|.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+BLOCK = 1 << 15
+
+
+def order_by_p(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(order, p[order]) with p ascending, for p in [+0.0, 1] (no -0.0, no NaN).
+
+    One SIMD sort of uint64 keys (the top bits of p's IEEE pattern, which orders like the
+    value, above the row index) instead of an argsort, several times slower; rows whose keys
+    tie on those top bits but differ in p are then put in order by an argsort of just them.
+    Tied p keep no particular order (none is needed: see the module docstring)."""
+    n = p.size
+    if n == 0:
+        return np.zeros(0, dtype=np.intp), np.zeros(0)
+    ib = max(1, (n - 1).bit_length())
+    low = np.uint64((1 << ib) - 1)
+    key = p.view(np.uint64) << np.uint64(2)  # p <= 1.0: the top two bits are 0
+    key &= ~low
+    key |= np.arange(n, dtype=np.uint64)
+    key.sort()
+    order = (key & low).view(np.int64).astype(np.intp, copy=False)
+    ps = p[order]
+    bad = np.flatnonzero(ps[1:] < ps[:-1])
+    if bad.size:
+        prefix = np.unique(key[bad] >> np.uint64(ib))
+        lo = np.searchsorted(key, prefix << np.uint64(ib))
+        hi = np.searchsorted(key, (prefix + np.uint64(1)) << np.uint64(ib))
+        sizes = hi - lo
+        idx = np.repeat(lo - np.cumsum(sizes) + sizes, sizes) + np.arange(sizes.sum())
+        sub = np.argsort(ps[idx], kind="stable")
+        order[idx] = order[idx][sub]
+        ps[idx] = ps[idx][sub]
+    return order, ps
+
+
+def block_bounds(ps: np.ndarray, size: int | None = None) -> np.ndarray:
+    """Block starts and the end: about every `size` rows, moved forward to the end of a tie run."""
+    n = ps.size
+    if n == 0:
+        return np.zeros(1, np.intp)
+    size = size or BLOCK
+    cuts = np.arange(size, n, size)
+    tied = ps[cuts] == ps[cuts - 1]
+    if tied.any():
+        cuts[tied] = np.searchsorted(ps, ps[cuts[tied]], side="right")
+        cuts = np.unique(cuts[cuts < n])
+    return np.concatenate(([0], cuts, [n])).astype(np.intp)
+
+
+def position_bits(bounds: np.ndarray) -> int:
+    """Bits of a row's position inside the longest block."""
+    return max(1, (int(np.diff(bounds).max()) - 1).bit_length()) if bounds.size > 1 else 1
+
+
+class _Buffers:
+    """Scratch arrays reused block after block (no page is touched twice)."""
+
+    def __init__(self, size: int) -> None:
+        self.word = {t: np.empty(size, t) for t in (np.uint32, np.uint64)}
+        self.key = {t: np.empty(size, t) for t in (np.uint32, np.uint64)}
+        self.pos = {t: np.arange(size, dtype=t) for t in (np.uint32, np.uint64)}
+        self.idx = np.empty(size, np.intp)
+        self.d = np.empty(size)
+        self.c = np.zeros(size + 1)
+        self.valid = np.empty(size, bool)
+
+
+def _extremes(src: np.ndarray, valid: np.ndarray | None, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if valid is None:
+        return np.maximum.reduceat(src, starts), np.minimum.reduceat(src, starts)
+    return (np.maximum.reduceat(np.where(valid, src, -np.inf), starts),
+            np.minimum.reduceat(np.where(valid, src, np.inf), starts))
+
+
+def _whole(d_b: np.ndarray, tie: np.ndarray | None, buf: _Buffers) -> tuple[float, float, float]:
+    """(total, max, min) of one block's path when every row is in the segment."""
+    m = d_b.size
+    c = buf.c[:m + 1]
+    np.cumsum(d_b, out=c[1:])
+    valid = None
+    if tie is not None:
+        valid = buf.valid[:m]
+        np.not_equal(tie[1:], tie[:-1], out=valid[:-1])
+        valid[-1] = True
+    hi, lo = _extremes(c[1:], valid, np.zeros(1, np.intp))
+    return c[m], hi[0], lo[0]
+
+
+def path_extremes(d: np.ndarray, ps: np.ndarray, fields: np.ndarray, fbits: int,
+                  combos: list[tuple[int, np.ndarray]], bounds: np.ndarray) -> list[np.ndarray]:
+    """For each (mask, values) in `combos`: the range (max - min, 0 included) of the cumulative
+    path of each of its segments. `d` = w (y - p) and `fields` are in the order of `ps`
+    (ascending); `fields` packs each row's level of every column into bit fields (`fbits` bits
+    in all), a segment's rows are those with `fields & mask == value`, and `values` (ascending,
+    unique) lists every value present. `bounds`: `block_bounds(ps)`."""
+    nb = bounds.size - 1
+    ties = ps.size > 1 and bool((ps[1:] == ps[:-1]).any())
+    sums = [np.zeros((nb, v.size)) for _, v in combos]
+    highs = [np.zeros((nb, v.size)) for _, v in combos]
+    lows = [np.zeros((nb, v.size)) for _, v in combos]
+    buf = _Buffers(int(np.diff(bounds).max()) if nb else 1)
+    shifted: dict[tuple[int, int], tuple[Any, np.ndarray]] = {}
+    for b in range(nb):
+        lo, hi = int(bounds[b]), int(bounds[b + 1])
+        m = hi - lo
+        ib = max(1, (m - 1).bit_length())
+        kt = np.uint32 if fbits + ib <= 32 else np.uint64
+        d_b = d[lo:hi]
+        word = buf.word[kt][:m]  # (fields << ib) | position: each combination's key is word & mask
+        np.copyto(word, fields[lo:hi], casting="unsafe")
+        word <<= kt(ib)
+        word |= buf.pos[kt][:m]
+        tie = None
+        if ties:
+            new_run = ps[lo + 1:hi] != ps[lo:hi - 1]
+            if not new_run.all():
+                tie = np.zeros(m, np.int32)
+                np.cumsum(new_run, out=tie[1:])
+        c = buf.c[:m + 1]
+        for j, (mask, values) in enumerate(combos):
+            if values.size == 1:
+                sums[j][b, 0], highs[j][b, 0], lows[j][b, 0] = _whole(d_b, tie, buf)
+                continue
+            if (j, ib) not in shifted:
+                shifted[(j, ib)] = (kt((mask << ib) | ((1 << ib) - 1)), (values.astype(np.uint64) << np.uint64(ib)).astype(kt))
+            kmask, starts_of = shifted[(j, ib)]
+            key = buf.key[kt][:m]
+            np.bitwise_and(word, kmask, out=key)
+            key.sort()
+            starts = np.append(np.searchsorted(key, starts_of), m)
+            idx = buf.idx[:m]
+            np.bitwise_and(key, kt((1 << ib) - 1), out=idx, casting="unsafe")
+            ds = buf.d[:m]
+            np.take(d_b, idx, out=ds)
+            np.cumsum(ds, out=c[1:])
+            base = c[starts[:-1]]
+            sums[j][b] = c[starts[1:]] - base
+            used = starts[1:] > starts[:-1]
+            valid = None
+            if tie is not None:
+                valid = buf.valid[:m]
+                tie_s = np.take(tie, idx)
+                np.not_equal(tie_s[1:], tie_s[:-1], out=valid[:-1])
+                valid[starts[1:][used] - 1] = True
+            hi_, lo_ = _extremes(c[1:], valid, starts[:-1][used])
+            highs[j][b, used] = hi_ - base[used]
+            lows[j][b, used] = lo_ - base[used]
+    out = []
+    for s, h, l in zip(sums, highs, lows):
+        if nb == 0:
+            out.append(np.zeros(s.shape[1]))
+            continue
+        offset = np.cumsum(s, axis=0)
+        offset -= s
+        top = np.maximum((offset + h).max(axis=0), 0.0)
+        bottom = np.minimum((offset + l).min(axis=0), 0.0)
+        out.append(top - bottom)
+    return out
+
+
+__all__ = ["BLOCK", "order_by_p", "block_bounds", "position_bits", "path_extremes"]
