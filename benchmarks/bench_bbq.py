@@ -3,7 +3,7 @@
 netcal needs torch, so it runs in a separate interpreter given by `--netcal-python` (or
 the NETCAL_PYTHON environment variable), in a subprocess. Writes
 tests/fixtures/peers/bbq_netcal.npz (data, query scores, netcal's predictions) that
-tests/test_bbq.py checks calibcli's `variant=netcal` against, and prints both fit times.
+tests/calibrators/test_bbq.py checks calibcli's `variant=netcal` against, and prints both fit times.
 
     NETCAL_PYTHON=/path/to/venv/bin/python python benchmarks/bench_bbq.py --rows 3000
 """

@@ -46,7 +46,7 @@ HL 97.75 / 99.5 % (of its mean at N), KS 84.75 / 4.25 %, Kuiper 92.0 / 0 %: none
 in both designs, nor did half-samples (re-centred or with the bias extrapolated at the
 rates n^-1/2 and n^-1) bring them there in a screening run of 150 sets. An earlier run (150 data
 sets, plain percentile intervals) covered CalBin's truth in 60 % and missed its own estimate
-in 39 % (`tests/test_bootstrap_coverage.py` keeps the re-centring by hand).
+in 39 % (`tests/evaluation/test_bootstrap_coverage.py` keeps the re-centring by hand).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """MCGrad's multicalibration error on the data sets of tests/mcgrad_cases.py, written as the
-JSON fixtures tests/test_multicalibration.py compares calib with (tests/fixtures/mcgrad/).
+JSON fixtures tests/evaluation/test_multicalibration.py compares calib with (tests/fixtures/mcgrad/).
 
 MCGrad pulls torch, LightGBM and ax-platform, so run it in a throw-away venv (CPU torch first,
 so that mcgrad does not pull a CUDA build):

@@ -1,6 +1,6 @@
 """K-class `evaluate_kclass` of every engine module, against `calib evaluate --prob-cols`.
 
-Imported by tests/test_spark.py and tests/test_dask.py, which define the fixtures `engine`
+Imported by tests/engines/test_spark.py and tests/engines/test_dask.py, which define the fixtures `engine`
 and `read` (see engine_contract.py). The rows have ties in the probabilities, integer
 weights and string labels; the CLI on the same file is the reference (1e-12).
 """

@@ -1,6 +1,6 @@
 """Data sets on which calib's multicalibration error is compared with MCGrad's
 (`benchmarks/mcgrad_reference.py` computes MCGrad's values into tests/fixtures/mcgrad/,
-`tests/test_multicalibration.py` compares). Numpy only, so both the test venv and the
+`tests/evaluation/test_multicalibration.py` compares). Numpy only, so both the test venv and the
 throw-away MCGrad venv import it; every set is drawn from a fixed seed.
 
 Each case returns y (0/1 int), p (float64), w (float64 weights or None) and the segment

@@ -24,7 +24,7 @@ FENCE = re.compile(r"^[ \t]*```(\w*)[ \t]*\n(.*?)^[ \t]*```", re.M | re.S)
 # Set-up commands a reader runs once from the repository root, not from the example data.
 SETUP = ("python3 -m venv", ".venv/bin/", "pip install", "git clone", "cd ")
 # Commands that need a cluster engine or another tool the README names but CI covers
-# elsewhere (the Spark/Dask example jobs run in tests/test_spark.py and tests/test_dask.py).
+# elsewhere (the Spark/Dask example jobs run in tests/engines/test_spark.py and tests/engines/test_dask.py).
 ELSEWHERE = ("python examples/spark_job.py", "python examples/dask_job.py", "spark-submit")
 
 

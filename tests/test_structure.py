@@ -90,15 +90,33 @@ CROSS_CUTTING = {
 }
 
 
+def _names_in(folder: Path) -> set[str]:
+    """The modules and subpackages below a calibcli folder, and the folder itself."""
+    names = {path.stem.lstrip("_") for path in folder.rglob("*.py") if path.stem != "__init__"}
+    return names | {path.name for path in folder.rglob("*") if path.is_dir() and path.name != "__pycache__"} | {folder.name}
+
+
+SUPPORT_FOLDERS = {"adversarial": "the trust suite through the real CLI", "fixtures": "saved maps and data",
+                   "bad_inputs": "the bad-input corpus"}
+
+
 def test_tests_are_laid_out_like_the_code():
-    """Each tests/test_X.py is named after the calibcli module it tests (X, or X_<aspect> for
-    one aspect of it, e.g. test_maps_loader.py), or is a cross-cutting suite listed above."""
-    modules = {path.stem.lstrip("_") for path in ROOT.rglob("*.py") if path.stem != "__init__"}
-    modules |= {path.name for path in ROOT.rglob("*") if path.is_dir() and path.name != "__pycache__"}
+    """Tests mirror the packages: tests/<package>/test_X.py is named after a module of
+    calibcli/<package>/ (X, or X_<aspect> for one aspect of it, e.g. maps/test_maps_loader.py);
+    tests/test_X.py after a module at the top of calibcli/, or is a cross-cutting suite above."""
+    tests = ROOT.parent / "tests"
     stray = []
-    for test in sorted((ROOT.parent / "tests").glob("test_*.py")):
+    for folder in sorted(p for p in tests.iterdir() if p.is_dir() and p.name not in ("__pycache__", *SUPPORT_FOLDERS)):
+        if not (ROOT / folder.name).is_dir():
+            stray.append(f"{folder.name}/ (no calibcli/{folder.name}/)")
+            continue
+        names = _names_in(ROOT / folder.name)
+        stray += [f"{folder.name}/{t.name}" for t in sorted(folder.glob("test_*.py"))
+                  if not any(t.stem[5:] == m or t.stem[5:].startswith(m + "_") for m in names)]
+    top = {path.stem.lstrip("_") for path in ROOT.glob("*.py") if path.stem != "__init__"}
+    for test in sorted(tests.glob("test_*.py")):
         name = test.stem[len("test_"):]
-        if name in CROSS_CUTTING or any(name == m or name.startswith(m + "_") for m in modules):
+        if name in CROSS_CUTTING or any(name == m or name.startswith(m + "_") for m in top):
             continue
         stray.append(test.name)
-    assert not stray, f"test modules named after no calibcli module: {stray} (rename them, or list the suite)"
+    assert not stray, f"test modules laid out unlike the code: {stray} (move or rename them, or list the suite)"

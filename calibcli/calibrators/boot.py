@@ -71,7 +71,7 @@ Where the paper is ambiguous, and what we chose
   T_in = 0.7 for boot-isotonic; r = 10, T_in = 0.6, n_bin = 13 for boot-binning). With the
   intervals built here (at 95% a row's Wilcoxon interval from its ~0.37 r out-of-bag values
   spans nearly all of them), 15 merges 100 rows into 2-4 bins. Mean test MSE over 40 seeds
-  on the paper's artificial sets (built as in tests/test_boot.py; r = 20, t_in = 0.7):
+  on the paper's artificial sets (built as in tests/calibrators/test_boot.py; r = 20, t_in = 0.7):
 
       t_count   A0/D0   A1     A2     D1     D2      (plain isotonic: .1765 .1842 .1819 .1799 .1881)
       15        .1720  .1859  .1744  .1837  .1980

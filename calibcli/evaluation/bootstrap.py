@@ -146,7 +146,7 @@ def percentile_intervals(replicates: Mapping[str, np.ndarray], level: float = CO
 LN2 = math.log(2.0)
 
 
-# The range of every metric, one class each (tests/test_bootstrap_coverage.py checks every key of
+# The range of every metric, one class each (tests/evaluation/test_bootstrap_coverage.py checks every key of
 # metrics.METRICS and KCLASS_METRICS is in exactly one); intervals are clipped to it. Brier's DSC
 # and UNC are at most UNC's largest value ȳ(1 - ȳ) = 1/4, log-loss's at most ln 2; the debiased
 # ECE is a square root (of the debiased squared error, floored at 0); p-values are in [0, 1]. The

@@ -38,7 +38,7 @@ Where calib departs from MCGrad, on purpose:
     tied rows within a segment share a label, the two agree.
   - Arithmetic in float64 throughout: MCGrad's default `precision_dtype="float32"` rounds p
     and weights to float32 first (~1e-7 relative); with `precision_dtype="float64"` every
-    segment agrees to ~1e-14 (tests/test_multicalibration.py asks 1e-9).
+    segment agrees to ~1e-14 (tests/evaluation/test_multicalibration.py asks 1e-9).
 
 Degenerate cases (no NaN, no warnings): a segment of weight 0 (all weights 0) has ECCE 0,
 sigma 0, ratio 0, p 1 and no predicted/observed rate (None); a segment with sigma 0 (every

@@ -18,8 +18,9 @@ from typer.testing import CliRunner
 import calibcli
 from calibcli.maps import envelope as maps
 from calibcli.cli.app import app
+from repo import REPO
 
-DATA = Path(__file__).resolve().parent.parent / "examples" / "data"
+DATA = REPO / "examples" / "data"
 CLASSES = ["car", "cat", "dog"]
 runner = CliRunner()
 

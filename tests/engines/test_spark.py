@@ -23,6 +23,7 @@ from sql_cases import CASES, build  # noqa: E402
 
 from calibcli.export import sql as export  # noqa: E402
 from calibcli.errors import UsageError  # noqa: E402
+from repo import REPO
 
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
 
@@ -158,7 +159,7 @@ def test_example_job_runs_end_to_end(spark, tmp_path):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "examples" / "spark_job.py"
+    path = REPO / "examples" / "spark_job.py"
     spec = importlib.util.spec_from_file_location("spark_job", path)
     job = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(job)

@@ -2,7 +2,7 @@
 give the same answer (the same classes, or the same refusal) through `calib fit`, `calib
 evaluate`, `calib compare`, `calibcli.fit`, `calibcli.evaluate`, `calibcli.compare`'s request,
 the scikit-learn wrapper and the Dask engine (Spark's reading is the same function on its
-partitions: tests/test_spark.py).
+partitions: tests/engines/test_spark.py).
 
 Each case is labels as a file holds them (CSV text, or a typed Parquet column) and as Python
 holds them (a list), with the answer the rule gives: the class codes, or a refusal."""

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from calibcli.cli.app import app
 from calibcli.evaluation.render import figures
+from repo import REPO
 
 runner = CliRunner()
 
@@ -212,7 +213,7 @@ def test_kclass_corp_figure_titles_the_top_label_decomposition(tmp_path, drawn):
     equal to the top-label metrics when they are asked for."""
     from pathlib import Path
 
-    digits = Path(__file__).resolve().parents[1] / "examples" / "data" / "digits_test.csv"
+    digits = REPO / "examples" / "data" / "digits_test.csv"
     res = runner.invoke(app, ["evaluate", str(digits), "--prob-cols", "p_*", "--plot", str(tmp_path / "k.png"),
                               "--bands", "10"])
     assert res.exit_code == 0, res.stderr

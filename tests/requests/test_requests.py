@@ -16,6 +16,7 @@ from calibcli.errors import CalibError
 from calibcli.export import dispatch as export
 from calibcli.fitting import compare
 from calibcli.requests import ApplyRequest, Columns, CompareRequest, EvaluateOptions, FitRequest, evaluate_output
+from repo import REPO
 
 runner = CliRunner()
 
@@ -24,7 +25,7 @@ def _compare(path, methods=None, folds=5, seed=0, metric="log_loss", score_cols=
     """`calib compare` from Python: the request built at the door, then the comparison."""
     return compare.compare_file(path, CompareRequest.build(folds, seed, metric, Columns(score_cols=score_cols)),
                                 methods)
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 DATA = ROOT / "examples" / "data"
 PACKAGE = ROOT / "calibcli"
 

@@ -25,9 +25,10 @@ from typer.testing import CliRunner
 
 from calibcli.cli.app import app
 from calibcli.io.console import cell, uncell
+from repo import REPO
 
 runner = CliRunner()
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 DATA = ROOT / "examples" / "data"
 
 # Hostile pieces of names: rich markup (also unbalanced), emoji codes, ANSI escapes, newlines,

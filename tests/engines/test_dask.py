@@ -11,6 +11,7 @@ dd = pytest.importorskip("dask.dataframe", reason="dask[dataframe] is not instal
 from engine_contract import *  # noqa: E402,F401,F403 - the shared engine tests
 from engine_contract import data  # noqa: E402,F401
 from engine_kclass_contract import *  # noqa: E402,F401,F403 - the K-class engine tests
+from repo import REPO
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore:The inplace keyword")
 
@@ -62,7 +63,7 @@ def test_example_job_runs_end_to_end(tmp_path, capsys):
     import json
     from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "examples" / "dask_job.py"
+    path = REPO / "examples" / "dask_job.py"
     spec = importlib.util.spec_from_file_location("dask_job", path)
     job = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(job)

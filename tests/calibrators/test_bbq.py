@@ -12,7 +12,7 @@ import pytest
 from calibcli.calibrators import get
 from calibcli.calibrators.bbq import bin_range
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 PEER = ROOT / "tests" / "fixtures" / "peers" / "bbq_netcal.npz"
 
 
@@ -109,6 +109,7 @@ def test_weighted_fit_equals_duplicated_rows_exactly_in_netcal_variant():
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from repo import REPO
 
 
 @settings(max_examples=15, deadline=None)

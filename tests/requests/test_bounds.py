@@ -18,10 +18,11 @@ from calibcli.requests import bounds
 from calibcli.maps import envelope as maps
 from calibcli.calibrators import registry
 from calibcli.errors import ParamError, UsageError
+from repo import REPO
 
 NUMERIC = [(name, p) for name in registry.available() for p in registry.get(name).params
            if p.type in (int, float)]
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = REPO / "README.md"
 
 
 def _calib(*args: str, cwd) -> subprocess.CompletedProcess:

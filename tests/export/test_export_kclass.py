@@ -1,6 +1,6 @@
 """`calib export --sql` of K-class maps (temperature, vector, dirichlet): a select list, one line
 per class `<expression> AS "calibrated_<class>"`, that DuckDB runs as `SELECT <list> FROM t`
-and that equals `calib apply` to 1e-12 (Spark SQL: tests/test_spark.py)."""
+and that equals `calib apply` to 1e-12 (Spark SQL: tests/engines/test_spark.py)."""
 
 import numpy as np
 import pytest

@@ -69,7 +69,7 @@ def test_top_label_metrics_equal_the_binary_metrics_of_confidence_and_correctnes
 def test_top_label_decomposition_and_smece_equal_the_peer_packages():
     md = pytest.importorskip("model_diagnostics.scoring")
     relplot = pytest.importorskip("relplot")
-    y, P, w = _data(2000, 5)  # untied confidences (tests/test_corp.py checks tied p against the peer)
+    y, P, w = _data(2000, 5)  # untied confidences (tests/evaluation/test_corp.py checks tied p against the peer)
     got = calibcli.evaluate(y, P, sample_weight=w, metrics="all")
     conf, right = _top(y, P)
     for name, fn in (("brier", md.SquaredError()), ("log_loss", md.LogLoss())):

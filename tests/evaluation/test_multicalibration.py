@@ -21,8 +21,9 @@ from calibcli.evaluation.metrics import segment_paths, segment_plan, segments as
 from calibcli.evaluation.metrics.multicalibration import (
     EPS, MulticalOptions, MulticalState, ecce_pvalue, multicalibration)
 from mcgrad_cases import CASES
+from repo import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "mcgrad"
+FIXTURES = FIXTURES / "mcgrad"
 
 
 def _close(a: float, b: float, tol: float = 1e-9) -> bool:

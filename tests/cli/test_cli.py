@@ -11,8 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from calibcli.cli.app import app
+from repo import REPO
 
-DATA = Path(__file__).resolve().parent.parent / "examples" / "data"
+DATA = REPO / "examples" / "data"
 runner = CliRunner()
 
 

@@ -9,12 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 import bootstrap_coverage as sim  # noqa: E402
 
 from calibcli.evaluation import bootstrap
 from calibcli.evaluation.metrics import binary as metrics, selection  # noqa: E402
+from repo import REPO
 
 SETS = 25
 

@@ -3,7 +3,7 @@ and every method that takes K columns (native and one-vs-rest): parameters and t
 calibrator by one path (`Estimator.configured`), predictions are probabilities (in [0, 1]; K-class
 rows summing to 1), a map reloaded from JSON or Parquet predicts bit for bit, and a fixed seed
 gives the same map. Each kind's own properties: tests/test_contract.py (binary: monotone maps,
-Platt's targets, weights) and tests/test_kclass.py (K classes: score kinds, absent classes)."""
+Platt's targets, weights) and tests/calibrators/test_kclass.py (K classes: score kinds, absent classes)."""
 
 from __future__ import annotations
 

@@ -20,8 +20,9 @@ import pytest
 
 import calibcli
 from calibcli.calibrators import registry
+from repo import FIXTURES
 
-V1 = Path(__file__).resolve().parent / "fixtures" / "maps" / "v1"
+V1 = FIXTURES / "maps" / "v1"
 TRANSCENDENTAL = {"logistic", "beta", "beta-am", "beta-ab", "ilps", "field-aware", "spline"}
 
 
