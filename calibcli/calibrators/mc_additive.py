@@ -24,11 +24,9 @@ _DENSE_MAX coefficients, else as a sparse system (SuperLU).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from scipy import sparse
-from scipy.linalg import cho_factor, cho_solve
-from scipy.sparse.linalg import spsolve
 
 from calibcli.calibrators.logistic import sigmoid
 
@@ -85,6 +83,8 @@ class _Design:
     def __init__(self, rows: Rows):
         self.rows = rows
         self.dense = [np.ones(rows.y.size)] + ([] if rows.logit is None else [rows.logit]) + list(rows.x.T)
+        self.dense_x = np.column_stack(self.dense)
+        self.code_cols = [np.ascontiguousarray(rows.codes[:, f]) for f in range(rows.codes.shape[1])]
         self.nd = len(self.dense)
         self.levels = [v - 1 for v in rows.sizes]
         self.start = np.concatenate([[self.nd], self.nd + np.cumsum(self.levels)]).astype(np.int64)
@@ -96,38 +96,59 @@ class _Design:
                 key = rows.codes[:, f].astype(np.int64) * rows.sizes[g] + rows.codes[:, g]
                 uniq, inv = np.unique(key, return_inverse=True)
                 self.pairs.append((f, g, uniq // rows.sizes[g], uniq % rows.sizes[g], inv.ravel(), uniq.size))
+        self.plan = self._plan()
+        self.flat_plan = self.plan[0] * self.size + self.plan[1]
 
-    def hessian(self, h: np.ndarray, prec: np.ndarray) -> np.ndarray | sparse.csc_matrix:
-        """X' diag(h) X + diag(prec)."""
-        codes, nd = self.rows.codes, self.nd
-        hd = np.empty((nd, nd))
-        for a in range(nd):
-            for b in range(a, nd):
-                hd[a, b] = hd[b, a] = float(np.dot(h * self.dense[a], self.dense[b]))
-        ri, ci, vals = [np.repeat(np.arange(nd), nd)], [np.tile(np.arange(nd), nd)], [hd.ravel()]
+    def _plan(self) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, columns) of the Hessian entries `hessian` computes, in the order of its values:
+        the dense block, then per shift table its diagonal and its cross terms with each dense
+        column (both triangles), then per pair of tables the level pairs that occur (both)."""
+        nd = self.nd
+        ri, ci = [np.repeat(np.arange(nd), nd)], [np.tile(np.arange(nd), nd)]
         for f, v in enumerate(self.levels):
             idx = self.start[f] + np.arange(v)
-            ri.append(idx), ci.append(idx), vals.append(np.bincount(codes[:, f], h, v + 1)[1:])
+            ri.append(idx), ci.append(idx)
             for a in range(nd):
-                col = np.bincount(codes[:, f], h * self.dense[a], v + 1)[1:]
                 ri += [idx, np.full(v, a)]
                 ci += [np.full(v, a), idx]
-                vals += [col, col]
-        for f, g, lf, lg, inv, m in self.pairs:
-            cross = np.bincount(inv, h, m)
+        for f, g, lf, lg, _, _ in self.pairs:
             rf, rg = self.start[f] + lf - 1, self.start[g] + lg - 1
             ri += [rf, rg]
             ci += [rg, rf]
+        return np.concatenate(ri).astype(np.int64), np.concatenate(ci).astype(np.int64)
+
+    def hessian(self, h: np.ndarray, prec: np.ndarray) -> Any:
+        """X' diag(h) X + diag(prec): a dense array up to _DENSE_MAX coefficients, else a
+        scipy.sparse matrix. Every entry belongs to one block, so one scatter fills it."""
+        nd = self.nd
+        hx = [h * d for d in self.dense]
+        vals = [(np.column_stack(hx).T @ self.dense_x).ravel()]
+        for f, v in enumerate(self.levels):
+            col_codes = self.code_cols[f]
+            cols = [np.bincount(col_codes, hx[0], v + 1)[1:]]  # the diagonal = the cross term with the intercept
+            cols += [np.bincount(col_codes, hx[a], v + 1)[1:] for a in range(1, nd)]
+            vals.append(cols[0])
+            for col in cols:
+                vals += [col, col]
+        for _, _, _, _, inv, m in self.pairs:
+            cross = np.bincount(inv, h, m)
             vals += [cross, cross]
-        ri.append(np.arange(self.size)), ci.append(np.arange(self.size)), vals.append(prec)
-        mat = sparse.coo_matrix((np.concatenate(vals), (np.concatenate(ri), np.concatenate(ci))),
-                                shape=(self.size, self.size))
-        return mat.toarray() if self.size <= _DENSE_MAX else mat.tocsc()
+        values = np.concatenate(vals)
+        if self.size <= _DENSE_MAX:
+            out = np.zeros(self.size * self.size)
+            out[self.flat_plan] = values
+            out[:: self.size + 1] += prec
+            return out.reshape(self.size, self.size)
+        from scipy import sparse  # imported when used: `calib` starts without scipy.sparse
+
+        diag = np.arange(self.size)
+        return sparse.coo_matrix((np.concatenate([values, prec]), (np.concatenate([self.plan[0], diag]),
+                                  np.concatenate([self.plan[1], diag]))), shape=(self.size, self.size)).tocsc()
 
     def gradient(self, r: np.ndarray) -> np.ndarray:
         """X' r."""
-        out = [np.array([float(np.dot(r, d)) for d in self.dense])]
-        out += [np.bincount(self.rows.codes[:, f], r, v + 1)[1:] for f, v in enumerate(self.levels)]
+        out = [r @ self.dense_x]
+        out += [np.bincount(self.code_cols[f], r, v + 1)[1:] for f, v in enumerate(self.levels)]
         return np.concatenate(out)
 
     def unpack(self, theta: np.ndarray) -> tuple[float, float, np.ndarray, list[np.ndarray]]:
@@ -139,15 +160,20 @@ class _Design:
         return c, m, beta, shifts
 
 
+def design_of(rows: Rows) -> "_Design":
+    """The Hessian's index structures for `rows` (pass to `fit_terms` to reuse them across refits)."""
+    return _Design(rows)
+
+
 def fit_terms(rows: Rows, offset: np.ndarray | None = None, centre: Terms | None = None,
-              tau2: list[float] | None = None) -> tuple[Terms, list[float], dict]:
+              tau2: list[float] | None = None, design: "_Design | None" = None) -> tuple[Terms, list[float], dict]:
     """The additive coefficients minimising the penalised log-loss (module docstring).
 
     `centre`: the map's current totals (shifts, linear) the prior is centred on; its
     intercept and slope are ignored. `tau2`: the columns' prior variances, estimated here
     when None. Returns (the fitted increments as Terms, tau2, diagnostics).
     """
-    design = _Design(rows)
+    design = _Design(rows) if design is None else design
     y, w = rows.y, rows.w
     nf, nd = len(rows.sizes), design.nd
     estimate = tau2 is None
@@ -236,8 +262,12 @@ def _update_tau2(tau2: list[float], total: np.ndarray, z: np.ndarray, rows: Rows
     return out
 
 
-def _solve(hess: np.ndarray | sparse.csc_matrix, grad: np.ndarray) -> np.ndarray:
-    if sparse.issparse(hess):
+def _solve(hess: Any, grad: np.ndarray) -> np.ndarray:
+    from scipy.linalg import cho_factor, cho_solve
+
+    if not isinstance(hess, np.ndarray):
+        from scipy.sparse.linalg import spsolve
+
         return np.asarray(spsolve(hess, grad))
     try:
         return cho_solve(cho_factor(hess, check_finite=False), grad, check_finite=False)

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from calibcli.calibrators.logistic import sigmoid
-from calibcli.calibrators.mc_additive import Rows, Terms, fit_terms
+from calibcli.calibrators.mc_additive import Rows, Terms, design_of, fit_terms
 from calibcli.calibrators.mc_trees import MAX_BINS, Forest, Tree, TreeParams, bin_edges, to_bins
 
 
@@ -71,9 +71,10 @@ class Boost:
     in lockstep (`step`), each tracking the log-loss of its held-out rows after every round."""
 
     def __init__(self, rows: Rows, raw: np.ndarray, n_cat: int, params: Mapping[str, Any],
-                 tasks: list[tuple[np.ndarray, np.ndarray | None]]):
+                 tasks: list[tuple[np.ndarray, np.ndarray | None]], tau2: list[float]):
         """`rows.codes[:, :n_cat]` are the categorical columns (the trees' inputs with `raw`);
-        the other code columns are binned numeric columns and the binned logit (additive stage only)."""
+        the other code columns are binned numeric columns and the binned logit (additive stage
+        only). `tau2`: the shift tables' prior variances, estimated once on all rows."""
         self.params = params
         nc = n_cat
         # numeric thresholds come from every row's values (no labels), shared by the tasks
@@ -84,10 +85,12 @@ class Boost:
         self.fits = []
         for train_idx, held_idx in tasks:
             sub = rows.take(train_idx)
-            additive, tau2, info = fit_terms(sub)
+            additive, _, info = fit_terms(sub, tau2=tau2)
             start = platt_start(sub, additive)
+            refit_rows = Rows(None, sub.codes, sub.sizes, sub.x, sub.y, sub.w)
             fit = {"rows": sub, "raw": raw[train_idx], "static": static[train_idx], "tau2": tau2, "info": info,
-                   "additive": additive, "model": Model(start, n_cat), "totals": replace(start), "losses": []}
+                   "additive": additive, "model": Model(start, n_cat), "totals": replace(start), "losses": [],
+                   "refit": (refit_rows, design_of(refit_rows))}
             fit["z"] = fit["model"].start(sub.logit, sub.codes, sub.x)
             if held_idx is not None:
                 held = rows.take(held_idx)
@@ -126,8 +129,8 @@ class Boost:
         for j, fit in enumerate(fits):
             rows = fit["rows"]
             zj = fit["z"] + t[owner == j]
-            corr, _, _ = fit_terms(Rows(None, rows.codes, rows.sizes, rows.x, rows.y, rows.w), offset=zj,
-                                   centre=fit["totals"], tau2=fit["tau2"])
+            refit_rows, design = fit["refit"]
+            corr, _, _ = fit_terms(refit_rows, offset=zj, centre=fit["totals"], tau2=fit["tau2"], design=design)
             fit["model"].rounds.append(Round(trees[j], corr))
             fit["z"] = zj + corr.logit(None, rows.codes, rows.x)
             tot = fit["totals"]
@@ -162,7 +165,8 @@ def folds_of(y: np.ndarray, k: int, seed: int) -> np.ndarray:
     return fold
 
 
-def choose_rounds(rows: Rows, raw: np.ndarray, n_cat: int, params: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+def choose_rounds(rows: Rows, raw: np.ndarray, n_cat: int, params: Mapping[str, Any],
+                  tau2: list[float]) -> tuple[int, dict[str, Any]]:
     """The number of rounds (0 allowed) with the lowest k-fold held-out log-loss: all folds
     advance a round at a time and the search stops after `patience` rounds without
     improvement of the summed held-out loss."""
@@ -171,7 +175,8 @@ def choose_rounds(rows: Rows, raw: np.ndarray, n_cat: int, params: Mapping[str, 
     if max_rounds == 0 or min(positives, rows.y.size - positives) < k or rows.w.sum() < 2 * params["min_weight"]:
         return 0, {"folds": 0, "reason": "too few rows per class or in total for a k-fold choice"}
     fold = folds_of(rows.y, k, params["seed"])
-    boost = Boost(rows, raw, n_cat, params, [(np.flatnonzero(fold != j), np.flatnonzero(fold == j)) for j in range(k)])
+    boost = Boost(rows, raw, n_cat, params, [(np.flatnonzero(fold != j), np.flatnonzero(fold == j)) for j in range(k)],
+                  tau2)
     total = float(rows.w.sum())
     history = [sum(f["losses"][0] for f in boost.fits) / total]
     best, bad = 0, 0
@@ -188,13 +193,15 @@ def choose_rounds(rows: Rows, raw: np.ndarray, n_cat: int, params: Mapping[str, 
 
 
 def train(rows: Rows, raw: np.ndarray, n_cat: int, params: Mapping[str, Any]) -> tuple[Model, dict[str, Any]]:
-    """The rounds chosen by k-fold, then the additive stage and that many rounds on all rows."""
-    rounds, choice = choose_rounds(rows, raw, n_cat, params)
-    boost = Boost(rows, raw, n_cat, params, [(np.arange(rows.y.size), None)])
+    """The shift tables' prior variances on all rows, the rounds chosen by k-fold, then the
+    additive stage (0 rounds) or that many rounds on all rows."""
+    _, tau2, first = fit_terms(rows)  # the prior variances (empirical Bayes), once on all rows
+    rounds, choice = choose_rounds(rows, raw, n_cat, params, tau2)
+    boost = Boost(rows, raw, n_cat, params, [(np.arange(rows.y.size), None)], tau2)
     for _ in range(rounds):
         boost.step()
     fit = boost.fits[0]
     model = fit["model"] if rounds else Model(fit["additive"], n_cat)
-    info = {"rounds": rounds, "selection": choice, "shift_sd": fit["info"]["shift_sd"],
+    info = {"rounds": rounds, "selection": choice, "shift_sd": first["shift_sd"],
             "trees": [len(r.trees) for r in model.rounds]}
     return model, info

@@ -21,9 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import sparse
 
-MAX_BINS = 255
+MAX_BINS = 64
 
 
 def bin_edges(x: np.ndarray, max_bins: int = MAX_BINS) -> np.ndarray:
@@ -127,6 +126,9 @@ class Forest:
         self.bins = np.concatenate(bins)
         shift = np.repeat(np.arange(self.tasks) * self.total, self.count)[:, None] + self.offsets[None, :]
         self.flat = (self.bins + shift).astype(np.int64)
+        from scipy import sparse  # imported when a fit runs: `calib` starts without scipy.sparse
+
+        self.sparse = sparse
         n, nf, rows_all = self.flat.shape[0], self.nf, self.tasks * self.total
         self.mt = sparse.csc_matrix((np.ones(n * nf), self.flat.ravel(), np.arange(0, n * nf + 1, nf)),
                                     shape=(rows_all, n))
@@ -150,7 +152,7 @@ class Forest:
             out = self.mt @ self.gwh
         else:
             idx = self.flat[rows].ravel()
-            sub = sparse.csc_matrix((np.ones(idx.size), idx, np.arange(0, idx.size + 1, self.nf)),
+            sub = self.sparse.csc_matrix((np.ones(idx.size), idx, np.arange(0, idx.size + 1, self.nf)),
                                     shape=(self.tasks * self.total, rows.size))
             out = sub @ self.gwh[rows]
         return np.asarray(out).reshape(self.tasks, self.total, 3)
