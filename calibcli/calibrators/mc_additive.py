@@ -36,6 +36,7 @@ _DENSE_MAX = 800  # coefficients solved as a dense system up to this many
 _MAX_ITER = 100
 _TAU2_TOL = 1e-3  # relative change of tau^2 at which it is taken as converged
 _MAX_MOVE = 20.0  # largest change of any row's logit in one Newton step (far from the optimum)
+_REUSE = 4  # Newton steps one Hessian factor serves once tau^2 is fixed
 _DECREMENT_TOL = 1e-12  # Newton decrement (per unit of summed weight) at which the fit has converged
 
 
@@ -84,56 +85,49 @@ class _Design:
         self.rows = rows
         self.dense = [np.ones(rows.y.size)] + ([] if rows.logit is None else [rows.logit]) + list(rows.x.T)
         self.dense_x = np.column_stack(self.dense)
-        self.code_cols = [np.ascontiguousarray(rows.codes[:, f]) for f in range(rows.codes.shape[1])]
         self.nd = len(self.dense)
         self.levels = [v - 1 for v in rows.sizes]
         self.start = np.concatenate([[self.nd], self.nd + np.cumsum(self.levels)]).astype(np.int64)
         self.size = int(self.start[-1])
-        self.pairs = []
-        nf = len(rows.sizes)
+        nf, nd, n = len(rows.sizes), self.nd, rows.y.size
+        # every row's coefficient index in each shift table (levels 1..V -> start_f .. start_f + V - 1)
+        lev = rows.codes.astype(np.int64) - 1 + (self.start[:-1] - nd)[None, :]
+        self.lev_flat = lev.ravel()
+        self.n_lev = self.size - nd
+        self.cross_idx = (lev[:, :, None] * nd + np.arange(nd)[None, None, :]).ravel()
+        pair_idx, pr, pc, m = [], [], [], 0
         for f in range(nf):
             for g in range(f + 1, nf):
                 key = rows.codes[:, f].astype(np.int64) * rows.sizes[g] + rows.codes[:, g]
                 uniq, inv = np.unique(key, return_inverse=True)
-                self.pairs.append((f, g, uniq // rows.sizes[g], uniq % rows.sizes[g], inv.ravel(), uniq.size))
-        self.plan = self._plan()
+                pair_idx.append(inv.ravel() + m)
+                pr.append(self.start[f] + uniq // rows.sizes[g] - 1)
+                pc.append(self.start[g] + uniq % rows.sizes[g] - 1)
+                m += uniq.size
+        self.n_pairs = len(pair_idx)
+        self.pair_idx = np.concatenate(pair_idx) if pair_idx else np.zeros(0, dtype=np.int64)
+        self.n_pair_entries = m
+        # (row, column) of every value `hessian` computes, in its order: the dense block, the
+        # levels' diagonal, their cross terms with the dense columns (both triangles), the
+        # pairs of levels that occur together (both triangles); every entry once
+        levels = nd + np.arange(self.n_lev)
+        dense_r, dense_c = np.repeat(np.arange(nd), nd), np.tile(np.arange(nd), nd)
+        cross_r, cross_c = np.repeat(levels, nd), np.tile(np.arange(nd), self.n_lev)
+        prr = np.concatenate(pr) if pr else np.zeros(0, dtype=np.int64)
+        pcc = np.concatenate(pc) if pc else np.zeros(0, dtype=np.int64)
+        self.plan = (np.concatenate([dense_r, levels, cross_r, cross_c, prr, pcc]).astype(np.int64),
+                     np.concatenate([dense_c, levels, cross_c, cross_r, pcc, prr]).astype(np.int64))
         self.flat_plan = self.plan[0] * self.size + self.plan[1]
-
-    def _plan(self) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, columns) of the Hessian entries `hessian` computes, in the order of its values:
-        the dense block, then per shift table its diagonal and its cross terms with each dense
-        column (both triangles), then per pair of tables the level pairs that occur (both)."""
-        nd = self.nd
-        ri, ci = [np.repeat(np.arange(nd), nd)], [np.tile(np.arange(nd), nd)]
-        for f, v in enumerate(self.levels):
-            idx = self.start[f] + np.arange(v)
-            ri.append(idx), ci.append(idx)
-            for a in range(nd):
-                ri += [idx, np.full(v, a)]
-                ci += [np.full(v, a), idx]
-        for f, g, lf, lg, _, _ in self.pairs:
-            rf, rg = self.start[f] + lf - 1, self.start[g] + lg - 1
-            ri += [rf, rg]
-            ci += [rg, rf]
-        return np.concatenate(ri).astype(np.int64), np.concatenate(ci).astype(np.int64)
 
     def hessian(self, h: np.ndarray, prec: np.ndarray) -> Any:
         """X' diag(h) X + diag(prec): a dense array up to _DENSE_MAX coefficients, else a
-        scipy.sparse matrix. Every entry belongs to one block, so one scatter fills it."""
-        nd = self.nd
-        hx = [h * d for d in self.dense]
-        vals = [(np.column_stack(hx).T @ self.dense_x).ravel()]
-        for f, v in enumerate(self.levels):
-            col_codes = self.code_cols[f]
-            cols = [np.bincount(col_codes, hx[0], v + 1)[1:]]  # the diagonal = the cross term with the intercept
-            cols += [np.bincount(col_codes, hx[a], v + 1)[1:] for a in range(1, nd)]
-            vals.append(cols[0])
-            for col in cols:
-                vals += [col, col]
-        for _, _, _, _, inv, m in self.pairs:
-            cross = np.bincount(inv, h, m)
-            vals += [cross, cross]
-        values = np.concatenate(vals)
+        scipy.sparse matrix; two bincounts give every level term, one scatter places them."""
+        nd, t = self.nd, self.rows.codes.shape[1]
+        hx = h[:, None] * self.dense_x
+        cross = np.bincount(self.cross_idx, np.broadcast_to(hx[:, None, :], (h.size, t, nd)).ravel(),
+                            self.n_lev * nd)
+        pairs = np.bincount(self.pair_idx, np.tile(h, self.n_pairs), self.n_pair_entries)
+        values = np.concatenate([(hx.T @ self.dense_x).ravel(), cross[::nd], cross, cross, pairs, pairs])
         if self.size <= _DENSE_MAX:
             out = np.zeros(self.size * self.size)
             out[self.flat_plan] = values
@@ -147,9 +141,8 @@ class _Design:
 
     def gradient(self, r: np.ndarray) -> np.ndarray:
         """X' r."""
-        out = [r @ self.dense_x]
-        out += [np.bincount(self.code_cols[f], r, v + 1)[1:] for f, v in enumerate(self.levels)]
-        return np.concatenate(out)
+        t = self.rows.codes.shape[1]
+        return np.concatenate([r @ self.dense_x, np.bincount(self.lev_flat, np.repeat(r, t), self.n_lev)])
 
     def unpack(self, theta: np.ndarray) -> tuple[float, float, np.ndarray, list[np.ndarray]]:
         slope_at = 1 if self.rows.logit is not None else None
@@ -181,7 +174,7 @@ def fit_terms(rows: Rows, offset: np.ndarray | None = None, centre: Terms | None
     s0 = np.zeros(design.size)  # prior centres, in the coefficient layout
     n_lin = rows.x.shape[1]
     if centre is not None:
-        s0[nd - n_lin : nd] = centre.linear
+        s0[nd - n_lin : nd] = centre.linear[:n_lin]  # a refit without linear terms has n_lin = 0
         for f in range(nf):
             s0[design.start[f] : design.start[f + 1]] = centre.shifts[f][1:]
     base = np.zeros(y.size) if offset is None else offset
@@ -211,12 +204,21 @@ def fit_terms(rows: Rows, offset: np.ndarray | None = None, centre: Terms | None
     z = logit_of(theta)
     f_old = objective(theta, z, prec)
     tol = _DECREMENT_TOL * max(1.0, float(np.sum(w)))
-    it, decrement = 0, np.inf
+    it, decrement, factor, stale = 0, np.inf, None, 0
     for it in range(1, _MAX_ITER + 1):
         p = sigmoid(z)
         grad = design.gradient(w * (p - y)) + prec * (s0 + theta)
-        step = _solve(design.hessian(w * p * (1.0 - p), prec), grad)
+        # With tau^2 fixed the Hessian changes little between steps: its factor is reused for up
+        # to _REUSE steps (a chord step, still a descent direction), and refreshed for the last step.
+        if factor is None or estimate or stale >= _REUSE:
+            factor, stale = _factor(design.hessian(w * p * (1.0 - p), prec)), 0
+        step = _apply(factor, grad)
         decrement = float(grad @ step)
+        if decrement < tol and stale:  # converged on an old factor: one exact Newton step to finish
+            factor, stale = _factor(design.hessian(w * p * (1.0 - p), prec)), 0
+            step = _apply(factor, grad)
+            decrement = float(grad @ step)
+        stale += 1
         if decrement < tol:  # at the optimum up to rounding: one last full step, no line search
             theta = theta - step
             z = logit_of(theta)
@@ -231,9 +233,10 @@ def fit_terms(rows: Rows, offset: np.ndarray | None = None, centre: Terms | None
                     moved = float(np.max(np.abs(zc - z), initial=0.0))
                     fc = objective(cand, zc, prec) if moved <= _MAX_MOVE else np.inf
                 if fc <= f_old - 1e-4 * t * decrement:
-                    theta, z = cand, zc
+                    theta, z, f_old = cand, zc, fc
                     break
                 t *= 0.5
+                stale = _REUSE  # a step that needs shortening: refresh the Hessian next time
             else:
                 break  # no decrease at float precision: as close as rounding allows
         if estimate:
@@ -242,7 +245,9 @@ def fit_terms(rows: Rows, offset: np.ndarray | None = None, centre: Terms | None
             if max((abs(a - b) / b for a, b in zip(tau2, old)), default=0.0) < _TAU2_TOL:
                 estimate = False  # converged: finish the Newton steps with tau^2 fixed
             prec = precisions()
-        f_old = objective(theta, z, prec)
+            f_old = objective(theta, z, prec)
+        elif decrement < tol:
+            f_old = objective(theta, z, prec)
     c, m, beta, shifts = design.unpack(theta)
     info = {"iterations": it, "decrement": decrement, "shift_sd": [float(np.sqrt(v)) for v in tau2]}
     return Terms(c, m, shifts, np.array(beta)), tau2, info
@@ -262,14 +267,27 @@ def _update_tau2(tau2: list[float], total: np.ndarray, z: np.ndarray, rows: Rows
     return out
 
 
-def _solve(hess: Any, grad: np.ndarray) -> np.ndarray:
-    from scipy.linalg import cho_factor, cho_solve
-
+def _factor(hess: Any) -> tuple[str, Any]:
+    """A reusable factorisation of the Hessian: Cholesky (dense), SuperLU (sparse), or the
+    matrix itself when Cholesky fails (solved by least squares)."""
     if not isinstance(hess, np.ndarray):
-        from scipy.sparse.linalg import spsolve
+        from scipy.sparse.linalg import splu
 
-        return np.asarray(spsolve(hess, grad))
+        return "lu", splu(hess)
+    from scipy.linalg import cho_factor
+
     try:
-        return cho_solve(cho_factor(hess, check_finite=False), grad, check_finite=False)
+        return "cho", cho_factor(hess, check_finite=False)
     except np.linalg.LinAlgError:
-        return np.linalg.lstsq(hess, grad, rcond=None)[0]
+        return "lstsq", hess
+
+
+def _apply(factor: tuple[str, Any], grad: np.ndarray) -> np.ndarray:
+    kind, f = factor
+    if kind == "lu":
+        return f.solve(grad)
+    if kind == "cho":
+        from scipy.linalg import cho_solve
+
+        return cho_solve(f, grad, check_finite=False)
+    return np.linalg.lstsq(f, grad, rcond=None)[0]

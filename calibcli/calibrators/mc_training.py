@@ -18,7 +18,7 @@ from calibcli.calibrators.mc_trees import MAX_BINS, Forest, Tree, TreeParams, bi
 @dataclass
 class Round:
     """One boosted round: trees on (levels, numeric columns, logit at the round's start), then
-    the additive correction fitted with the trees held fixed."""
+    the additive terms refitted with the trees held fixed (`correction`)."""
 
     trees: list[Tree]
     correction: Terms

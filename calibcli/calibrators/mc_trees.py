@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 MAX_BINS = 64
+_EMPTY = 1e-9  # a side of a split with less than this share of the node's weight counts as empty
 
 
 def bin_edges(x: np.ndarray, max_bins: int = MAX_BINS) -> np.ndarray:
@@ -128,7 +129,6 @@ class Forest:
         self.flat = (self.bins + shift).astype(np.int64)
         from scipy import sparse  # imported when a fit runs: `calib` starts without scipy.sparse
 
-        self.sparse = sparse
         n, nf, rows_all = self.flat.shape[0], self.nf, self.tasks * self.total
         self.mt = sparse.csc_matrix((np.ones(n * nf), self.flat.ravel(), np.arange(0, n * nf + 1, nf)),
                                     shape=(rows_all, n))
@@ -147,15 +147,17 @@ class Forest:
         self.gwh = np.empty((n, 3))
 
     def _hists(self, rows: np.ndarray | None) -> np.ndarray:
-        """Bin sums of (w, g, h) per task (tasks, bins, 3) over the stacked `rows` (all when None)."""
+        """Bin sums of (w, g, h) per task (tasks, bins, 3) over the stacked `rows` (all when None):
+        all rows by the prebuilt sparse matrix, a subset by three bincounts over its bins."""
         if rows is None:
-            out = self.mt @ self.gwh
-        else:
-            idx = self.flat[rows].ravel()
-            sub = self.sparse.csc_matrix((np.ones(idx.size), idx, np.arange(0, idx.size + 1, self.nf)),
-                                    shape=(self.tasks * self.total, rows.size))
-            out = sub @ self.gwh[rows]
-        return np.asarray(out).reshape(self.tasks, self.total, 3)
+            return np.asarray(self.mt @ self.gwh).reshape(self.tasks, self.total, 3)
+        idx = self.flat[rows].ravel()
+        sub = self.gwh[rows]
+        size = self.tasks * self.total
+        out = np.empty((size, 3))
+        for k in range(3):
+            out[:, k] = np.bincount(idx, np.repeat(sub[:, k], self.nf), size)
+        return out.reshape(self.tasks, self.total, 3)
 
     def _best(self, hist: np.ndarray, tot: np.ndarray) -> list[tuple[float, int, float, np.ndarray | None]]:
         """Per node (hist: nodes x bins x 3, tot: nodes x 3): (gain, column, bin or -1,
@@ -186,11 +188,12 @@ class Forest:
             g = np.where(ok, g, -np.inf)
             gains += [g[:k], g[k:]]
             orders += [order[:k], order[k:]]
+        picks = [(np.argmax(g, axis=1), order) for g, order in zip(gains, orders)]
         out = []
         for i in range(k):
             best = (-np.inf, -1, -1.0, None)
-            for g, order in zip(gains, orders):
-                j = int(np.argmax(g[i]))
+            for g, (js, order) in zip(gains, picks):
+                j = int(js[i])
                 if not g[i, j] > best[0]:
                     continue
                 if order is None:
@@ -211,7 +214,10 @@ class Forest:
         right = tot[:, None, :] - left
         with np.errstate(divide="ignore", invalid="ignore"):
             gain = left[..., 1] ** 2 / (left[..., 2] + l2) + right[..., 1] ** 2 / (right[..., 2] + l2) - parent[:, None]
-        ok = (left[..., 0] >= p.min_weight) & (right[..., 0] >= p.min_weight)
+        # min_weight on both sides, and more than rounding residue: with weights near 1e308 a
+        # side holding no row can keep a weight of 1e-16 times the total after subtraction
+        floor = np.maximum(p.min_weight, _EMPTY * tot[:, None, 0])
+        ok = (left[..., 0] >= floor) & (right[..., 0] >= floor) & (left[..., 0] > 0) & (right[..., 0] > 0)
         ok &= (left[..., 2] >= p.min_hessian) & (right[..., 2] >= p.min_hessian)
         return np.where(ok & np.isfinite(gain), gain, -np.inf)
 
@@ -227,7 +233,8 @@ class Forest:
         for j in range(self.tasks):
             rows = np.arange(self.start[j], self.start[j + 1])
             grown.append({"nodes": [[-1, 0.0, -1, -1, 0.0]], "sets": [], "leaves": {0: (rows, hist[j], tot[j], first[j])}})
-        for _ in range(p.leaves - 1):
+        for split in range(p.leaves - 1):
+            last = split == p.leaves - 2  # the last split's children are leaves: no histograms needed
             small_rows, splits = [], []
             for j, tr in enumerate(grown):
                 leaves = tr["leaves"]
@@ -257,16 +264,22 @@ class Forest:
                 splits.append((j, ids, lrows, rrows, nh, nt, small_is_left))
             if not splits:
                 break
-            hs_all = self._hists(np.concatenate(small_rows))
+            hs_all = None if last else self._hists(np.concatenate(small_rows))
             stacked_h, stacked_t = [], []
-            for j, ids, lrows, rrows, nh, nt, small_is_left in splits:
-                hs = hs_all[j]
-                ts = hs[self.offsets[0] : self.offsets[0] + self.sizes[0]].sum(axis=0)
-                hb, tb = nh - hs, nt - ts
+            for (j, ids, lrows, rrows, nh, nt, small_is_left), small in zip(splits, small_rows):
+                if last:
+                    hs, hb = None, None
+                    ts = self.gwh[small].sum(axis=0)
+                    tb = nt - ts
+                else:
+                    hs = hs_all[j]
+                    ts = hs[self.offsets[0] : self.offsets[0] + self.sizes[0]].sum(axis=0)
+                    hb, tb = nh - hs, nt - ts
                 pair = [(hs, ts), (hb, tb)] if small_is_left else [(hb, tb), (hs, ts)]
                 stacked_h += [pair[0][0], pair[1][0]]
                 stacked_t += [pair[0][1], pair[1][1]]
-            best = self._best(np.stack(stacked_h), np.stack(stacked_t))
+            no_split = (-np.inf, -1, -1.0, None)
+            best = [no_split] * len(stacked_t) if last else self._best(np.stack(stacked_h), np.stack(stacked_t))
             for i, (j, ids, lrows, rrows, *_rest) in enumerate(splits):
                 leaves = grown[j]["leaves"]
                 leaves[ids[0]] = (lrows, stacked_h[2 * i], stacked_t[2 * i], best[2 * i])

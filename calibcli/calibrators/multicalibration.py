@@ -3,7 +3,7 @@ columns and the current logit, each round followed by an exact refit of the shif
 
     z_0 = c + m * logit + sum_f s_f[z_f] + sum_j beta_j x_j            (additive stage)
     z_r = z_{r-1} + sum_t tree_rt(z_1..z_F, x, z_{r-1})                 (round r's trees)
-              + c_r + sum_f d_rf[z_f] + sum_j b_rj x_j                   (round r's refit)
+              + c_r + sum_f d_rf[z_f] + band shifts + sum_j b_rj x_j     (round r's refit)
     q = sigmoid(z_R)
 
 with z_f the level of categorical column f, x the numeric columns (standardised in the
@@ -15,8 +15,8 @@ the next round's target, which additive shifts cannot reach. Differences, and wh
 - The additive stage (`mc_additive.py`): per-level shifts with an empirical-Bayes prior, so a
   rare level is shrunk and a level with many rows keeps its own offset, and the trees only
   model what the additive terms cannot.
-- After every round the intercept, the shifts and the linear coefficients are refitted with
-  the trees held fixed (Newton to convergence), so the map is unbiased on its fit rows: the
+- After every round the intercept, the shifts (levels, numeric bands, logit bands) and the
+  linear terms are refitted with the trees held fixed (Newton to convergence), so the map is unbiased on its fit rows: the
   weighted mean prediction equals the weighted mean label overall, and in each level up to
   the shrinkage term (sum over the level of w (y - p) = its total shift / tau^2). Trees with
   a learning rate and an L2 penalty otherwise leave a bias (MCGrad rescales the logit for it).
@@ -48,7 +48,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from calibcli.calibrators.base import FeatureCalibrator
-from calibcli.calibrators.field_aware import encode, levels_and_codes, split_features
+from calibcli.calibrators.field_aware import levels_and_codes, read_features, split_features
 from calibcli.calibrators.ilps import to_logit
 from calibcli.calibrators.logistic import sigmoid
 from calibcli.calibrators.mc_additive import Rows
@@ -56,7 +56,7 @@ from calibcli.calibrators.mc_state import STATE_SPEC, model_from_state, state_of
 from calibcli.calibrators.mc_training import Model, train
 from calibcli.calibrators.mc_trees import bin_edges, to_bins
 from calibcli.calibrators.registry import register
-from calibcli.errors import FitError, InputError
+from calibcli.errors import FitError
 from calibcli.requests.params import PLATT_CORRECTION, SCORE_KIND, SEED, Param
 
 BANDS = 16  # quantile bands per numeric column and of the logit, each with a shrunk shift
@@ -116,29 +116,7 @@ class MulticalibrationCalibrator(FeatureCalibrator):
 
     def _inputs(self, s: np.ndarray, features) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(level codes, raw numeric matrix, standardised numeric matrix) for the map's columns."""
-        given = features or {}
-        missing = [c for c in self.cat_ + self.num_ if c not in given]
-        if missing:
-            raise InputError(
-                "missing feature column" + ("s " if len(missing) > 1 else " ") + ", ".join(repr(c) for c in missing),
-                hint="this multicalibration map was fitted with --field-col/--feature-col "
-                + ", ".join(self.cat_ + self.num_),
-            )
-        codes = np.zeros((s.size, len(self.cat_)), dtype=np.int64)
-        for f, name in enumerate(self.cat_):
-            col = np.asarray(given[name])
-            if col.shape != s.shape:
-                raise InputError(f"feature column {name!r} has {col.size} values for {s.size} scores")
-            codes[:, f] = encode(col.astype(str), self.vocab_[f])
-        raw = np.zeros((s.size, len(self.num_)))
-        for j, name in enumerate(self.num_):
-            try:
-                col = np.asarray(given[name], dtype=np.float64)
-            except (TypeError, ValueError):
-                raise InputError(f"numeric feature column {name!r} holds non-numbers") from None
-            if col.shape != s.shape or not np.all(np.isfinite(col)):
-                raise InputError(f"numeric feature column {name!r} must hold {s.size} finite numbers")
-            raw[:, j] = col
+        codes, raw = read_features(s, features, self.cat_, self.num_, self.vocab_, self.name)
         return codes, raw, standardise(raw, self.mean_, self.std_)
 
     def _logit(self, s: np.ndarray, features) -> np.ndarray:
