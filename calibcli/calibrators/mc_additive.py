@@ -28,16 +28,23 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.calibrators.logistic import sigmoid
 
 TAU2_RANGE = (0.01, 100.0)  # prior variance of a column's shifts (floor: sd 0.1 logit; see docs)
 RIDGE = 1e-3  # rho: only makes beta unique for a constant or collinear column
 _DENSE_MAX = 800  # coefficients solved as a dense system up to this many
-_MAX_ITER = 100
 _TAU2_TOL = 1e-3  # relative change of tau^2 at which it is taken as converged
-_MAX_MOVE = 20.0  # largest change of any row's logit in one Newton step (far from the optimum)
-_REUSE = 4  # Newton steps one Hessian factor serves once tau^2 is fixed
-_DECREMENT_TOL = 1e-12  # Newton decrement (per unit of summed weight) at which the fit has converged
+# Newton: at most _MAX_ITER steps; no row's logit moves more than _MAX_MOVE in one step (far
+# from the optimum); one Hessian factor serves _REUSE steps once tau^2 is fixed; converged when
+# the Newton decrement per unit of summed weight is below _DECREMENT_TOL.
+_MAX_ITER, _MAX_MOVE, _REUSE, _DECREMENT_TOL = 100, 20.0, 4, 1e-12
+
+
+def fast_sigmoid(t: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-t)) for the fits' gradients: one transcendental call instead of
+    `logistic.sigmoid`'s two, equal to it within a few ulps; exp(-t) overflows to inf below
+    t = -709 and gives exactly 0 there. Predictions use `logistic.sigmoid`."""
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-t))
 
 
 @dataclass
@@ -81,7 +88,9 @@ class Terms:
 class _Design:
     """Index structures of the Hessian that do not change between Newton steps."""
 
-    def __init__(self, rows: Rows):
+    def __init__(self, rows: Rows, like: "_Design | None" = None):
+        """`like`: a design of the same rows' codes (another dense part) whose level and pair
+        indices are reused (their np.unique is most of the set-up)."""
         self.rows = rows
         self.dense = [np.ones(rows.y.size)] + ([] if rows.logit is None else [rows.logit]) + list(rows.x.T)
         self.dense_x = np.column_stack(self.dense)
@@ -89,24 +98,31 @@ class _Design:
         self.levels = [v - 1 for v in rows.sizes]
         self.start = np.concatenate([[self.nd], self.nd + np.cumsum(self.levels)]).astype(np.int64)
         self.size = int(self.start[-1])
-        nf, nd, n = len(rows.sizes), self.nd, rows.y.size
-        # every row's coefficient index in each shift table (levels 1..V -> start_f .. start_f + V - 1)
-        lev = rows.codes.astype(np.int64) - 1 + (self.start[:-1] - nd)[None, :]
-        self.lev_flat = lev.ravel()
+        nf, nd = len(rows.sizes), self.nd
         self.n_lev = self.size - nd
-        self.cross_idx = (lev[:, :, None] * nd + np.arange(nd)[None, None, :]).ravel()
-        pair_idx, pr, pc, m = [], [], [], 0
-        for f in range(nf):
-            for g in range(f + 1, nf):
-                key = rows.codes[:, f].astype(np.int64) * rows.sizes[g] + rows.codes[:, g]
-                uniq, inv = np.unique(key, return_inverse=True)
-                pair_idx.append(inv.ravel() + m)
-                pr.append(self.start[f] + uniq // rows.sizes[g] - 1)
-                pc.append(self.start[g] + uniq % rows.sizes[g] - 1)
-                m += uniq.size
-        self.n_pairs = len(pair_idx)
-        self.pair_idx = np.concatenate(pair_idx) if pair_idx else np.zeros(0, dtype=np.int64)
-        self.n_pair_entries = m
+        if like is None:
+            # every row's index among the levels of all shift tables (level v of table f -> its slot)
+            self.lev = rows.codes.astype(np.int64) - 1 + (self.start[:-1] - nd)[None, :]
+            pair_idx, pr, pc, m = [], [], [], 0
+            for f in range(nf):
+                for g in range(f + 1, nf):
+                    key = rows.codes[:, f].astype(np.int64) * rows.sizes[g] + rows.codes[:, g]
+                    uniq, inv = np.unique(key, return_inverse=True)
+                    pair_idx.append(inv.ravel() + m)
+                    pr.append(self.start[f] - nd + uniq // rows.sizes[g] - 1)
+                    pc.append(self.start[g] - nd + uniq % rows.sizes[g] - 1)
+                    m += uniq.size
+            self.n_pairs = len(pair_idx)
+            self.pair_idx = np.concatenate(pair_idx) if pair_idx else np.zeros(0, dtype=np.int64)
+            self.pair_levels = (np.concatenate(pr) if pr else np.zeros(0, dtype=np.int64),
+                                np.concatenate(pc) if pc else np.zeros(0, dtype=np.int64))
+            self.n_pair_entries = m
+        else:
+            self.lev, self.n_pairs, self.pair_idx = like.lev, like.n_pairs, like.pair_idx
+            self.pair_levels, self.n_pair_entries = like.pair_levels, like.n_pair_entries
+        self.lev_flat = self.lev.ravel()
+        self.cross_idx = (self.lev[:, :, None] * nd + np.arange(nd)[None, None, :]).ravel()
+        pr, pc = [self.pair_levels[0] + nd], [self.pair_levels[1] + nd]
         # (row, column) of every value `hessian` computes, in its order: the dense block, the
         # levels' diagonal, their cross terms with the dense columns (both triangles), the
         # pairs of levels that occur together (both triangles); every entry once
@@ -153,9 +169,10 @@ class _Design:
         return c, m, beta, shifts
 
 
-def design_of(rows: Rows) -> "_Design":
-    """The Hessian's index structures for `rows` (pass to `fit_terms` to reuse them across refits)."""
-    return _Design(rows)
+def design_of(rows: Rows, like: "_Design | None" = None) -> "_Design":
+    """The Hessian's index structures for `rows` (pass to `fit_terms` to reuse them across refits);
+    `like`: a design of the same codes whose level and pair indices are reused."""
+    return _Design(rows, like)
 
 
 def fit_terms(rows: Rows, offset: np.ndarray | None = None, centre: Terms | None = None,
@@ -206,7 +223,7 @@ def fit_terms(rows: Rows, offset: np.ndarray | None = None, centre: Terms | None
     tol = _DECREMENT_TOL * max(1.0, float(np.sum(w)))
     it, decrement, factor, stale = 0, np.inf, None, 0
     for it in range(1, _MAX_ITER + 1):
-        p = sigmoid(z)
+        p = fast_sigmoid(z)
         grad = design.gradient(w * (p - y)) + prec * (s0 + theta)
         # With tau^2 fixed the Hessian changes little between steps: its factor is reused for up
         # to _REUSE steps (a chord step, still a descent direction), and refreshed for the last step.
@@ -255,7 +272,7 @@ def fit_terms(rows: Rows, offset: np.ndarray | None = None, centre: Terms | None
 
 def _update_tau2(tau2: list[float], total: np.ndarray, z: np.ndarray, rows: Rows, design: "_Design") -> list[float]:
     """One evidence fixed-point update of every column's prior variance (module docstring)."""
-    p = sigmoid(z)
+    p = fast_sigmoid(z)
     h = rows.w * p * (1.0 - p)
     out = list(tau2)
     for f in range(len(tau2)):

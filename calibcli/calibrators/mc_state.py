@@ -1,16 +1,17 @@
 """The saved state of a `multicalibration` map: flat arrays, checked on load (`STATE_SPEC`).
 
-Additive stage: `intercept`, `slope`, `shifts` (per categorical column, levels + 1 values,
-index 0 = an unseen level = 0; then per numeric column and for the logit, one per band + 1,
-the bands cut at `bands[j]`: band k + 1 holds bands[j][k-1] < value <= bands[j][k]), `linear` (per numeric column, on the standardised value
-(x - mean) / std). Round r: `round_intercept[r]`, `round_shifts[r * S + f]` (S = F + Q + 1 tables),
-`round_linear[r * Q : (r + 1) * Q]`, and `round_trees[r]` trees. Trees, in order: `tree_nodes[t]`
-nodes each; node arrays over all trees: `node_feature` (-1 leaf; 0..F-1 categorical column,
-F..F+Q-1 numeric column, F+Q the logit), `node_threshold` (numeric: go left when x <= it;
-categorical: an index into `category_sets`, whose level codes go left), `node_left`,
-`node_right` (within the tree; children come after their parent, each node but the root has
-one parent) and `node_value` (a leaf's value). Integer fields are stored as numbers and
-checked to be whole.
+Additive terms: `intercept`, `slope`, `shifts` (per categorical column, levels + 1 values,
+index 0 = an unseen level = 0; then per numeric column and for the logit, bands + 1 values,
+the bands cut at `bands[j]`: band k + 1 holds bands[j][k-1] < value <= bands[j][k]), `linear`
+(per numeric column, on the standardised value (x - mean) / std). Round r: its correction
+`round_intercept[r]`, `round_shifts[r * S + f]` (S = F + Q + 1 tables),
+`round_linear[r * Q : (r + 1) * Q]`, and `round_trees[r]` trees. Trees, in order:
+`tree_nodes[t]` nodes each; node arrays over all trees: `node_feature` (-1 leaf; 0..F-1
+categorical column, F..F+Q-1 numeric column, F+Q the logit), `node_threshold` (numeric: go
+left when x <= it; categorical: an index into `category_sets`, whose level codes go left),
+`node_left`, `node_right` (within the tree; children come after their parent, each node but
+the root has one parent) and `node_value` (a leaf's value). Integer fields are stored as
+numbers and checked to be whole.
 """
 
 from __future__ import annotations
@@ -126,7 +127,8 @@ def check_state(params: Mapping[str, Any], v: dict[str, Any], fail: Callable) ->
     sizes = [len(words) + 1 for words in v["vocab"]] + [e.size + 2 for e in v["bands"]]
     ns = len(sizes)
     if len(v["shifts"]) != ns:
-        fail("shifts", problem=f"has {len(v['shifts'])} arrays, expected {ns} (categorical columns, numeric bands, logit bands)")
+        fail("shifts", problem=f"has {len(v['shifts'])} arrays, expected {ns} "
+                               "(categorical columns, numeric bands, logit bands)")
     for f, shift in enumerate(v["shifts"]):
         if shift.shape != (sizes[f],) or shift[0] != 0.0:
             fail("shifts", f, problem=f"must have {sizes[f]} values (levels + unknown), the first 0")

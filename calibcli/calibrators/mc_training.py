@@ -10,8 +10,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from calibcli.calibrators.logistic import sigmoid
-from calibcli.calibrators.mc_additive import Rows, Terms, design_of, fit_terms
+from calibcli.calibrators.mc_additive import Rows, Terms, design_of, fast_sigmoid, fit_terms
 from calibcli.calibrators.mc_trees import MAX_BINS, Forest, Tree, TreeParams, bin_edges, to_bins
 
 
@@ -71,32 +70,36 @@ class Boost:
     in lockstep (`step`), each tracking the log-loss of its held-out rows after every round."""
 
     def __init__(self, rows: Rows, raw: np.ndarray, n_cat: int, params: Mapping[str, Any],
-                 tasks: list[tuple[np.ndarray, np.ndarray | None]], tau2: list[float]):
+                 tasks: list[tuple[np.ndarray, np.ndarray | None]], tau2: list[float],
+                 additive: Terms | None = None):
         """`rows.codes[:, :n_cat]` are the categorical columns (the trees' inputs with `raw`);
         the other code columns are binned numeric columns and the binned logit (additive stage
-        only). `tau2`: the shift tables' prior variances, estimated once on all rows."""
+        only). `tau2`: the shift tables' prior variances, estimated once on all rows;
+        `additive`: the additive fit of a single task's rows when already known."""
         self.params = params
         nc = n_cat
         # numeric thresholds come from every row's values (no labels), shared by the tasks
         self.edges: list[np.ndarray | None] = [None] * nc + [bin_edges(raw[:, j]) for j in range(raw.shape[1])]
         static = np.column_stack([rows.codes[:, :nc].astype(np.int32)] +
                                  [to_bins(raw[:, j], self.edges[nc + j]) for j in range(raw.shape[1])])
-        self.sizes = np.array(list(rows.sizes[:nc]) + [e.size + 1 for e in self.edges[nc:]] + [MAX_BINS], dtype=np.int64)
+        self.sizes = np.array(list(rows.sizes[:nc]) + [e.size + 1 for e in self.edges[nc:]] + [MAX_BINS],
+                              dtype=np.int64)
         self.fits = []
         for train_idx, held_idx in tasks:
             sub = rows.take(train_idx)
-            additive, _, info = fit_terms(sub, tau2=tau2)
-            start = platt_start(sub, additive)
+            design = design_of(sub)
+            fitted = additive if additive is not None else fit_terms(sub, tau2=tau2, design=design)[0]
+            start = platt_start(sub, fitted)
             refit_rows = Rows(None, sub.codes, sub.sizes, sub.x, sub.y, sub.w)
-            fit = {"rows": sub, "raw": raw[train_idx], "static": static[train_idx], "tau2": tau2, "info": info,
-                   "additive": additive, "model": Model(start, n_cat), "totals": replace(start), "losses": [],
-                   "refit": (refit_rows, design_of(refit_rows))}
+            fit = {"rows": sub, "raw": raw[train_idx], "static": static[train_idx], "tau2": tau2,
+                   "additive": fitted, "model": Model(start, n_cat), "totals": replace(start), "losses": [],
+                   "refit": (refit_rows, design_of(refit_rows, like=design))}
             fit["z"] = fit["model"].start(sub.logit, sub.codes, sub.x)
             if held_idx is not None:
                 held = rows.take(held_idx)
                 fit["held"] = (held, raw[held_idx])
                 fit["zh"] = fit["model"].start(held.logit, held.codes, held.x)
-                fit["losses"].append(weighted_logloss(additive.logit(held.logit, held.codes, held.x), held.y, held.w))
+                fit["losses"].append(weighted_logloss(fitted.logit(held.logit, held.codes, held.x), held.y, held.w))
             self.fits.append(fit)
 
     def step(self) -> None:
@@ -116,7 +119,7 @@ class Boost:
         t = np.zeros(z.size)
         trees: list[list[Tree]] = [[] for _ in fits]
         for _ in range(p["trees"]):
-            q = sigmoid(z + t)
+            q = fast_sigmoid(z + t)
             grown, values = forest.grow(w * (q - y), w * q * (1.0 - q), w)
             for j, tree in enumerate(grown):
                 if tree.feature[0] < 0:
@@ -195,9 +198,9 @@ def choose_rounds(rows: Rows, raw: np.ndarray, n_cat: int, params: Mapping[str, 
 def train(rows: Rows, raw: np.ndarray, n_cat: int, params: Mapping[str, Any]) -> tuple[Model, dict[str, Any]]:
     """The shift tables' prior variances on all rows, the rounds chosen by k-fold, then the
     additive stage (0 rounds) or that many rounds on all rows."""
-    _, tau2, first = fit_terms(rows)  # the prior variances (empirical Bayes), once on all rows
+    additive, tau2, first = fit_terms(rows)  # the prior variances (empirical Bayes), once on all rows
     rounds, choice = choose_rounds(rows, raw, n_cat, params, tau2)
-    boost = Boost(rows, raw, n_cat, params, [(np.arange(rows.y.size), None)], tau2)
+    boost = Boost(rows, raw, n_cat, params, [(np.arange(rows.y.size), None)], tau2, additive)
     for _ in range(rounds):
         boost.step()
     fit = boost.fits[0]

@@ -232,7 +232,8 @@ class Forest:
         grown = []
         for j in range(self.tasks):
             rows = np.arange(self.start[j], self.start[j + 1])
-            grown.append({"nodes": [[-1, 0.0, -1, -1, 0.0]], "sets": [], "leaves": {0: (rows, hist[j], tot[j], first[j])}})
+            grown.append({"nodes": [[-1, 0.0, -1, -1, 0.0]], "sets": [],
+                          "leaves": {0: (rows, hist[j], tot[j], first[j])}})
         for split in range(p.leaves - 1):
             last = split == p.leaves - 2  # the last split's children are leaves: no histograms needed
             small_rows, splits = [], []

@@ -1,25 +1,30 @@
 """Multicalibration: shrunk per-level shifts, then boosted trees over the fields, the numeric
 columns and the current logit, each round followed by an exact refit of the shifts.
 
-    z_0 = c + m * logit + sum_f s_f[z_f] + sum_j beta_j x_j            (additive stage)
-    z_r = z_{r-1} + sum_t tree_rt(z_1..z_F, x, z_{r-1})                 (round r's trees)
-              + c_r + sum_f d_rf[z_f] + band shifts + sum_j b_rj x_j     (round r's refit)
+    round 0:  z = c + m * logit + sum_f s_f[z_f] + band shifts + sum_j beta_j x_j   (additive)
+    round r:  z_r = z_{r-1} + sum_t tree_rt(z_1..z_F, x, z_{r-1})                     (trees)
+                    + c_r + sum_f d_rf[z_f] + band shifts + sum_j b_rj x_j          (refit)
+              with z_0 = Platt's c + m * logit when R >= 1
     q = sigmoid(z_R)
 
 with z_f the level of categorical column f, x the numeric columns (standardised in the
-additive terms, raw in the trees). This is the boosted design of MCGrad (Tax et al., KDD 2026):
+additive terms, raw in the trees), band shifts one shrunk shift per quantile band of each
+numeric column and of the logit. This is the boosted design of MCGrad (Tax et al., KDD 2026):
 each round's trees start from and split on the logit the previous round left, so what remains
 miscalibrated at some logit inside some segment (one airport at high delays; race x sex) is
 the next round's target, which additive shifts cannot reach. Differences, and why:
 
-- The additive stage (`mc_additive.py`): per-level shifts with an empirical-Bayes prior, so a
-  rare level is shrunk and a level with many rows keeps its own offset, and the trees only
-  model what the additive terms cannot.
+- The additive terms (`mc_additive.py`): per-level and per-band shifts with an empirical-Bayes
+  prior, so a rare level is shrunk and a level with many rows keeps its own offset. Round 0
+  is these terms alone; rounds start from Platt's logit instead, because the additive fit
+  leaves every level's summed residual at 0 and a greedy tree then sees no gain in a first
+  split on either half of an intersection.
 - After every round the intercept, the shifts (levels, numeric bands, logit bands) and the
-  linear terms are refitted with the trees held fixed (Newton to convergence), so the map is unbiased on its fit rows: the
-  weighted mean prediction equals the weighted mean label overall, and in each level up to
-  the shrinkage term (sum over the level of w (y - p) = its total shift / tau^2). Trees with
-  a learning rate and an L2 penalty otherwise leave a bias (MCGrad rescales the logit for it).
+  linear terms are refitted with the trees held fixed (Newton to convergence), so the map is
+  unbiased on its fit rows: the weighted mean prediction equals the weighted mean label
+  overall, and in each level and band up to the shrinkage term (sum over the level of
+  w (y - p) = its total shift / tau^2). Trees with a learning rate and an L2 penalty otherwise
+  leave a bias (MCGrad rescales the logit for it).
 - The trees are this package's own histogram trees in numpy (`mc_trees.py`: LightGBM's
   leaf-wise growth, gain, categorical sort and defaults for leaves, min rows, L2, min gain),
   with fewer trees per round at a higher rate: no compiled dependency, a map that predicts
