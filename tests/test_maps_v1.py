@@ -22,7 +22,7 @@ import calibcli
 from calibcli.calibrators import registry
 
 V1 = Path(__file__).resolve().parent / "fixtures" / "maps" / "v1"
-TRANSCENDENTAL = {"logistic", "beta", "beta-am", "beta-ab", "ilps", "field-aware", "spline"}
+TRANSCENDENTAL = {"logistic", "beta", "beta-am", "beta-ab", "ilps", "field-aware", "multicalibration", "spline"}
 
 
 def test_every_method_has_a_v1_fixture():

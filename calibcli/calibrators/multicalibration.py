@@ -90,9 +90,9 @@ class MulticalibrationCalibrator(FeatureCalibrator):
         Param("trees", int, 20, "trees per round", low=1, high=10_000),
         Param("rate", float, 0.125, "learning rate of the trees", low=1e-6, high=1.0),
         Param("leaves", int, 5, "leaves per tree", low=2, high=1024),
-        Param("min_weight", float, 160.0, "least summed row weight in a leaf", low=0.0, high=1e300),
-        Param("l2", float, 0.0091, "L2 penalty on leaf values", low=0.0, high=1e300),
-        Param("min_gain", float, 0.15, "least gain of a split", low=0.0, high=1e300),
+        Param("min_weight", float, 160.0, "least summed row weight in a leaf", low=0.0, high=1e12),
+        Param("l2", float, 0.0091, "L2 penalty on leaf values", low=0.0, high=1e6),
+        Param("min_gain", float, 0.15, "least gain of a split", low=0.0, high=1e12),
     )
 
     def _fit(self, s, y, w, features):
