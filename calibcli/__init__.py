@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from calibcli._version import __version__
 
-__all__ = ["evaluate", "fit", "load_map", "methods", "save_map"]
+__all__ = ["compare", "evaluate", "fit", "load_map", "methods", "save_map"]
 
 _MOVED = {  # old module name -> where it lives now
     "calibcli.applying_kclass": "calibcli.applying.kclass",

@@ -27,7 +27,7 @@ from calibcli.errors import UsageError
 from calibcli.maps import classmap
 from calibcli.maps.classmap import ClassMap
 
-__all__ = ["Calibrator", "ClassMap", "evaluate", "fit", "load_map", "methods", "save_map"]
+__all__ = ["Calibrator", "ClassMap", "compare", "evaluate", "fit", "load_map", "methods", "save_map"]
 
 
 def methods() -> list[str]:
@@ -241,3 +241,88 @@ def _evaluate_kclass(labels, probs, classes, sample_weight, options) -> dict[str
     codes, names = kclass_metrics.label_codes(labels, P.shape[1], classes)
     return KClassState.from_arrays(codes, P, sample_weight, names).metrics(options.ece_bins, options.ece_strategy,
                                                                      options.choice)
+
+
+def compare(
+    scores: Sequence[float] | np.ndarray,
+    labels: Sequence[Any] | np.ndarray,
+    methods: str | Sequence[str] | None = None,
+    folds: int = 5,
+    seed: int = 0,
+    metric: str = "log_loss",
+    *,
+    classes: Sequence[Any] | None = None,
+    score_kind: str = "auto",
+    pos_label: Any = None,
+    pick: str = "recommended",
+    out: str | None = None,
+    progress: bool = False,
+) -> Any:
+    """Which method calibrates these scores, if any: `calib compare` on arrays (the same code).
+
+    Every method in `methods` (names, a comma list or a preset: "fast", "default" (None),
+    "all") and the uncalibrated scores, `none`, are scored on the same `folds` (seeded by
+    `seed`) by the out-of-fold `metric`. The result (`fitting.compare.Comparison`) has
+    `.recommended` (`none` when calibration does not help, else the simplest method tied with
+    the best), `.reason`, `.best`, `.tied`, per-method `.scores` and `.to_json()` (the JSON
+    of `calib compare --json`). `out`: save the `pick` ("recommended" or "best") map refitted
+    on all rows, as `-o` does (nothing is written when it is `none`: `.saved` stays None).
+
+    Binary: scores of shape (n,) and 0/1 labels (or two values with `pos_label`); `none`
+    is the scores when all lie in [0, 1], else sigmoid(score). K classes: scores (n, K),
+    labels any values (`classes`: the class of each column, as in `fit`), `score_kind` as in
+    `fit`; `none` is the probabilities as given or the softmax of logits.
+
+        >>> result = calibcli.compare(scores, labels, methods="fast")
+        >>> result.recommended, result.reason
+    """
+    from calibcli.fitting import compare as comparing
+    from calibcli.requests import CompareRequest, binary_scores
+
+    given = [methods] if isinstance(methods, str) else methods
+    if np.ndim(scores) == 2:
+        from calibcli.calibrators import kscores
+        from calibcli.fitting import kclass_compare
+        from calibcli.io import score_cols
+
+        if pos_label is not None:
+            raise UsageError("pos_label is for binary scores of shape (n,), not K-class scores")
+        request = CompareRequest.build(folds, seed, metric, kclass=True)
+        chosen = comparing.methods_of(given, kclass=True)
+        score_cols.check_score_kind(score_kind)
+        if classes is not None:
+            score_cols.check_classes(classes)
+        P = kscores.as_score_matrix(scores)
+        kind = kscores.resolve_score_kind(P, score_kind)
+        if kind == "probability":
+            kscores.check_probabilities(P)
+        names, codes = classmap.class_codes(labels, P.shape[1], classes)
+        _check_out(out)
+        return kclass_compare.compare_arrays("scores", P, codes, kind, chosen, request, classes=names.tolist(),
+                                             out=out, pick=pick, training={"score_kind": kind},
+                                             show_progress=progress)
+    binary_scores(classes)
+    if score_kind != "auto":
+        raise UsageError("score_kind is for K-class scores of shape (n, K); binary scores are read as they are "
+                         "(none: the scores in [0, 1], else sigmoid(score))")
+    request = CompareRequest.build(folds, seed, metric)
+    chosen = comparing.methods_of(given)
+    s = np.asarray(scores, dtype=np.float64)
+    y = _binary_labels(labels, pos_label)
+    if s.ndim != 1 or s.shape != y.shape:
+        raise UsageError(f"scores and labels must be 1-D of one length, got {s.shape} and {y.shape}")
+    if not np.all(np.isfinite(s)):
+        raise UsageError(f"scores must be finite: row {int(np.argmin(np.isfinite(s)))} is {s[~np.isfinite(s)][0]!r}")
+    if not np.all((y == 0) | (y == 1)):
+        raise UsageError("labels must be 0 or 1 (or two values with pos_label=)")
+    _check_out(out)
+    return comparing.compare_arrays("scores", s, y, chosen, request, out=out, pick=pick, show_progress=progress)
+
+
+def _check_out(out: str | None) -> None:
+    """`out` checked as `calib compare -o` checks it, before any fit."""
+    if out is not None:
+        from calibcli.maps import envelope as maps
+
+        maps.map_format(out)
+        maps.source_date_epoch()

@@ -283,6 +283,8 @@ class VennAbersCalibrator(ScoreCalibrator):
     """Venn-Abers predictor: point prediction from the isotonic pair (p0, p1), and the interval."""
 
     name = "venn-abers"
+    complexity = 2000
+    fitted = "two isotonic step functions (p0, p1) per fold (grows with the data)"
     description = ("Venn-Abers predictor (inductive or cross): p1/(1-p0+p1) from the isotonic fits "
                    "with the test score labelled 0 and 1; [p0, p1] is a valid interval (apply --interval)")
     params = (

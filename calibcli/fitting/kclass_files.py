@@ -14,12 +14,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from calibcli import io
-from calibcli.calibrators import registry
 from calibcli.requests import kclass_calibrator
 from calibcli.maps.classmap import ClassMap
 from calibcli.requests import CompareRequest
-from calibcli.fitting.compare import KCLASS_COMPARED, Comparison, compare, save_best, unfitted
-from calibcli.errors import InputError, UsageError
+from calibcli.fitting import kclass_compare
+from calibcli.fitting.compare import Comparison, methods_of
+from calibcli.errors import InputError
 from calibcli.evaluation.metrics import kclass as kclass_metrics
 from calibcli.fitting.pipeline import FitResult, _claim_map_output, _fit_and_save
 from calibcli.io import score_cols
@@ -123,37 +123,15 @@ def _kinds(data: KData) -> dict[str, Any]:
     return {"score_kind": data.kind, "labels_read_as": data.labels_as, **listed}
 
 
-def default_methods() -> list[str]:
-    """What `calib compare --score-cols` compares by default: the native K-class methods and
-    one-vs-rest isotonic."""
-    return [*registry.kclass_native(), "isotonic"]
-
-
-def _fold_metrics(y: np.ndarray, P: np.ndarray) -> dict[str, float]:
-    return {"log_loss": kclass_metrics.log_loss(y, P), "brier": kclass_metrics.brier(y, P),
-            "top_label_ece": kclass_metrics.top_label_ece(y, P),
-            "classwise_ece": kclass_metrics.classwise_ece(y, P)}
-
-
 def compare_kclass_file(path: str, methods: Sequence[str] | None, folds: int, seed: int, metric: str,
-                        cols: KColumns, fmt: str | None = None, out: str | None = None) -> Comparison:
-    """K-class methods compared on the same folds (as the binary `compare_file`); with `out`,
-    the best method's map refitted on all rows."""
-    folds, seed, metric = CompareRequest.build(folds, seed, metric, kclass=True)
-    chosen = list(methods) if methods else default_methods()
-    for m in chosen:
-        registry.kclass(m, {"score_kind": "probability"})  # a method that cannot take K columns, refused first
+                        cols: KColumns, fmt: str | None = None, out: str | None = None, pick: str = "recommended",
+                        show_progress: bool = True) -> Comparison:
+    """K-class methods compared on the same folds (as the binary `compare_file`, `none` first);
+    with `out`, the chosen method's map (`pick`) refitted on all rows."""
+    request = CompareRequest.build(folds, seed, metric, kclass=True)
+    chosen = methods_of(methods, kclass=True)
     _claim_map_output(out, None, [path])
     data = read_kclass(path, cols, fmt)
-    n = data.codes.size
-    if n < 2 * folds:
-        raise InputError(f"{data.source}: {n} rows are too few for {folds} folds")
-    make = unfitted(lambda m: registry.kclass(m, {"score_kind": data.kind}), seed)
-    scores = compare(data.scores, data.codes, chosen, folds, seed, make=make, fold_metrics=_fold_metrics)
-    result = Comparison(data.source, int(n), folds, seed, metric, scores, KCLASS_COMPARED)
-
-    def refit(method: str) -> ClassMap:
-        return ClassMap(make(method).fit(data.scores, data.codes), data.cols.classes,
-                        data.cols.columns or None)
-
-    return save_best(result, out, refit, _kinds(data))
+    return kclass_compare.compare_arrays(data.source, data.scores, data.codes, data.kind, chosen, request,
+                                         classes=data.cols.classes, score_cols=data.cols.columns or None, out=out,
+                                         pick=pick, training=_kinds(data), show_progress=show_progress)
