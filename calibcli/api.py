@@ -138,10 +138,26 @@ def _binary_labels(labels: Any, pos_label: Any) -> np.ndarray:
 
 
 def save_map(calibrator: Calibrator | ClassMap, path: str, training: Mapping[str, Any] | None = None) -> None:
-    """Write a fitted calibrator as a map file (.json or .parquet), as `calib fit -o` does."""
+    """Write a fitted calibrator as a map file (.json or .parquet), as `calib fit -o` does; a
+    fitted `calibcli.sklearn.Calibrator` is saved as the map it holds (two classes: the map of
+    `classes_[1]`'s probability, the classes recorded in the training block)."""
     from calibcli.maps import envelope as maps
 
-    maps.save_map(calibrator, path, training)
+    fitted, note = _unwrapped(calibrator)
+    maps.save_map(fitted, path, {**note, **dict(training or {})})
+
+
+def _unwrapped(calibrator: Any) -> tuple[Any, dict[str, Any]]:
+    """A fitted `calibcli.sklearn.Calibrator` as (its calibcli map, a training note of its
+    classes); anything else as it is."""
+    if type(calibrator).__module__ != "calibcli.sklearn":
+        return calibrator, {}
+    from calibcli.errors import NotFittedError
+
+    if not hasattr(calibrator, "calibrator_"):
+        raise NotFittedError(f"this {type(calibrator).__name__} is not fitted yet: call fit first")
+    classes = [str(c) for c in calibrator.classes_.tolist()]
+    return calibrator.calibrator_, ({"classes": classes, "positive_class": classes[1]} if len(classes) == 2 else {})
 
 
 def load_map(path: str) -> Calibrator | ClassMap:
@@ -156,6 +172,7 @@ def evaluate(
     labels: Sequence[float] | np.ndarray,
     probs: Sequence[float] | np.ndarray,
     *,
+    map: Any = None,
     fields: Sequence[Any] | np.ndarray | None = None,
     calbin_window: int = 100,
     interval: tuple[Sequence[float] | np.ndarray, Sequence[float] | np.ndarray] | None = None,
@@ -170,6 +187,11 @@ def evaluate(
     weights: Sequence[float] | np.ndarray | None = None,
 ) -> dict[str, float]:
     """Every metric `calib evaluate` reports for one probability column (NaN where n/a).
+
+    With `map` (a fitted calibrator or `ClassMap`, a map file's path, or a fitted
+    `calibcli.sklearn.Calibrator`), `probs` are the scores it calibrates and its predictions
+    are evaluated, as `calib evaluate --map` does (a scikit-learn wrapper's labels are its
+    `classes_`; two classes: the probability of `classes_[1]`).
 
     `probs` of shape (n, K), K >= 2, is one K-class prediction: the result has the K-class
     keys (`evaluation.kclass_metrics`), `labels` any values, matched to the columns by
@@ -194,6 +216,8 @@ def evaluate(
     from calibcli.requests import EvaluateOptions
 
     sample_weight = _sample_weight(sample_weight, weights)
+    if map is not None:
+        labels, probs, classes = _map_predictions(map, labels, probs, classes)
     options = EvaluateOptions.build(calbin_window=calbin_window, ece_bins=ece_bins, ece_strategy=ece_strategy,
                                     metrics=metrics, bands=bands, seed=seed, hl_groups=hl_groups,
                                     classes=None if classes is None else tuple(classes))
@@ -230,6 +254,33 @@ def evaluate(
     if low.shape != p.shape or high.shape != p.shape:
         raise UsageError(f"interval bounds must have {p.size} values each, got {low.shape} and {high.shape}")
     return {**out, **intervals.interval_metrics(p, y, low, high)}
+
+
+def _map_predictions(map: Any, labels: Any, scores: Any, classes: Any) -> tuple[Any, np.ndarray, Any]:
+    """(labels, the map's predictions of `scores`, classes) for `evaluate(map=...)`."""
+    import os
+
+    if isinstance(map, (str, os.PathLike)):
+        map = load_map(os.fspath(map))
+    if type(map).__module__ == "calibcli.sklearn":
+        _unwrapped(map)  # not fitted: the NotFittedError
+        P = map.predict_proba(scores)
+        if P.shape[1] > 2 or np.ndim(scores) == 2:
+            return labels, P, map.classes_.tolist() if classes is None else classes
+        y = np.asarray(labels)
+        unknown = ~np.isin(y, map.classes_)
+        if unknown.any():
+            raise UsageError(f"label {y[unknown][:1].tolist()[0]!r} is not one of the map's classes "
+                             f"{map.classes_.tolist()}")
+        return (y == map.classes_[1]).astype(np.float64), P[:, 1], classes
+    if isinstance(map, ClassMap):
+        return labels, map.predict(scores), map.classes_.tolist() if classes is None else classes
+    if isinstance(map, Calibrator):
+        if map.uses_features:
+            raise UsageError(f"a {map.name} map reads feature columns: predict with them and pass the probabilities")
+        return labels, map.predict(scores), classes
+    raise UsageError(f"map must be a fitted calibrator, a ClassMap, a map file or a fitted "
+                     f"calibcli.sklearn.Calibrator, got {type(map).__name__}")
 
 
 def _evaluate_kclass(labels, probs, classes, sample_weight, options) -> dict[str, float]:

@@ -220,8 +220,8 @@ class Comparison:
 
     def __repr__(self) -> str:
         name, best, chosen = NAMES[self.metric], self.best, self.recommended
-        lines = [f"Comparison on {self.input}: {self.rows} rows, {self.folds}-fold cross-validation (seed {self.seed}), "
-                 f"by out-of-fold {name} (* best, ✓ recommended)"]
+        lines = [f"Comparison on {self.input}: {self.rows} rows, {self.folds}-fold cross-validation "
+                 f"(seed {self.seed}), by out-of-fold {name} (* best, ✓ recommended)"]
         marked = {s.method: s.method + (" *" if best is not None and s.method == best.method else "")
                   + (" ✓" if s.method == chosen else "") for s in self.scores}
         width = max(len(m) for m in [*marked.values(), "method"])
