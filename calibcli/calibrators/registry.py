@@ -46,6 +46,8 @@ def register(cls: Any) -> Any:
     if not isinstance(getattr(cls, "fitted", None), str):
         raise ValueError(f"{cls.__name__} must declare `fitted`: what its map holds, in words")
     aliases = tuple(getattr(cls, "aliases", ()))
+    if "none" in (cls.name, *aliases):
+        raise ValueError("'none' is the uncalibrated scores' row of `calib compare`, not a method name")
     taken = [a for a in aliases if a in _REGISTRY or a in _KCLASS or a in _ALIASES]
     if taken:
         raise ValueError(f"alias {taken[0]!r} of {cls.name!r} is already a method name or alias")
