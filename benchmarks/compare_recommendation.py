@@ -19,6 +19,13 @@ every distorted design. Also reported: how often each method was recommended, an
 run time.
 
     python benchmarks/compare_recommendation.py --sets 200 --out benchmarks/results_compare_recommendation.json
+
+What `results_compare_recommendation.json` shows (200 calibrated and 50 of each distorted
+data set; 86 minutes on a shared 2-core machine, so the per-set seconds are inflated): binary
+calibrated `none` in 199 of 200 (99.5 %, the other beta-ab), K classes 199 of 200 (the other
+temperature); every distorted data set, binary and K-class, got a calibrating method, a map
+that holds the distortion's inverse or comes close (beta, beta-am or beta-ab; temperature for
+the sharpened K-class scores, dirichlet or one-vs-rest beta for the prior shift).
 """
 
 from __future__ import annotations
