@@ -8,15 +8,19 @@ the fold metrics; the `none` row costs nothing), seed 0. The presets' totals are
 what `calib compare -m fast|default|all` spends in fits (the file read and the refit of `-o`
 come on top). Peer: scikit-learn's 5-fold `cross_val_predict` of CalibratedClassifierCV-style
 isotonic and sigmoid fits on the same binary rows (IsotonicRegression, LogisticRegression on
-the score), beside calibcli's isotonic and logistic.
+the score), beside calibcli's isotonic and logistic. `cli_binary`: `calib compare` on a CSV of
+the binary rows, end to end, with `-m fast` and the default methods.
 
     python benchmarks/bench_compare.py --out benchmarks/results_compare.json
 
-What `results_compare.json` shows (2-core machine shared with other jobs, so +-20 %): binary,
-every method but bayes-iso (about 30 s alone) takes under 10 s, spline the most; the
-`default` preset (all but bayes-iso) about 28 s, `fast` about 3 s, `all` about 57 s. K
-classes: temperature 1.4 s, vector 14 s, dirichlet 25 s, one-vs-rest K times a binary
-fit; `default` (temperature, dirichlet, logistic, beta, isotonic) about 30 s.
+What `results_compare.json` shows (CPU seconds, which on a quiet core are the wall time; this
+2-core machine ran it beside other jobs at a load of 7-10, so its wall times are 2-3x those):
+binary, 5 folds at 1e5 rows, every method but bayes-iso (20 s) under 8 s, spline the most
+(7.4 s); the presets `fast` 2.7 s, `default` 20.1 s, `all` 40.2 s; `calib compare` end to
+end on a CSV of those rows 3.9 s with `-m fast`, 18.9 s by default. K classes (10): temperature
+1.4 s, vector 15.5 s, dirichlet 25.7 s, one-vs-rest 1.5-9.5 s; `fast` 4.7 s, `default` 32.9 s.
+Peer: scikit-learn's 5-fold isotonic 0.11 s and sigmoid 0.75 s against calibcli's isotonic
+0.10 s and logistic 0.12 s (its fold metrics included).
 """
 
 from __future__ import annotations
@@ -52,10 +56,41 @@ def kclass_rows(rows: int) -> tuple[np.ndarray, np.ndarray]:
     return P / P.sum(axis=1, keepdims=True), y
 
 
-def timed(run) -> float:
-    start = time.perf_counter()
+def timed(run) -> dict[str, float]:
+    """Wall and CPU seconds of `run()` (the CPU time of this process and of the children it
+    waited for: on a shared machine the wall time swings with the other jobs, the CPU time
+    much less)."""
+    import resource
+
+    def cpu() -> float:
+        own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    wall, used = time.perf_counter(), cpu()
     run()
-    return round(time.perf_counter() - start, 2)
+    return {"wall": round(time.perf_counter() - wall, 2), "cpu": round(cpu() - used, 2)}
+
+
+def totals(seconds: dict[str, dict[str, float]], methods: list[str]) -> dict[str, float]:
+    return {k: round(sum(seconds[m][k] for m in methods if m in seconds), 1) for k in ("wall", "cpu")}
+
+
+def cli_runs(s: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """`calib compare FILE [-m PRESET]` end to end on a CSV of the rows (read, none, fits, table)."""
+    import os
+    import subprocess
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    exe = str(Path(sys.executable).parent / "calib")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "scores.csv")
+        pacsv.write_csv(pa.table({"score": s, "label": y.astype(np.int64)}), path)
+        return {preset: timed(lambda preset=preset: subprocess.run([exe, "compare", path, "-m", preset], check=True,
+                                                                  capture_output=True))
+                for preset in ("fast", "default")}
 
 
 def sklearn_peer(s: np.ndarray, y: np.ndarray) -> dict[str, float]:
@@ -90,10 +125,10 @@ def main() -> None:
     print(json.dumps(kclass), flush=True)
     doc = {
         "rows": args.rows, "folds": 5, "classes": K,
-        "binary": {"seconds": binary, "presets": {p: round(sum(binary[m] for m in compare.preset(p)), 1)
-                                                  for p in compare.PRESETS}},
-        "kclass": {"seconds": kclass, "presets": {p: round(sum(kclass[m] for m in compare.preset(p, kclass=True)
-                                                               if m in kclass), 1) for p in ("fast", "default")}},
+        "binary": {"seconds": binary, "presets": {p: totals(binary, compare.preset(p)) for p in compare.PRESETS}},
+        "kclass": {"seconds": kclass, "presets": {p: totals(kclass, compare.preset(p, kclass=True))
+                                                  for p in ("fast", "default")}},
+        "cli_binary": cli_runs(s, y),
         "peer_scikit_learn_binary": sklearn_peer(s, y),
     }
     text = json.dumps(doc, indent=2)
