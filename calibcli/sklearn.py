@@ -23,6 +23,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
+# What X must be, said whenever it is not.
+_WHAT_X = ("one score column for two classes (model.predict_proba(X)[:, 1], or model.decision_function(X)) or the "
+           "K columns of model.predict_proba(X), one per class")
 # The floor of both probabilities in the log-odds: 0 and 1 give -/+708.4, not infinities that
 # scikit-learn's metrics (roc_auc_score, ...) refuse.
 _TINY = np.finfo(np.float64).tiny
@@ -62,6 +65,9 @@ class Calibrator(ClassifierMixin, BaseEstimator):
         """The score columns as float64 (n, k); NaN/inf, sparse, complex or empty input: ValueError."""
         from sklearn.utils.validation import check_array, validate_data
 
+        if hasattr(X, "predict_proba") or hasattr(X, "fit"):
+            raise ValueError(f"X is a {type(X).__name__}, a model: {type(self).__name__} calibrates what a model "
+                             f"predicted, not the model itself: {_WHAT_X}")
         x = check_array(X, ensure_2d=False, dtype=np.float64, ensure_all_finite=True, input_name="X")
         if x.ndim == 1:
             fitted = getattr(self, "n_features_in_", 1)
@@ -70,6 +76,10 @@ class Calibrator(ClassifierMixin, BaseEstimator):
                                  f"{fitted} score columns: Reshape your data to shape (n, {fitted})")
             x = x[:, None]
             X = x  # a 1-D X is one score column: n_features_in_ is 1
+        fitted = getattr(self, "n_features_in_", x.shape[1])
+        if not reset and x.shape[1] != fitted:  # scikit-learn's words first, then what X should be
+            raise ValueError(f"X has {x.shape[1]} features, but {type(self).__name__} is expecting {fitted} features "
+                             f"as input: X is the model's scores (not its features), as at fit: {_WHAT_X}")
         validate_data(self, X, reset=reset, skip_check_array=True)
         return x
 
@@ -91,8 +101,8 @@ class Calibrator(ClassifierMixin, BaseEstimator):
         if k != 1 and k != classes.size:
             absent = "; a class without rows here needs classes=[...] naming every column's class" \
                 if given is None and k > classes.size else ""
-            raise ValueError(f"X has {k} score columns for {classes.size} classes: X must be one score "
-                             f"column (two classes) or one column per class{absent}")
+            raise ValueError(f"X has {k} columns for {classes.size} classes: X must be a model's scores, not its "
+                             f"features: {_WHAT_X}{absent}")
         return classes
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "Calibrator":

@@ -176,6 +176,8 @@ class FieldAwareCalibrator(FeatureCalibrator):
     """Field-aware calibration: ILPS(logit) + shrunk per-level shifts + linear numeric + MLP."""
 
     name = "field-aware"
+    complexity = 10000
+    fitted = "a piecewise-linear logit, field shifts and a neural network"
     description = "Neural Calibration: sigmoid(ILPS(logit) + field shifts + MLP(features)) (Pan et al. 2020)"
     resamples_rows = True  # random validation split and batches over rows
     extremes = "inside (0, 1): sigmoid of a finite logit (ILPS or linear eta, shifts, network)"

@@ -266,6 +266,8 @@ class ILPSCalibrator(ScoreCalibrator):
     """ILPS (Pan et al. 2020, eq. 10-11) solved as a convex problem, projected to be monotone."""
 
     name = "ilps"
+    complexity = 101
+    fitted = "K + 1 knot values of a piecewise-linear logit (K = 100 by default)"
     extremes = "inside (0, 1): sigmoid of a finite piecewise-linear logit"
     description = "isotonic line-plot scaling: monotone piecewise-linear map of the logit (Pan et al. 2020)"
     params = (K_PARAM, LAM_PARAM, RIDGE_PARAM, SCORE_KIND, PLATT_CORRECTION)

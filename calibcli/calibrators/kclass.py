@@ -68,6 +68,9 @@ class ClassCalibrator(Estimator):
     classes: ClassVar[str] = "native"  # "native" or "one-vs-rest", for `calib methods`
     uses_features: ClassVar[bool] = False
     needs_probabilities: ClassVar[bool] = False
+    complexity: ClassVar[int]  # place in the simplicity order `calib compare` recommends by (registry docstring)
+    fitted: ClassVar[str]  # what the fitted map holds, in words
+    aliases: ClassVar[tuple[str, ...]] = ()  # other names of the method (a map records `name`)
 
     def __init__(self, **params: Any):
         self.n_classes: int | None = None

@@ -79,6 +79,8 @@ class MulticalibrationCalibrator(FeatureCalibrator):
     resamples_rows = True  # k-fold split of the rows: whole-number weights are expanded into rows
     monotone = False  # the trees split on segments and the logit together
     extremes = "inside (0, 1): sigmoid of a logit capped at +-36"
+    complexity = 10000  # grows with the data and the fields, like field-aware
+    fitted = "shrunk shifts per field level and numeric band, and rounds of boosted trees over fields and the logit"
     params = (
         SCORE_KIND,
         PLATT_CORRECTION,

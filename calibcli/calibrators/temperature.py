@@ -110,6 +110,8 @@ class TemperatureScaling(ClassCalibrator):
     """softmax(z / T) with T fitted by Newton's method (Guo et al. 2017)."""
 
     name = "temperature"
+    complexity = 1
+    fitted = "1 number: the temperature T, shared by every class"
     description = "temperature scaling (Guo et al. 2017): softmax(z / T), one T for all classes, Newton fit"
     params = (KCLASS_SCORE_KIND,)
     state_spec = StateSpec(N_CLASSES, Field("temperature", kind="number", low=1 / B_MAX, high=1 / B_MIN))
