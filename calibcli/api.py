@@ -93,10 +93,13 @@ def fit(
                       features=tuple(k for k, v in (feats or {}).items() if v.dtype != object))
     request = FitRequest.build(method, params, seed=seed, weight_kind=weight_kind, columns=columns,
                                weighted=sample_weight is not None)
-    return request.calibrator.fit(np.asarray(scores, dtype=np.float64), _binary_labels(labels, pos_label),
-                                  sample_weight=None if sample_weight is None
-                                  else np.asarray(sample_weight, dtype=np.float64),
-                                  features=feats, weight_kind=request.weight_kind)
+    s, y = np.asarray(scores, dtype=np.float64), _binary_labels(labels, pos_label)
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    fitted = request.calibrator.fit(s, y, sample_weight=w, features=feats, weight_kind=request.weight_kind)
+    from calibcli.calibrators import fitcheck  # worse than the scores on its own rows, or 0 on a seen label
+
+    fitcheck.check_binary(fitted, s, y, w, feats, request.weight_kind)
+    return fitted
 
 
 def _sample_weight(sample_weight: Any, weights: Any) -> Any:
@@ -193,10 +196,14 @@ def evaluate(
     from calibcli.io.columns import encode_fields
     from calibcli.requests import EvaluateOptions
 
+    from calibcli.evaluation.weighttotal import check_weights
+
     sample_weight = _sample_weight(sample_weight, weights)
     options = EvaluateOptions.build(calbin_window=calbin_window, ece_bins=ece_bins, ece_strategy=ece_strategy,
                                     metrics=metrics, bands=bands, seed=seed, hl_groups=hl_groups,
                                     classes=None if classes is None else tuple(classes))
+    if sample_weight is not None and np.all(np.isfinite(sample_weight)) and np.all(np.asarray(sample_weight) >= 0):
+        check_weights(np.asarray(sample_weight, dtype=np.float64))  # the total: calib evaluate's rule
     if np.ndim(probs) == 2:
         given = [name for name, value in (("fields", fields), ("interval", interval)) if value is not None]
         if given:

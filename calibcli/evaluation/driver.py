@@ -20,6 +20,7 @@ from calibcli.evaluation.bootstrap import state_intervals
 from calibcli.evaluation.state.builder import StateBuilder
 from calibcli.evaluation.metrics.selection import row_metrics
 from calibcli.evaluation.state.binary import EvalState
+from calibcli.evaluation.weighttotal import WeightTotal
 from calibcli.requests import EvaluateOptions
 
 
@@ -125,10 +126,12 @@ def _evaluation_states(path, fmt, prob_cols, loaded, opts: EvaluateOptions):
     builders = [StateBuilder(opts.step, cells, total, opts.ece_bins) for _ in (*prob_cols, *loaded)]
     offset = positives = 0
     positive = io.PosLabel(opts.pos_label) if opts.pos_label is not None else None
+    weight_total = WeightTotal(opts.weight_col, name)
     for batch in batches:
         y = io.labels_from(batch, label_col, name, offset, pos_label=positive)
         positives += int(np.count_nonzero(y == 1))
         w = io.weights_from(batch, opts.weight_col, name, offset) if opts.weight_col else None
+        weight_total.add(w)
         fields = io.field_codes(batch, field_col, name) if field_col else None
         for k, col in enumerate(prob_cols):
             p = io.scores_from(batch, col, name, offset, flag="--prob-col")
@@ -148,6 +151,7 @@ def _evaluation_states(path, fmt, prob_cols, loaded, opts: EvaluateOptions):
         offset += batch.num_rows
     if offset == 0:
         raise InputError(f"{name}: no data rows")
+    weight_total.check()
     pa.default_memory_pool().release_unused()  # the read buffers, before the distributions are built
     names = [(c, "column") for c in prob_cols] + [(io.display_name(m), "map") for m, _ in loaded]
     return name, offset, positives, [(n, kind, b.result()) for (n, kind), b in zip(names, builders)], bounds

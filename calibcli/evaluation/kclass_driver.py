@@ -22,6 +22,7 @@ from calibcli.evaluation.baseline import load_baseline
 from calibcli.evaluation.bootstrap import kclass_intervals
 from calibcli.evaluation.state.kclass import KClassState, merge_kclass_states
 from calibcli.evaluation.results import EvalRow, Evaluation
+from calibcli.evaluation.weighttotal import WeightTotal
 from calibcli.io import score_cols
 
 MERGE_EVERY = 16  # batch states merged at a time: memory stays a few distributions
@@ -90,15 +91,18 @@ def evaluate_kclass(path: str, fmt: str | None, prob_specs: Sequence[str], loade
         preds.append(Prediction(io.display_name(map_path), "map", _map_columns(map_path, cal, schema, name, opts), cal))
     baseline = _baseline(preds, calbin_window, label_col, opts)
     offset = 0
+    weight_total = WeightTotal(opts.weight_col, name)
     for batch in batches:
         if batch.num_rows == 0:
             continue
         w = io.weights_from(batch, opts.weight_col, name, offset) if opts.weight_col else None
+        weight_total.add(w)
         for pred in preds:
             pred.add(batch, label_col, w, name, offset, opts.bootstrap is not None)
         offset += batch.num_rows
     if offset == 0:
         raise InputError(f"{name}: no data rows")
+    weight_total.check()
     results = [_result(pred, opts) for pred in preds]
     report = Evaluation(name, offset, None, None, calbin_window, results, opts.bootstrap,
                         weight_col=opts.weight_col, ece_bins=opts.ece_bins, ece_strategy=opts.ece_strategy,

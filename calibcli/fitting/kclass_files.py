@@ -15,6 +15,7 @@ import numpy as np
 
 from calibcli import io
 from calibcli.calibrators import registry
+from calibcli.calibrators.fitdata import unit_scaled
 from calibcli.requests import kclass_calibrator
 from calibcli.maps.classmap import ClassMap
 from calibcli.requests import CompareRequest
@@ -108,8 +109,10 @@ def fit_kclass_file(path: str, method: str, params: Mapping[str, str] | Sequence
     P, y, w = data.scores, data.codes, data.weights
     saved = ClassMap(cal, classes, data.cols.columns or None)
 
+    wq = unit_scaled(w)  # the report's weighted means, whatever the weights' scale
+
     def part_quality(p: np.ndarray, part: slice) -> tuple[dict[str, float], float]:
-        return quality(y[part], p, None if w is None else w[part])
+        return quality(y[part], p, None if wq is None else wq[part])
 
     return _fit_and_save(cal, data.source, dict(scores=P, labels=y, sample_weight=w, weight_kind=weight_kind),
                          training, notes, strict, out, out_format, part_quality, P,

@@ -18,7 +18,8 @@ import numpy as np
 from calibcli import io
 from calibcli.maps import envelope as maps
 from calibcli.fitting import summary
-from calibcli.calibrators import Calibrator
+from calibcli.calibrators import Calibrator, fitcheck
+from calibcli.calibrators.fitdata import unit_scaled
 from calibcli.errors import CalibWarning, FitError, InputError
 from calibcli.evaluation.metrics import binary as metrics
 from calibcli.io import targets
@@ -66,7 +67,7 @@ def fit_file(
         notes.append(f"{method} without --field-col or --feature-col is ilps with extra steps: "
                      "fit --method ilps, or name the feature columns")
     if s.size > 1 and s.min() == s.max():
-        notes.append(f"all {s.size} scores equal {float(s[0]):g}: the map is a constant")
+        notes.append(lambda fitted, n=s.size, x=float(s[0]): fitcheck.equal_scores_note(fitted, n, x))
     training: dict[str, Any] = {
         "input": source,
         "rows": int(s.size),
@@ -82,9 +83,11 @@ def fit_file(
         training["weight_col"] = cols.weight
         training["weight_kind"] = weight_kind
 
+    unit_w = unit_scaled(w)  # the report's weighted means, whatever the weights' scale
+
     def quality(p: np.ndarray, part: slice) -> tuple[dict[str, float], float]:
         """Weighted like the fit (and like the --from-summary path, whose counts are weights)."""
-        sw = None if w is None else w[part]
+        sw = None if unit_w is None else unit_w[part]
         total = p.size if sw is None else float(np.sum(sw))
         if total == 0:  # a chunk of zero-weight rows adds nothing
             return {"log_loss": 0.0, "brier": 0.0}, 0.0
@@ -118,7 +121,8 @@ def fit_summary(summ: summary.ScoreSummary, request: FitRequest, source: str, *,
         raise InputError(f"{source}: the summary holds no scores")
     _check_summary_classes(summ, calibrator, source)
     s, y, w = summary.fit_rows(summ)
-    n0, n1 = summ.n0, summ.n1
+    scale = unit_scaled(np.concatenate([summ.n0, summ.n1]))  # the report's means, whatever the counts' scale
+    n0, n1 = scale[:summ.size], scale[summ.size:]
     training: dict[str, Any] = {
         "input": source,
         "from_summary": {"entries": summ.size, "step": summ.step, "weighted": summ.weighted},
@@ -193,7 +197,8 @@ def _fit_and_save(calibrator: Calibrator, source: str, fit_args: dict[str, Any],
             except FitError as exc:
                 raise FitError(f"{source}: cannot fit {calibrator.name}: {exc.message}", hint=exc.hint) from None
         messages = [str(c.message) for c in caught if issubclass(c.category, CalibWarning)
-                    and (said is None or said not in str(c.message))] + notes
+                    and (said is None or said not in str(c.message))]
+        messages += [note(calibrator) if callable(note) else note for note in notes]
         if strict and messages:
             raise FitError(f"{source}: {calibrator.name}: {messages[0]} (an error with --strict)")
         training["seed"] = calibrator.params.get("seed")
@@ -201,6 +206,14 @@ def _fit_and_save(calibrator: Calibrator, source: str, fit_args: dict[str, Any],
         if before is not None:
             training["before"] = before.result()
         training["after"] = report(predict, pool.map)
+    if before is not None and isinstance(calibrator, Calibrator):  # K-class fits check themselves
+        cause = fitcheck.weights_cause(fit_args.get("sample_weight"), fit_args.get("weight_kind", "frequency"))
+        worse = fitcheck.worse_than_scores(calibrator.name, training["before"]["log_loss"],
+                                           training["after"]["log_loss"], cause)
+        if worse is not None:
+            if strict:
+                raise FitError(f"{source}: {calibrator.name}: {worse} (an error with --strict)")
+            messages.append(worse)
     result = FitResult(calibrator, training, warnings=messages)
     if out is not None:
         result.envelope = maps.save_map(calibrator if saved is None else saved, out, training, out_format)

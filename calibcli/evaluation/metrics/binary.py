@@ -187,7 +187,7 @@ def field_rce_from_sums(count: np.ndarray, pos: np.ndarray, psum: np.ndarray, ep
     """Field-RCE from per-field sums (`field_sums`)."""
     keep = count > 0
     c, r = count[keep], pos[keep] - psum[keep]
-    return float(np.sum(c * np.abs(r) / (pos[keep] + eps * c)) / count.sum())
+    return float(np.sum(c * (np.abs(r) / (pos[keep] + eps * c))) / count.sum())  # the ratio first: no underflow
 
 
 def field_ece(y: np.ndarray, p: np.ndarray, groups: np.ndarray, sample_weight=None) -> float:
