@@ -236,6 +236,9 @@ def evaluate(
     low, high = (np.asarray(v, dtype=np.float64) for v in interval)
     if low.shape != p.shape or high.shape != p.shape:
         raise UsageError(f"interval bounds must have {p.size} values each, got {low.shape} and {high.shape}")
+    if (row := intervals.reversed_row(low, high)) is not None:
+        raise UsageError(f"interval row {row}: the high end {float(high[row])!r} is below the low end "
+                         f"{float(low[row])!r}", hint="interval=(low, high): the low ends first")
     return {**out, **intervals.interval_metrics(p, y, low, high)}
 
 

@@ -141,6 +141,7 @@ def _evaluation_states(path, fmt, prob_cols, loaded, opts: EvaluateOptions):
                 low, high = (io.scores_from(batch, c, name, offset, flag="--interval-cols") for c in pairs[col])
                 for c, v in zip(pairs[col], (low, high)):
                     _check_probabilities(v, c, name, offset)
+                intervals.check_order(low, high, pairs[col], name, offset)
                 bounds[col].add(p, y, w, low, high)
         if loaded:
             s = io.scores_from(batch, score_col, name, offset)

@@ -117,8 +117,19 @@ def _aggregate(keys: np.ndarray, w0: np.ndarray, w1: np.ndarray) -> tuple[np.nda
 
 
 def _bucket(s: np.ndarray, w0: np.ndarray, w1: np.ndarray, step: float) -> tuple[np.ndarray, ...]:
-    """Aggregate on the grid of multiples of `step`; a bincount when the grid span is small."""
-    k = np.rint(s / step)
+    """Aggregate on the grid of multiples of `step`; a bincount when the grid span is small.
+
+    A score of magnitude 2^52 steps or more is its own bucket: float64's spacing there is at
+    least the step, so the grid point rint(s / step) * step is s itself up to rounding (and
+    s / step may overflow): such scores keep their value, and every bucket stays finite."""
+    with np.errstate(over="ignore"):
+        k = np.rint(s / step)
+    far = ~(np.abs(k) < 2.0**52)
+    if far.any():
+        with np.errstate(over="ignore"):
+            grid = np.where(far, 0.0, k) * step
+        keys, n0, n1 = _aggregate(np.where(far, s, grid), w0, w1)
+        return keys, n0, n1
     lo, hi = float(k.min()), float(k.max())
     if hi - lo < _BINCOUNT_SPAN:
         idx = (k - lo).astype(np.int64)
@@ -315,7 +326,8 @@ def _from_columns(score: Any, n0: Any, n1: Any, header: dict[str, Any] | None, s
     if not arrays[0].size == arrays[1].size == arrays[2].size:
         raise _refuse(source, "columns score, n0, n1 differ in length")
     xs, n0_, n1_ = _aggregate(*arrays)
-    total0, total1 = float(np.sum(n0_)), float(np.sum(n1_))
+    with np.errstate(over="ignore"):
+        total0, total1 = float(np.sum(n0_)), float(np.sum(n1_))
     if not np.isfinite(total0 + total1):
         raise _refuse(source, "the counts n0 + n1 add up to more than a float64 holds")
     if header is None:
@@ -462,14 +474,26 @@ def summarize_file(path: str, *, score_col: str = "score", label_col: str = "lab
     def chunks():
         source, _, batches = io.iter_batches(path, fmt)  # a directory, glob or URI of parts is one dataset
         rows = 0
+        total = 0.0
         for batch in batches:
             s = io.scores_from(batch, score_col, source.name, offset=rows)
             y = io.labels_from(batch, label_col, source.name, offset=rows, pos_label=positive)
             w = io.weights_from(batch, weight_col, source.name, offset=rows) if weight_col else None
+            if w is not None:
+                with np.errstate(over="ignore"):
+                    total += float(np.sum(w))
+                if not np.isfinite(total):  # a summary holds the sums: they must be float64 numbers
+                    raise InputError(f"{source.name}: column {weight_col!r}: the weights add up to more than the "
+                                     "largest float64 (1.8e+308), which a summary's counts cannot hold",
+                                     hint="divide the weights by a common factor (a fit's map is the same for "
+                                     "--weight-kind importance)")
             rows += batch.num_rows
             if on_batch is not None:
                 on_batch(batch.num_rows)
             yield s, y, w
+        if weight_col and rows and total == 0:
+            raise InputError(f"{source.name}: column {weight_col!r}: all weights are zero: a summary needs weighted rows",
+                             hint="check --weight-col")
 
     result = summarize_batches(chunks(), step=step)
     if result.rows == 0:

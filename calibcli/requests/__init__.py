@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence
 
 from calibcli.requests import bounds
 from calibcli.errors import UsageError
-from calibcli.requests.params import (CALBIN_WINDOW, COMPARED, ECE_BINS, ECE_STRATEGIES, KCLASS_COMPARED, SQL_DIALECTS, WEIGHT_KINDS)
+from calibcli.requests.params import (CALBIN_WINDOW, COMPARED, ECE_BINS, ECE_STRATEGIES, KCLASS_COMPARED, SQL_DIALECTS, STEP_NA,
+                                      WEIGHT_KINDS)
 
 if TYPE_CHECKING:
     from calibcli.calibrators import Calibrator
@@ -493,11 +494,11 @@ def _check_gates(spec: GateSpec, field_col: str | None, step: float | None, kcla
     if bare:
         raise UsageError(f"--gate-on upper on {bare[0].replace('_', '-')}: it has no bootstrap interval "
                          f"({withheld_reason(bare[0])})", hint="use --gate-on point")
-    n_a = sorted(spec.metrics_used() & {"cal_slope", "cal_intercept"}) if step is not None else []
+    n_a = sorted(spec.metrics_used() & set(STEP_NA)) if step is not None else []
     if n_a:
         name = n_a[0].replace("_", "-")
-        raise UsageError(f"a gate on {name} needs the exact probabilities: it is n/a with --step",
-                         hint="drop --step, or gate on other metrics")
+        raise UsageError(f"a gate on {name} needs the exact probabilities: it is n/a with --step "
+                         "(no bound from the bucketed p covers it)", hint="drop --step, or gate on other metrics")
 
 
 __all__ = ["ApplyRequest", "Columns", "CompareRequest", "EvaluateOptions", "ExportRequest", "FitRequest",

@@ -94,6 +94,13 @@ class MetricChoice:
         return MetricChoice(tuple(k for k in self.keys if k not in NO_INTERVAL), 0, self.seed, self.hl_groups,
                             tuple(k for k in self.kclass_keys if k.removeprefix(metrics.TOP_LABEL) not in NO_INTERVAL))
 
+    def under_step(self) -> "MetricChoice":
+        """The same choice less what is n/a under `--step` (`requests.params.STEP_NA`): not computed."""
+        from calibcli.requests.params import STEP_NA
+
+        return MetricChoice(tuple(k for k in self.keys if k not in STEP_NA), 0, self.seed, self.hl_groups,
+                            self.kclass_keys)
+
     def top_label(self) -> "MetricChoice":
         """The binary choice of the chosen top-label metrics (`kclass_keys` less the prefix)."""
         keys = tuple(k.removeprefix(metrics.TOP_LABEL) for k in self.kclass_keys if k in TOP_LABEL)
@@ -134,7 +141,7 @@ def row_metrics(state, calbin_window: int, ece_bins: int, ece_strategy: str, cho
     drawn once), "smooth" the smoothed curve (`smooth.smooth_curve`); None, "binned": neither."""
     from calibcli.evaluation.metrics import corp, smooth
 
-    resample = diagram == "corp" and choice.bands > 0 and "corp_p" in choice.keys
+    resample = diagram == "corp" and choice.bands > 0 and "corp_p" in choice.keys and state.step is None
     if resample:
         choice_now = MetricChoice(choice.keys, 0, choice.seed, choice.hl_groups)
         values = state.metrics(calbin_window, ece_bins, ece_strategy, choice_now)
