@@ -57,6 +57,7 @@ def fit(
     calib fit --score-cols 'p_*' --method temperature digits.csv -o map.json
     """
     from calibcli.requests import Columns, FitRequest, fit_inputs, weight_kind_option
+    from calibcli.requests.names import column_options
 
     fit_inputs(input, from_summary, score_cols=score_cols, score_col=score_col, pos_label=pos_label,
                field_col=field_col, feature_col=feature_col, weight_col=weight_col, fmt=format, classes=classes,
@@ -64,8 +65,10 @@ def fit(
     request = None
     if score_cols is not None:
         weight_kind_option(weight_kind, weight_col is not None)
+        column_options([("--label-col", label_col), ("--weight-col", weight_col)])
     else:
-        cols = Columns(score_col or "score", label_col, weight_col, tuple(field_col), tuple(feature_col), pos_label)
+        cols = Columns("score" if score_col is None else score_col, label_col, weight_col, tuple(field_col),
+                       tuple(feature_col), pos_label)
         request = FitRequest.build(method, param, texts=True, seed=seed, weight_kind=weight_kind,
                                    columns=cols, from_summary=from_summary is not None)
     from calibcli.io import reading

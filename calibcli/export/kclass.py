@@ -172,8 +172,10 @@ def export_map(map_path: str, request: ExportRequest) -> SQLExport:
             raise UsageError(f"{source}: --score-cols is for K-class maps; this {cal.name} map reads one "
                              "score column", hint="give it with --score-col")
         return export.binary_sql(map_path, cal, request)
-    if expression is not None:
-        raise UsageError("--score-expr is for binary maps: a K-class map reads --score-cols")
+    if expression is not None or request.column is not None:
+        flag = "--score-expr" if expression is not None else "--score-col"
+        raise UsageError(f"{source}: {flag} is for binary maps: this {cal.name} map reads {cal.n_classes} score "
+                         "columns", hint="name them with --score-cols a,b,c (default: the columns it was fitted on)")
     if max_knots is not None:
         raise UsageError("--max-knots simplifies knot maps; K-class maps have no knots")
     columns = export.kclass_columns(score_cols, cal.score_cols, cal.n_classes, source)

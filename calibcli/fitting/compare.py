@@ -29,6 +29,7 @@ from calibcli.evaluation.metrics import binary as metrics
 from calibcli.calibrators import registry
 from calibcli.requests.params import COMPARED, KCLASS_COMPARED
 from calibcli.requests import CompareRequest
+from calibcli.requests.names import column_options
 from calibcli.errors import CalibError, CalibWarning, InputError, UsageError
 from calibcli.io import targets
 
@@ -175,6 +176,7 @@ def compare(s: np.ndarray, y: np.ndarray, methods: Sequence[str], folds: int, se
     results = []
     for method in methods:
         score = MethodScore(method, {})
+        k = 0
         try:
             for k in range(folds):
                 test = ids == k
@@ -185,9 +187,27 @@ def compare(s: np.ndarray, y: np.ndarray, methods: Sequence[str], folds: int, se
                 for m, v in fold_metrics(y[test], p).items():
                     score.folds.setdefault(m, []).append(v)
         except CalibError as exc:
-            score.error = exc.message
+            score.error = fold_error(exc.message, k, folds, y, ids)
         results.append(score)
     return results
+
+
+def fold_error(message: str, k: int, folds: int, y: np.ndarray, ids: np.ndarray) -> str:
+    """A fold's fit error said as the fold's: a training set (the other folds) without one
+    class is named with the counts that explain it and what to do; others get the fold number."""
+    train = y[ids != k]
+    classes, counts = np.unique(y, return_counts=True)
+    if np.unique(train).size < classes.size:
+        missing = [c for c in classes.tolist() if c not in set(np.unique(train).tolist())]
+        fewest = int(counts.min())
+        name = ("positives" if missing == [1] else "negatives" if missing == [0]
+                else "rows of class " + ", ".join(map(str, missing[:3])))
+        if fewest < 2:
+            return (f"fold {k + 1} of {folds}: its training rows (the other folds) have no {name}: the file has "
+                    f"{fewest}, and every split leaves a fold without it; add rows of that class to compare methods")
+        return (f"fold {k + 1} of {folds}: its training rows (the other folds) have no {name}: the file's "
+                f"{fewest} all fell in this fold; try another --seed, fewer --folds, or more data")
+    return f"fold {k + 1} of {folds}: {message}"
 
 
 def compare_file(path: str, methods: Sequence[str] | None = None, folds: int = 5, seed: int = 0,
@@ -196,9 +216,10 @@ def compare_file(path: str, methods: Sequence[str] | None = None, folds: int = 5
                  calbin_window: int = metrics.CALBIN_WINDOW, pos_label: str | None = None) -> Comparison:
     """Compare methods on a score/label file; with `out`, save the best method's map fitted on all rows."""
     folds, seed, metric = CompareRequest.build(folds, seed, metric)
+    column_options([("--score-col", score_col), ("--label-col", label_col)])
     chosen = list(methods) if methods else default_methods()
     for m in chosen:
-        if registry.get(m).uses_features:
+        if registry.binary(m).uses_features:  # a K-class method: refused as `calib fit` refuses it
             raise UsageError(f"method {m!r} needs feature columns; compare takes score-only methods")
     if out is not None:
         targets.check_output(out, [path])

@@ -468,7 +468,9 @@ def summarize_file(path: str, *, score_col: str = "score", label_col: str = "lab
                    on_batch: Callable[[int], None] | None = None, pos_label: str | None = None) -> ScoreSummary:
     """Stream a score/label file (or a directory, glob or URI of Parquet parts) into a summary."""
     from calibcli import io
+    from calibcli.requests.names import column_options
 
+    column_options([("--score-col", score_col), ("--label-col", label_col), ("--weight-col", weight_col)])
     positive = io.PosLabel(pos_label) if pos_label is not None else None
 
     def chunks():

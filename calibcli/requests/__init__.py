@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence
 
 from calibcli.requests import bounds
+from calibcli.requests.names import column_options
 from calibcli.errors import UsageError
 from calibcli.requests.params import (CALBIN_WINDOW, COMPARED, ECE_BINS, ECE_STRATEGIES, KCLASS_COMPARED, SQL_DIALECTS, STEP_NA,
                                       WEIGHT_KINDS)
@@ -45,6 +46,10 @@ class Columns:
     fields: tuple[str, ...] = ()
     features: tuple[str, ...] = ()
     pos_label: str | None = None  # --pos-label: the positive value of two labels that are not 0/1
+
+    def __post_init__(self) -> None:
+        column_options([("--score-col", self.score), ("--label-col", self.label), ("--weight-col", self.weight),
+                        *(("--field-col", c) for c in self.fields), *(("--feature-col", c) for c in self.features)])
 
 
 @dataclass(frozen=True)
@@ -194,6 +199,7 @@ class ApplyRequest:
               interval: bool = False, score_cols: str | None = None) -> "ApplyRequest":
         if on_invalid not in ON_INVALID:
             raise UsageError(f"--on-invalid {on_invalid!r}: expected one of {', '.join(ON_INVALID)}")
+        column_options([("--score-col", score_col), ("--output-col", output_col)])
         return cls(score_col, output_col, on_invalid, interval, score_cols)
 
 
@@ -203,7 +209,7 @@ class ExportRequest:
     SQL expression, the dialect, the knot budget, the K score columns of a K-class map.
     Whether the map is K-class is known once it is read (`export_kclass.export_map`)."""
 
-    column: str | None = "score"  # None with an expression
+    column: str | None = None  # --score-col (None: the column `score`, unless an expression is given)
     expression: str | None = None
     dialect: str = "ansi"
     max_knots: int | None = None
@@ -222,12 +228,7 @@ class ExportRequest:
         bounds.check(max_knots=max_knots)
         if expression is not None:
             check_expression(expression, dialect)
-        elif column is None:
-            column = "score"
-        elif not column:
-            raise UsageError("--score-col must name a column")
-        elif "\x00" in column:
-            raise UsageError(f"--score-col {column!r} has a NUL character, which SQL cannot quote")
+        column_options([("--score-col", column), *(("--score-cols", c) for c in score_cols or ())])
         return cls(column, expression, dialect, max_knots, None if score_cols is None else tuple(score_cols))
 
 
@@ -374,6 +375,8 @@ class EvaluateOptions:
         `--plot` draws) is kept with `reliability_bins` (a plot) only; the gates are the texts
         of `--fail-above`, `--fail-below`, `--max-regression` (METRIC=VALUE) with `--baseline`
         and `--gate-on`."""
+        column_options([("--label-col", label_col), ("--score-col", score_col), ("--field-col", field_col),
+                        ("--weight-col", weight_col)])
         window = _whole("--calbin-window", calbin_window)
         bounds.check(bootstrap=bootstrap, seed=seed, top=top, ece_bins=ece_bins, bands=bands, hl_groups=hl_groups)
         step = step_option(step)
