@@ -59,7 +59,8 @@ def _weights(w: Any, n: int) -> np.ndarray | None:
         return None
     w = np.asarray(w, dtype=np.float64).reshape(n)
     top = float(np.max(w)) if n else 0.0
-    return np.ldexp(w, -math.frexp(top)[1]) if top > 0 else w
+    with np.errstate(under="ignore"):  # a weight 2^-1074 below the largest is none
+        return np.ldexp(w, -math.frexp(top)[1]) if top > 0 else w
 
 
 def _log_terms(p: np.ndarray) -> np.ndarray:

@@ -88,7 +88,8 @@ def unit_scaled(w: np.ndarray | None) -> np.ndarray | None:
     if w is None or w.size == 0:
         return w
     top = float(np.max(w))
-    return np.ldexp(w, -math.frexp(top)[1]) if top > 0 and math.isfinite(top) else w
+    with np.errstate(under="ignore"):  # a weight 2^-1074 below the largest is none
+        return np.ldexp(w, -math.frexp(top)[1]) if top > 0 and math.isfinite(top) else w
 
 
 # A weight below 2**-NEGLIGIBLE_EXP times the largest counts as 0: its share is far below
