@@ -7,7 +7,9 @@ resampling read the number of rows. Row positions are exact in float64 up to 2^5
 total weight must lie in (0, 2^53]: a column of zeros evaluates nothing (refused with the
 words `calib fit` uses), and a total above 2^53 (weights of 1e308, or 1e12 on a million rows)
 has row positions float64 cannot tell apart (refused: divide the weights by a common factor).
-Small totals are fine (the metrics are exact at any positive scale).
+Small totals are fine: the metrics that do not count rows are those of the same weights at
+unit scale (AUC, the calibration slope, Field-RCE rescale or divide before products of two
+small numbers), down to weights of about 1e-298, whose products with p stay normal floats.
 """
 
 from __future__ import annotations

@@ -293,6 +293,7 @@ def calibration_slope_intercept(xs, n0, n1, eps: float = LOG_LOSS_EPS, iteration
     x = np.asarray(xs, dtype=np.float64)
     if min(max(float(x.min()), eps), 1 - eps) == min(max(float(x.max()), eps), 1 - eps):
         return float("nan"), float("nan")  # one clipped p: no slope
+    n0, n1 = kernels.as_unit_counts(n0, n1)  # tiny weights: products of two of them in the Hessian would underflow
     a, b = newton.fit_logit_line(x, n0, n1, eps, iterations)
     return float(b), float(a)
 

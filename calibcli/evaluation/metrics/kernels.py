@@ -49,6 +49,18 @@ def _prefix_sum(values: np.ndarray) -> np.ndarray:
 _TINY_TOTAL = 2.0**-400  # counts below this are rescaled before products of two are taken
 
 
+def as_unit_counts(n0: np.ndarray, n1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Weights whose total is below `_TINY_TOTAL` (subnormal sums, underflowing products)
+    multiplied by one power of two bringing the total near 1 (exact: the ratios, and every
+    scale-free metric, unchanged); others as they are, bit for bit."""
+    n0, n1 = as_weights(n0), as_weights(n1)
+    total = float(n0.sum() + n1.sum())
+    if not 0 < total < _TINY_TOTAL:
+        return n0, n1
+    e = -math.frexp(total)[1]
+    return np.ldexp(n0, e), np.ldexp(n1, e)
+
+
 def auc_from_ties(pos: np.ndarray, neg: np.ndarray) -> float:
     """AUC from positive and negative counts per tie group of p, groups in ascending p.
 
