@@ -95,9 +95,12 @@ def _fit_binary(scores, labels, method, *, sample_weight, features, weight_kind,
                                weighted=sample_weight is not None, kind=BINARY)
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     y = BinaryLabels(pos_label).read(labels, Where(column="labels"))
-    return request.calibrator.fit(s, y, sample_weight=None if sample_weight is None
-                                  else np.asarray(sample_weight, dtype=np.float64),
-                                  features=feats, weight_kind=request.weight_kind)
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    fitted = request.calibrator.fit(s, y, sample_weight=w, features=feats, weight_kind=request.weight_kind)
+    from calibcli.calibrators import fitcheck  # worse than the scores on its own rows, or 0 on a seen label
+
+    fitcheck.check_binary(fitted, s, y, w, feats, request.weight_kind)
+    return fitted
 
 
 def _fit_kclass(scores, labels, method, *, sample_weight, features, weight_kind, classes, score_kind, seed,
@@ -230,6 +233,10 @@ def evaluate(
     options = EvaluateOptions.build(calbin_window=calbin_window, ece_bins=ece_bins, ece_strategy=ece_strategy,
                                     metrics=metrics, bands=bands, seed=seed, hl_groups=hl_groups,
                                     classes=None if classes is None else tuple(classes), kind=kind_of(probs))
+    if sample_weight is not None and np.all(np.isfinite(sample_weight)) and np.all(np.asarray(sample_weight) >= 0):
+        from calibcli.evaluation.weighttotal import check_weights
+
+        check_weights(np.asarray(sample_weight, dtype=np.float64))  # the total: calib evaluate's rule
     return _EVALUATIONS[options.kind](labels, probs, fields=fields, interval=interval, classes=classes,
                                         sample_weight=sample_weight, options=options)
 
@@ -259,6 +266,9 @@ def _evaluate_binary(labels, probs, *, fields, interval, classes, sample_weight,
     low, high = (np.asarray(v, dtype=np.float64) for v in interval)
     if low.shape != p.shape or high.shape != p.shape:
         raise UsageError(f"interval bounds must have {p.size} values each, got {low.shape} and {high.shape}")
+    if (row := intervals.reversed_row(low, high)) is not None:
+        raise UsageError(f"interval row {row}: the high end {float(high[row])!r} is below the low end "
+                         f"{float(low[row])!r}", hint="interval=(low, high): the low ends first")
     return {**out, **intervals.interval_metrics(p, y, low, high)}
 
 

@@ -31,6 +31,16 @@ _WHAT_X = ("one score column for two classes (model.predict_proba(X)[:, 1], or m
 _TINY = np.finfo(np.float64).tiny
 
 
+# What a fit on rows without both classes (or their weight) can do about it: inside
+# cross_val_predict or a search, those rows are one fold's training rows.
+_SPLITS = ("in cross-validation these are one fold's training rows: split with StratifiedKFold (what an "
+           "integer cv does for a classifier) or shuffle=True, use fewer folds, or add rows of the missing class")
+
+
+def _rows(n: int) -> str:
+    return f"the {n} rows given to fit"
+
+
 def _two_classes(est: "Calibrator") -> bool:
     """`decision_function` exists before fitting and after a fit on two classes."""
     return not hasattr(est, "classes_") or len(est.classes_) == 2
@@ -91,7 +101,8 @@ class Calibrator(ClassifierMixin, BaseEstimator):
             raise ValueError(f"classes must be distinct labels, got {given!r}")
         if classes.size < 2:
             raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes in the data, "
-                             f"but the data contains only one class: {classes[0]!r}")
+                             f"but the data contains only one class: {classes.tolist()[0]!r} ({_rows(y.size)}); "
+                             f"{_SPLITS}")
         unknown = ~np.isin(y, classes)
         if unknown.any():
             raise ValueError(f"label {y[unknown][:1].tolist()[0]!r} is not one of the classes {classes.tolist()}")
@@ -119,9 +130,10 @@ class Calibrator(ClassifierMixin, BaseEstimator):
         y = column_or_1d(y, warn=True)
         check_consistent_length(x, y)
         check_classification_targets(y)
+        if sample_weight is not None and np.ndim(sample_weight) == 1 and not np.any(np.asarray(sample_weight) != 0):
+            raise ValueError(f"all sample weights are zero ({_rows(len(y))}): nothing to fit on; {_SPLITS}, "
+                             "or give those rows a positive weight")
         w = None if sample_weight is None else _check_sample_weight(sample_weight, x, dtype=np.float64)
-        if w is not None and not np.any(w > 0):
-            raise ValueError("all sample weights are zero: nothing to fit on")
         classes = self._classes(y, x.shape[1])
         params = {k: v for k, v in self._params.items() if k != "classes"}
         try:
@@ -131,7 +143,8 @@ class Calibrator(ClassifierMixin, BaseEstimator):
             else:
                 self.calibrator_ = api.fit(x, y, method=self.method, classes=classes.tolist(), sample_weight=w, **params)
         except CalibError as exc:
-            raise ValueError(exc.message) from None
+            weighted = "weight" in exc.message
+            raise ValueError(f"{exc.message} ({_rows(len(y))})" + (f"; {_SPLITS}" if weighted else "")) from None
         self.classes_ = classes
         return self
 

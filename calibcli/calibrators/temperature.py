@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from calibcli.calibrators.kclass import KCLASS_SCORE_KIND, N_CLASSES, ClassCalibrator
-from calibcli.calibrators.kscores import softmax
+from calibcli.calibrators.kscores import direction, extreme_rows, overflow_bound, softmax
 from calibcli.calibrators.registry import register
 from calibcli.calibrators.statespec import Field, StateSpec
 
@@ -120,7 +120,12 @@ class TemperatureScaling(ClassCalibrator):
         self.temperature_ = 1.0 / fit_inverse_temperature(z, y, w)
 
     def _predict(self, z):
-        return softmax(z / self.temperature_)
+        with np.errstate(over="ignore"):
+            a = z / self.temperature_
+        bad = extreme_rows(z, overflow_bound(1.0 / self.temperature_))
+        if bad.any():  # logits that could overflow: the limit along their direction (kscores.direction)
+            a[:, bad] = direction(z[:, bad], None, 1.0)
+        return softmax(a)
 
     def _get_state(self) -> dict[str, Any]:
         return {"temperature": float(self.temperature_)}

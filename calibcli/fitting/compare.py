@@ -191,7 +191,7 @@ def compare(s: np.ndarray, y: np.ndarray, methods: Sequence[str], folds: int, se
     results = []
     for method in methods:
         score = MethodScore(method, {})
-        done = 0
+        done = k = 0
         try:
             for k in range(folds):
                 steps.start(f"{method}, fold {k + 1} of {folds}")
@@ -205,10 +205,28 @@ def compare(s: np.ndarray, y: np.ndarray, methods: Sequence[str], folds: int, se
                 done += 1
                 steps.advance()
         except CalibError as exc:
-            score.error = exc.message
+            score.error = fold_error(exc.message, k, folds, y, ids)
             steps.advance(folds - done)
         results.append(score)
     return results
+
+
+def fold_error(message: str, k: int, folds: int, y: np.ndarray, ids: np.ndarray) -> str:
+    """A fold's fit error said as the fold's: a training set (the other folds) without one
+    class is named with the counts that explain it and what to do; others get the fold number."""
+    train = y[ids != k]
+    classes, counts = np.unique(y, return_counts=True)
+    if np.unique(train).size < classes.size:
+        missing = [c for c in classes.tolist() if c not in set(np.unique(train).tolist())]
+        fewest = int(counts.min())
+        name = ("positives" if missing == [1] else "negatives" if missing == [0]
+                else "rows of class " + ", ".join(map(str, missing[:3])))
+        if fewest < 2:
+            return (f"fold {k + 1} of {folds}: its training rows (the other folds) have no {name}: the file has "
+                    f"{fewest}, and every split leaves a fold without it; add rows of that class to compare methods")
+        return (f"fold {k + 1} of {folds}: its training rows (the other folds) have no {name}: the file's "
+                f"{fewest} all fell in this fold; try another --seed, fewer --folds, or more data")
+    return f"fold {k + 1} of {folds}: {message}"
 
 
 def compare_file(path: str, request: CompareRequest, methods: Sequence[str] | None = None, fmt: str | None = None,
