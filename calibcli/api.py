@@ -211,6 +211,7 @@ def evaluate(
 
 
 def _evaluate_binary(labels, probs, *, fields, interval, classes, sample_weight, options) -> dict[str, float]:
+    from calibcli.evaluation import verdict
     from calibcli.evaluation.metrics import intervals
     from calibcli.evaluation.state import binary as state
     from calibcli.io.columns import encode_fields
@@ -228,14 +229,17 @@ def _evaluate_binary(labels, probs, *, fields, interval, classes, sample_weight,
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     if w is not None and (w.shape != y.shape or not np.all(np.isfinite(w) & (w >= 0))):
         raise UsageError(f"weights must be {y.size} finite, non-negative values")
-    out = state.compute_all(y, p, groups, options.calbin_window, sample_weight=w, ece_bins=options.ece_bins,
-                            ece_strategy=options.ece_strategy, choice=options.choice)
+    rows = state.state_of(y, p, groups, w)
+    with np.errstate(all="ignore"):
+        out = rows.metrics(options.calbin_window, options.ece_bins, options.ece_strategy, options.choice)
+        judged = verdict.binary_verdict(*rows.pooled(), options.ece_bins, options.ece_strategy, out)
     if interval is None:
-        return {**out, **dict.fromkeys(intervals.KEYS, math.nan)}
+        return verdict.Evaluated({**out, **dict.fromkeys(intervals.KEYS, math.nan)}, judged)
     low, high = (np.asarray(v, dtype=np.float64) for v in interval)
     if low.shape != p.shape or high.shape != p.shape:
         raise UsageError(f"interval bounds must have {p.size} values each, got {low.shape} and {high.shape}")
-    return {**out, **intervals.interval_metrics(p, y, low, high)}
+    return verdict.Evaluated({**out, **intervals.interval_metrics(p, y, low, high, w, options.ece_bins,
+                                                                  options.ece_strategy)}, judged)
 
 
 def _evaluate_kclass(labels, probs, *, fields, interval, classes, sample_weight, options) -> dict[str, float]:
@@ -253,8 +257,13 @@ def _evaluate_kclass(labels, probs, *, fields, interval, classes, sample_weight,
     codes = ClassLabels(names).read(labels, Where(column="labels"))
     if codes.size != P.shape[0]:
         raise UsageError(f"labels has {codes.size} values for {P.shape[0]} rows of probs")
-    return KClassState.from_arrays(codes, P, sample_weight, names).metrics(options.ece_bins, options.ece_strategy,
-                                                                         options.choice)
+    from calibcli.evaluation import verdict
+
+    rows = KClassState.from_arrays(codes, P, sample_weight, names)
+    with np.errstate(all="ignore"):
+        judged = verdict.kclass_verdict(rows.top.pooled(), [s.pooled() for s in rows.per_class], names,
+                                        options.ece_bins, options.ece_strategy)
+    return verdict.Evaluated(rows.metrics(options.ece_bins, options.ece_strategy, options.choice), judged)
 
 
 _EVALUATIONS = {BINARY: _evaluate_binary, KCLASS: _evaluate_kclass}

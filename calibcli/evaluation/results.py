@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from calibcli.evaluation.bootstrap import BootstrapPlan
 
 EVALUATION_FORMAT = "calibcli.evaluation"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # The options an evaluation records as they were given, in the order its JSON writes them.
 _HEADER = ("input", "rows", "positives", "field_col", "calbin_window", "weight_col", "step", "ece_bins",
            "ece_strategy", "label_col", "score_col", "hl_groups")
@@ -36,6 +36,9 @@ class EvalRow:
     classes: list[str] | None = None  # a K-class prediction: the class of each probability column
     corp: dict[str, Any] | None = None  # with --plot (--diagram corp): `corp.diagram`
     smooth: dict[str, Any] | None = None  # with --plot --diagram smooth: the smoothed curve
+    verdict: Any = None  # `verdict.Verdict`: calibrated within noise or not, which way, where
+    columns: list[str] | None = None  # the input columns a --prob-col/--prob-cols result read (baselines match them)
+    interval: dict[str, Any] | None = None  # with interval columns: widths and the label-side verdict
 
 
 @dataclass
@@ -56,6 +59,7 @@ class Evaluation:
     score_col: str | None = None  # the score column the maps were applied to (None: no map)
     hl_groups: int = 10  # groups of the Hosmer-Lemeshow test
     command: str | None = None  # the command line that made the report (named by the HTML page)
+    title: str | None = None  # --title: the HTML report's and the summary's heading
 
     @property
     def headline(self) -> str:
@@ -138,6 +142,8 @@ class Evaluation:
                 "histogram": r.histogram,
                 "mce_count": count_json(r.mce_count),
                 **{k: getattr(r, k) for k in ("classes", "corp", "smooth")},
+                "verdict": None if r.verdict is None else r.verdict.to_json(),
+                "columns": r.columns, "interval": r.interval,
             }
 
         gate = self.gate or GateReport("point", None, [])
@@ -225,6 +231,7 @@ class Baseline:
     calbin_window: int | None
     metrics: dict[str, dict[str, float | None]]  # result name -> metric -> value
     settings: dict[str, Any] | None = None  # the GATED_SETTINGS it was computed with (None: defaults)
+    columns: dict[str, list[str] | None] | None = None  # result name -> the input columns it read (schema 4)
 
     def setting(self, key: str) -> Any:
         """The baseline's value of a gated setting; a report that did not record it used the
