@@ -280,11 +280,18 @@ def _kclass_text(verdict: Verdict, tests: list[dict], weight: float, variance: f
                 f"and each class, Holm){found}")
     top = tests[0]
     words = []
+    grouped: dict[str, list[str]] = {}  # "predicted too often" -> the classes, in order
     for d in verdict.direction:
         if d in ("over-confident", "under-confident"):
             words.append(f"{d} (mean confidence {_num(top['predicted'])}, accuracy {_num(top['observed'])})")
+        elif d.startswith("class "):
+            name, _, what = d[len("class "):].rpartition(" predicted ") if " predicted " in d else \
+                d[len("class "):].rpartition(" ")
+            grouped.setdefault(("predicted " + what) if " predicted " in d else what, []).append(name)
         else:
             words.append(d if d != "uneven" else "uneven: a gap in part of the confidence range")
+    for what, names in grouped.items():
+        words.append(f"class{'es' if len(names) > 1 else ''} {', '.join(names)} {what}")
     return ("miscalibrated: " + "; ".join(words)
             + _where_text(verdict.where, "confidence", "accuracy").replace("predicted", "mean confidence"))
 

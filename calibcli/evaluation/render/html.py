@@ -113,13 +113,22 @@ def _verdicts(report) -> str:
             'verdict" below lists them.</p>')
 
 
+GLOSSARY_KCLASS = {  # where K-class predictions read a metric differently
+    "brier": "the mean over rows of the squared distance between the probabilities and the true class's one-hot "
+             "vector (0 to 2); lower is better.",
+    "auc": "how well each class's probability ranks its rows above the others' (one-vs-rest, averaged over "
+           "classes). Calibration does not change it.",
+}
+
+
 def _key_numbers(report) -> str:
     keys = [k for k in KEY_METRICS if k in render.metric_keys(report)]
     if not keys:
         return ""
+    meaning = {**GLOSSARY, **(GLOSSARY_KCLASS if report.kclass else {})}
     headers = ["probabilities", "verdict", *render._headers(keys)]
     rows = [[cell(r.name), render.verdict_label(r), *render.metric_cells(r, keys, "\n")] for r in report.results]
-    glossary = "".join(f"<dt>{_e(ALL_METRICS[k][0])}</dt><dd>{_e(GLOSSARY[k])}</dd>" for k in keys)
+    glossary = "".join(f"<dt>{_e(ALL_METRICS[k][0])}</dt><dd>{_e(meaning[k])}</dd>" for k in keys)
     interval = f"; below each, its {report.bootstrap.level:.0%} bootstrap interval" if report.bootstrap else ""
     return (f"<h2>The numbers that matter</h2>{grid_html(render.Grid([], headers, rows, left=2), '')}"
             f'<p class="sub">{_e(DIRECTIONS)}{_e(interval)}.</p><dl class="glossary">{glossary}</dl>')
