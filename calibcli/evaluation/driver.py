@@ -17,6 +17,7 @@ from calibcli.evaluation import gates
 from calibcli.evaluation.baseline import load_baseline
 from calibcli.evaluation.results import Evaluation
 from calibcli.evaluation.runs import RUNS
+from calibcli.evaluation.weighttotal import WeightTotal
 from calibcli.requests import EvaluateOptions
 
 
@@ -55,14 +56,17 @@ def _evaluate_file(path: str, opts: EvaluateOptions, fmt: str | None) -> Evaluat
     if baseline is not None:  # matched once the input's columns are known, before any row is read
         baseline = gates.match_baseline(baseline, run.resolved(), opts.gates, run.resolver(schema, name))
     offset = 0
+    weight_total = WeightTotal(opts.weight_col, name)
     for batch in batches:
         if batch.num_rows == 0:
             continue
         w = io.weights_from(batch, opts.weight_col, name, offset) if opts.weight_col else None
+        weight_total.add(w)
         run.add(batch, w, name, offset)
         offset += batch.num_rows
     if offset == 0:
         raise InputError(f"{name}: no data rows")
+    weight_total.check()
     results = run.results()
     header = run.header()
     report = Evaluation(name, offset, header["positives"], header["field_col"], opts.calbin_window, results,
