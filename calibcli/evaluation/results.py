@@ -83,17 +83,22 @@ class Evaluation:
     def to_json(self) -> dict[str, Any]:
         """The machine-readable report (`calib evaluate --json`, `--save-baseline`); NaN becomes null.
 
-        Schema (version 3; version 1 had only the keys marked *; version 3 added the metrics
-        of `selection.NEW`, `corp` and `smooth`):
+        Schema (version 4; version 1 had only the keys marked *; version 3 added the metrics
+        of `selection.NEW`, `corp` and `smooth`; version 4 the `verdict` and the tested
+        `by_field`):
 
         - `format`: "calibcli.evaluation"; `schema_version`: 3; `calibcli_version`
         - `input`*, `rows`*, `positives`*, `field_col`*, `calbin_window`*
         - `results`*: one object per --prob-col and --map, in order: `name`*, `kind`*
-          ("column" or "map"), `metrics`* (snake_case keys of `metrics.METRICS`, null when
+          ("column" or "map"), `verdict` (`verdict.Verdict.to_json`: `calibrated` true, false or
+          null for too few rows, `direction`, `where`, `evidence`, `text`, `level`,
+          `detectable`; the rule in docs/verdict.md), `metrics`* (snake_case keys of `metrics.METRICS`, null when
           n/a), `intervals` ({metric: [low, high]} with --bootstrap, [null, null] for a metric
           the bootstrap withholds (`bootstrap.WITHHELD`), else null), `by_field` (with
-          --by-field: `fields`, `top`, `by_bias` and `by_relative_bias` lists of
-          {field, rows, positives, mean_p, positive_rate, bias, relative_bias}, else null),
+          --by-field: `fields`, `tested` (values with at least `min_rows`), `min_rows`, `top`,
+          `significant`, `level`, `test`, `adjustment` and `values`, the top values by
+          evidence: {field, rows, positives, mean_p, positive_rate, gap, bias, relative_bias,
+          p_value, adjusted_p, significant}, else null),
           `histogram` (with --plot: rows with p in each of 20 equal-width bins, else null),
           `reliability` (with --plot: the bins of ECE/MCE, --ece-bins and --ece-strategy,
           that hold rows: {rows, mean_p, positive_rate, rate_low, rate_high, p_min, p_max};
@@ -133,6 +138,7 @@ class Evaluation:
         def result(r: EvalRow) -> dict[str, Any]:
             return {
                 "name": r.name, "kind": r.kind,
+                "verdict": None if r.verdict is None else r.verdict.to_json(),  # first: the answer
                 "metrics": {k: clean(v) for k, v in r.metrics.items()},
                 "intervals": None if r.intervals is None else
                 {k: [clean(lo), clean(hi)] for k, (lo, hi) in r.intervals.items()},
@@ -142,7 +148,6 @@ class Evaluation:
                 "histogram": r.histogram,
                 "mce_count": count_json(r.mce_count),
                 **{k: getattr(r, k) for k in ("classes", "corp", "smooth")},
-                "verdict": None if r.verdict is None else r.verdict.to_json(),
                 "columns": r.columns, "interval": r.interval,
             }
 

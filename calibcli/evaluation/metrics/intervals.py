@@ -14,7 +14,11 @@ For a probability column p with interval columns (low, high):
   calibration rows and these rows are exchangeable (Vovk & Petej 2014, Theorem 1; for the
   inductive predictor, Vovk, Petej & Fedorova 2015). `interval_label_ece` is the ECE of p_y
   (same bins), `interval_label_p` the smallest Holm-adjusted p-value of the verdict's tests
-  of p_y (`verdict.binary_verdict`): small when the guarantee fails on these rows.
+  of p_y (`verdict.binary_verdict`). The guarantee is an average over the draw of the
+  calibration rows too: every test row shares one calibration set's sampling errors (a small
+  isotonic block's rate), so on many test rows p_y can be found off while the guarantee
+  holds. A small p says these intervals are not calibrated on these rows (a shift since
+  calibration, or too few calibration rows), not that the theorem failed.
 
 Both need the rows' bins, known once every p is read, so the interval columns with p, the
 label and the weight are kept in memory (32 bytes a row) for the columns that have one.

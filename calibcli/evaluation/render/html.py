@@ -13,7 +13,7 @@ nothing fetched) for a reviewer and a CI artefact. In order:
    the `--by-field` tables and the multicalibration segments (when present).
 
 Wide tables scroll inside their own box, so the page never scrolls sideways, at a desktop's
-1280 px or a phone's 390 px (tests/evaluation/test_html_report.py checks both in Chromium).
+1280 px or a phone's 390 px (tests/evaluation/test_html_layout.py checks both in Chromium).
 Tables are `report.Grid`s, as the terminal shows them.
 """
 

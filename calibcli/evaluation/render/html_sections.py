@@ -103,7 +103,11 @@ GUARANTEE = (
     "carry no guarantee.</p>"
     "<p><b>The check on these rows.</b> The label-side end (high for positives, low for negatives) is tested "
     "like any probability column, with the verdict's tests; its ECE and the smallest adjusted p-value are the "
-    "metrics <i>label-side ECE</i> and <i>label-side p</i>. <b>Bin-rate coverage</b> (once called interval "
+    "metrics <i>label-side ECE</i> and <i>label-side p</i>. The guarantee is an average over the draw of the "
+    "calibration rows as well: all these rows share one calibration set's sampling errors (a small step of the "
+    "isotonic fit), so with many rows the label-side end can be found miscalibrated while the guarantee holds. "
+    "Read such a result as: on these rows, this map's intervals are not calibrated (a shift since calibration, "
+    "or too few calibration rows), not as a failed theorem. <b>Bin-rate coverage</b> (once called interval "
     "coverage) is only a proxy: the share of rows whose interval holds the observed positive rate of their bin "
     "of p. Venn-Abers intervals are about 1/(calibration rows) wide and a bin's rate mixes rows of many p, so "
     "a low value, even 0.09, is expected and no failure of the guarantee.</p>")
@@ -118,7 +122,8 @@ def intervals(report) -> str:
     heads = ["probabilities", "mean width", "min", "10%", "median", "90%", "99%", "max"]
     rows = [[cell(r.name), *(render.fmt(r.interval["width"].get(k)) for k in keys)] for r in with_view]
     checks = "".join(
-        f'<li><b>{escape(cell(r.name))}</b>: label-side end {escape(r.interval["label_side"]["text"])} '
+        f'<li><b>{escape(cell(r.name))}</b>: label-side end, tested as a probability column: '
+        f'{escape(r.interval["label_side"]["text"])} '
         f'(label-side ECE {render.fmt(r.metrics.get("interval_label_ece"))}, bin-rate coverage '
         f'{render.fmt(r.metrics.get("interval_coverage"))})</li>' for r in with_view)
     return ("<h2>Probability intervals</h2>" + GUARANTEE + f"<ul>{checks}</ul>"
