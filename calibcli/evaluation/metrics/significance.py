@@ -229,5 +229,5 @@ def _whole(x: float) -> int | float:
     return int(x) if float(x).is_integer() else float(x)
 
 
-__all__ = ["wilson_interval", "benjamini_hochberg", "betainc", "bin_index", "bin_tests", "binomial_p", "binomial_tails", "holm",
-           "mean_test", "normal_p", "spread_test"]
+__all__ = ["benjamini_hochberg", "betainc", "bin_index", "bin_tests", "binomial_p", "binomial_tails", "holm",
+           "mean_test", "normal_p", "spread_test", "wilson_interval"]

@@ -137,11 +137,11 @@ def _key_numbers(report) -> str:
 def _gates(report) -> str:
     gate = report.gate
     if gate is None or not gate.checks:
-        return "<h2>Gates</h2><p>No gate options were given.</p>"
+        return ""  # no gates: nothing for a reviewer to read
     head = ["result", "metric", "gate", "value", "compared", "limit", "outcome"]
     rows = []
     for c in gate.checks:
-        outcome = "passed" if c.passed else "FAILED: " + c.describe()
+        outcome = "passed" if c.passed else "FAILED"  # the why below the table: a long cell would wrap a phone's row
         rows.append([cell(c.result), ALL_METRICS[c.metric][0], c.kind, render.fmt(c.value), render.fmt(c.compared),
                      render.fmt(c.limit), outcome])
     table = grid_html(render.Grid([], head, rows), "")
@@ -152,7 +152,9 @@ def _gates(report) -> str:
           "best": "the end of its interval best for the gate"}.get(gate.gate_on, gate.gate_on)
     verdict = (f'<p class="ok">gates passed: {n} check{"" if n == 1 else "s"}</p>' if gate.passed else
                f'<p class="fail">{len(gate.failed)} of {n} gate checks failed</p>')
-    return f'<h2>Gates</h2>{verdict}<p class="sub">Each check compares {_e(on)}.</p>{table}'
+    why = "".join(f'<li class="fail">{_e(c.describe())}</li>' for c in gate.checks if not c.passed)
+    why = f"<ul>{why}</ul>" if why else ""
+    return f'<h2>Gates</h2>{verdict}<p class="sub">Each check compares {_e(on)}.</p>{table}{why}'
 
 
 def _figure(svg: str) -> str:
