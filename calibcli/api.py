@@ -200,6 +200,7 @@ def evaluate(
     seed: int = 0,
     hl_groups: int = 10,
     weights: Sequence[float] | np.ndarray | None = None,
+    min_rows: float = 30,
 ) -> dict[str, float]:
     """Every metric `calib evaluate` reports for one probability column (NaN where n/a).
 
@@ -217,6 +218,11 @@ def evaluate(
     `sample_weight` (row weights, as `--weight-col`; `weights=` is its deprecated old name)
     and `ece_bins`/`ece_strategy` (`--ece-bins`, `--ece-strategy`) apply to both.
 
+    The result is a dict of the metrics with the verdict as `.verdict` (`evaluation.verdict`:
+    `.calibrated`, `.direction`, `.where`, `.evidence`, `.text`) and, with `fields`, the
+    values with at least `min_rows` rows (weight) ranked by evidence of a gap as `.by_field`
+    (`calib evaluate --by-field --min-rows`: exact binomial tests, Benjamini-Hochberg).
+
     `fields` (any values, e.g. country names) adds Field-ECE and Field-RCE; `interval`
     ((low, high), e.g. a Venn-Abers map's `predict_interval`) the interval width and
     coverage (NaN without it). `metrics`, `bands`, `seed`, `ece_bins`, `hl_groups`: as
@@ -225,8 +231,9 @@ def evaluate(
     `calbin_window` outside `calib evaluate --calbin-window`'s range) raises
     `calibcli.errors.UsageError` with the CLI's message.
     """
-    from calibcli.requests import EvaluateOptions
+    from calibcli.requests import EvaluateOptions, bounds
 
+    bounds.check(min_rows=min_rows)
     sample_weight = _sample_weight(sample_weight, weights)
     if map is not None:
         labels, probs, classes = _map_predictions(map, labels, probs, classes)
@@ -237,8 +244,25 @@ def evaluate(
         from calibcli.evaluation.weighttotal import check_weights
 
         check_weights(np.asarray(sample_weight, dtype=np.float64))  # the total: calib evaluate's rule
-    return _EVALUATIONS[options.kind](labels, probs, fields=fields, interval=interval, classes=classes,
-                                        sample_weight=sample_weight, options=options)
+    out = _EVALUATIONS[options.kind](labels, probs, fields=fields, interval=interval, classes=classes,
+                                     sample_weight=sample_weight, options=options)
+    if fields is not None:  # K-class predictions refuse fields above
+        out.by_field = _by_field(labels, probs, fields, sample_weight, min_rows)
+    return out
+
+
+def _by_field(labels, probs, fields, sample_weight, min_rows) -> dict[str, Any]:
+    """`--by-field` of checked arrays: every value with at least `min_rows` rows, by evidence."""
+    from calibcli.evaluation.metrics import diagnostics, kernels
+    from calibcli.io.columns import encode_fields
+    from calibcli.kinds.labels import BinaryLabels
+
+    y = BinaryLabels().read(labels, Where(column="labels"))
+    p = np.asarray(probs, dtype=np.float64).reshape(-1)
+    codes, names = encode_fields(fields)
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    sums = kernels.field_sums(y.astype(np.float64), p, codes, w, len(names))
+    return diagnostics.field_breakdown_sums(*sums, names, max(1, len(names)), min_rows)
 
 
 def _evaluate_binary(labels, probs, *, fields, interval, classes, sample_weight, options) -> dict[str, float]:

@@ -128,7 +128,7 @@ class Evaluation:
           options `passed` is true and `checks` is empty.
 
         Keys are only ever added within a schema version; a removal or change of meaning
-        bumps it. `--baseline` reads versions 1 to 3.
+        bumps it. `--baseline` reads versions 1 to 4.
         """
         from calibcli._version import __version__
 

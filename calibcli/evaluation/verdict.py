@@ -302,13 +302,16 @@ class Evaluated(dict):
     `.evidence`, `.text`, `.to_json()`)."""
 
     verdict: Verdict | None = None
+    by_field: dict[str, Any] | None = None  # with `fields`: `diagnostics.field_breakdown_sums`
 
-    def __init__(self, metrics: dict[str, float], verdict: Verdict | None = None):
+    def __init__(self, metrics: dict[str, float], verdict: Verdict | None = None,
+                 by_field: dict[str, Any] | None = None):
         super().__init__(metrics)
         self.verdict = verdict
+        self.by_field = by_field
 
     def __reduce__(self):  # pickles (multiprocessing, joblib) keep the verdict
-        return (Evaluated, (dict(self), self.verdict))
+        return (Evaluated, (dict(self), self.verdict, self.by_field))
 
 
 def interval_verdict(p_label: np.ndarray, y: np.ndarray, w: np.ndarray | None, bins: int, strategy: str) -> Verdict:

@@ -152,3 +152,30 @@ def test_holm_over_the_family_weights_each_test_like_the_rule_says():
 
     np.testing.assert_allclose([e["adjusted_p"] for e in judged.evidence], holm(raw))
     assert judged.calibrated is (not any(a <= 0.05 for a in holm(raw)))
+
+
+def test_python_evaluate_ranks_fields_by_evidence_like_the_cli():
+    """`calibcli.evaluate(..., fields=...)`.by_field: --by-field's tests (exact binomial, BH over
+    the values with at least `min_rows` rows), weighted; kept through pickling."""
+    import pickle
+
+    from scipy import stats
+
+    p, y = _binary(4, rows=3000)
+    field = np.random.default_rng(9).choice(["a", "b", "c", "rare"], 3000, p=[0.33, 0.33, 0.335, 0.005])
+    shifted = np.where(field == "a", np.clip(p + 0.1, 0, 1), p)
+    out = api.evaluate(y, shifted, fields=field)
+    bf = out.by_field
+    assert 5 <= np.count_nonzero(field == "rare") < 30
+    assert bf["fields"] == 4 and bf["tested"] == 3 and bf["min_rows"] == 30  # 'rare' has fewer than 30 rows
+    assert bf["values"][0]["field"] == "a" and bf["values"][0]["significant"]
+    rows = field == "a"
+    k, n, m = int(y[rows].sum()), int(rows.sum()), float(shifted[rows].mean())
+    exact = min(1.0, 2 * min(stats.binom.cdf(k, n, m), stats.binom.sf(k - 1, n, m)))
+    assert bf["values"][0]["p_value"] == pytest.approx(exact, rel=1e-7, abs=1e-300)
+    assert api.evaluate(y, shifted, fields=field, min_rows=5).by_field["tested"] == 4
+    w = np.where(field == "a", 2.0, 1.0)
+    weighted = api.evaluate(y, shifted, fields=field, sample_weight=w).by_field["values"][0]
+    assert weighted["rows"] == pytest.approx(2 * n) and weighted["positives"] == pytest.approx(2 * k)
+    assert pickle.loads(pickle.dumps(out)).by_field == bf
+    assert api.evaluate(y, shifted).by_field is None

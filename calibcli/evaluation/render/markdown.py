@@ -74,7 +74,8 @@ def exit_decision(report, code: int, error: str | None = None) -> str:
     if code == 1 and gate is not None:
         return f"**Exit 1**: {len(gate.failed)} of {len(gate.checks)} gate checks failed."
     if gate is not None and gate.checks:
-        return f"**Exit 0**: every gate passed ({len(gate.checks)} checks)."
+        n = len(gate.checks)
+        return f"**Exit 0**: every gate passed ({n} check{'' if n == 1 else 's'})."
     return "**Exit 0**: no gate was given, so the verdict does not set the exit code."
 
 
