@@ -231,9 +231,10 @@ def evaluate(
     `calbin_window` outside `calib evaluate --calbin-window`'s range) raises
     `calibcli.errors.UsageError` with the CLI's message.
     """
-    from calibcli.requests import EvaluateOptions, bounds
+    from calibcli.requests import EvaluateOptions
+    from calibcli.requests.evaluate import field_min_rows
 
-    bounds.check(min_rows=min_rows)
+    min_rows = field_min_rows(min_rows)
     sample_weight = _sample_weight(sample_weight, weights)
     if map is not None:
         labels, probs, classes = _map_predictions(map, labels, probs, classes)

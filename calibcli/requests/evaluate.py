@@ -246,6 +246,12 @@ def _check_gates(opts: EvaluateOptions) -> None:
                          "(no bound from the bucketed p covers it)", hint="drop --step, or gate on other metrics")
 
 
+def field_min_rows(min_rows: float) -> float:
+    """`min_rows=` of `calibcli.evaluate` (fields ranked by evidence): `--min-rows`'s range."""
+    bounds.check(min_rows=min_rows)
+    return min_rows
+
+
 def _interval_cols(cols: str | tuple[str, str] | None) -> tuple[str, str] | None:
     """`--interval-cols LOW,HIGH` as a pair of column names."""
     if cols is None or not isinstance(cols, str):
@@ -285,5 +291,5 @@ def evaluate_output(output_format: str | None = None, deprecated: str | None = N
     return "json" if as_json else kind
 
 
-__all__ = ["BootstrapPlan", "DIAGRAMS", "EvaluateOptions", "GATE_ON", "GATE_ON_ALIASES", "MIN_ROWS", "OUTPUT_FORMATS",
+__all__ = ["BootstrapPlan", "DIAGRAMS", "EvaluateOptions", "field_min_rows", "GATE_ON", "GATE_ON_ALIASES", "MIN_ROWS", "OUTPUT_FORMATS",
            "evaluate_output", "evaluated_names"]

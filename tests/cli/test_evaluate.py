@@ -230,3 +230,11 @@ def test_apply_says_once_how_many_rows_had_an_unseen_field_value(tmp_path):
     seen_only.write_text("score,field\n0.2,a\n0.3,b\n")
     res = runner.invoke(app, ["apply", str(m), str(seen_only), "-o", str(tmp_path / "out2.csv")])
     assert "never saw" not in res.stderr
+
+
+def test_summary_is_written_when_the_input_stops_the_run(binary_file, tmp_path):
+    path, _ = binary_file
+    summary = tmp_path / "stopped.md"
+    _run(path, "--prob-col", "nosuch", "--summary", summary, code=2)
+    text = summary.read_text()
+    assert "**Exit 2**: the run stopped before a verdict" in text and "nosuch" in text
