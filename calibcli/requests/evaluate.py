@@ -291,5 +291,5 @@ def evaluate_output(output_format: str | None = None, deprecated: str | None = N
     return "json" if as_json else kind
 
 
-__all__ = ["BootstrapPlan", "DIAGRAMS", "EvaluateOptions", "field_min_rows", "GATE_ON", "GATE_ON_ALIASES", "MIN_ROWS", "OUTPUT_FORMATS",
-           "evaluate_output", "evaluated_names"]
+__all__ = ["BootstrapPlan", "DIAGRAMS", "EvaluateOptions", "GATE_ON", "GATE_ON_ALIASES", "MIN_ROWS", "OUTPUT_FORMATS",
+           "evaluate_output", "evaluated_names", "field_min_rows"]
