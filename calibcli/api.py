@@ -200,6 +200,7 @@ def evaluate(
     seed: int = 0,
     hl_groups: int = 10,
     weights: Sequence[float] | np.ndarray | None = None,
+    min_rows: float = 30,
 ) -> dict[str, float]:
     """Every metric `calib evaluate` reports for one probability column (NaN where n/a).
 
@@ -217,6 +218,11 @@ def evaluate(
     `sample_weight` (row weights, as `--weight-col`; `weights=` is its deprecated old name)
     and `ece_bins`/`ece_strategy` (`--ece-bins`, `--ece-strategy`) apply to both.
 
+    The result is a dict of the metrics with the verdict as `.verdict` (`evaluation.verdict`:
+    `.calibrated`, `.direction`, `.where`, `.evidence`, `.text`) and, with `fields`, the
+    values with at least `min_rows` rows (weight) ranked by evidence of a gap as `.by_field`
+    (`calib evaluate --by-field --min-rows`: exact binomial tests, Benjamini-Hochberg).
+
     `fields` (any values, e.g. country names) adds Field-ECE and Field-RCE; `interval`
     ((low, high), e.g. a Venn-Abers map's `predict_interval`) the interval width and
     coverage (NaN without it). `metrics`, `bands`, `seed`, `ece_bins`, `hl_groups`: as
@@ -226,7 +232,9 @@ def evaluate(
     `calibcli.errors.UsageError` with the CLI's message.
     """
     from calibcli.requests import EvaluateOptions
+    from calibcli.requests.evaluate import field_min_rows
 
+    min_rows = field_min_rows(min_rows)
     sample_weight = _sample_weight(sample_weight, weights)
     if map is not None:
         labels, probs, classes = _map_predictions(map, labels, probs, classes)
@@ -237,11 +245,29 @@ def evaluate(
         from calibcli.evaluation.weighttotal import check_weights
 
         check_weights(np.asarray(sample_weight, dtype=np.float64))  # the total: calib evaluate's rule
-    return _EVALUATIONS[options.kind](labels, probs, fields=fields, interval=interval, classes=classes,
-                                        sample_weight=sample_weight, options=options)
+    out = _EVALUATIONS[options.kind](labels, probs, fields=fields, interval=interval, classes=classes,
+                                     sample_weight=sample_weight, options=options)
+    if fields is not None:  # K-class predictions refuse fields above
+        out.by_field = _by_field(labels, probs, fields, sample_weight, min_rows)
+    return out
+
+
+def _by_field(labels, probs, fields, sample_weight, min_rows) -> dict[str, Any]:
+    """`--by-field` of checked arrays: every value with at least `min_rows` rows, by evidence."""
+    from calibcli.evaluation.metrics import diagnostics, kernels
+    from calibcli.io.columns import encode_fields
+    from calibcli.kinds.labels import BinaryLabels
+
+    y = BinaryLabels().read(labels, Where(column="labels"))
+    p = np.asarray(probs, dtype=np.float64).reshape(-1)
+    codes, names = encode_fields(fields)
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    sums = kernels.field_sums(y.astype(np.float64), p, codes, w, len(names))
+    return diagnostics.field_breakdown_sums(*sums, names, max(1, len(names)), min_rows)
 
 
 def _evaluate_binary(labels, probs, *, fields, interval, classes, sample_weight, options) -> dict[str, float]:
+    from calibcli.evaluation import verdict
     from calibcli.evaluation.metrics import intervals
     from calibcli.evaluation.state import binary as state
     from calibcli.io.columns import encode_fields
@@ -259,17 +285,20 @@ def _evaluate_binary(labels, probs, *, fields, interval, classes, sample_weight,
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     if w is not None and (w.shape != y.shape or not np.all(np.isfinite(w) & (w >= 0))):
         raise UsageError(f"weights must be {y.size} finite, non-negative values")
-    out = state.compute_all(y, p, groups, options.calbin_window, sample_weight=w, ece_bins=options.ece_bins,
-                            ece_strategy=options.ece_strategy, choice=options.choice)
+    rows = state.state_of(y, p, groups, w)
+    with np.errstate(all="ignore"):
+        out = rows.metrics(options.calbin_window, options.ece_bins, options.ece_strategy, options.choice)
+        judged = verdict.binary_verdict(*rows.pooled(), options.ece_bins, options.ece_strategy, out)
     if interval is None:
-        return {**out, **dict.fromkeys(intervals.KEYS, math.nan)}
+        return verdict.Evaluated({**out, **dict.fromkeys(intervals.KEYS, math.nan)}, judged)
     low, high = (np.asarray(v, dtype=np.float64) for v in interval)
     if low.shape != p.shape or high.shape != p.shape:
         raise UsageError(f"interval bounds must have {p.size} values each, got {low.shape} and {high.shape}")
     if (row := intervals.reversed_row(low, high)) is not None:
         raise UsageError(f"interval row {row}: the high end {float(high[row])!r} is below the low end "
                          f"{float(low[row])!r}", hint="interval=(low, high): the low ends first")
-    return {**out, **intervals.interval_metrics(p, y, low, high)}
+    return verdict.Evaluated({**out, **intervals.interval_metrics(p, y, low, high, w, options.ece_bins,
+                                                                  options.ece_strategy)}, judged)
 
 
 def _map_predictions(map: Any, labels: Any, scores: Any, classes: Any) -> tuple[Any, np.ndarray, Any]:
@@ -323,8 +352,13 @@ def _evaluate_kclass(labels, probs, *, fields, interval, classes, sample_weight,
     codes = ClassLabels(names).read(labels, Where(column="labels"))
     if codes.size != P.shape[0]:
         raise UsageError(f"labels has {codes.size} values for {P.shape[0]} rows of probs")
-    return KClassState.from_arrays(codes, P, sample_weight, names).metrics(options.ece_bins, options.ece_strategy,
-                                                                         options.choice)
+    from calibcli.evaluation import verdict
+
+    rows = KClassState.from_arrays(codes, P, sample_weight, names)
+    with np.errstate(all="ignore"):
+        judged = verdict.kclass_verdict(rows.top.pooled(), [s.pooled() for s in rows.per_class], names,
+                                        options.ece_bins, options.ece_strategy)
+    return verdict.Evaluated(rows.metrics(options.ece_bins, options.ece_strategy, options.choice), judged)
 
 
 _EVALUATIONS = {BINARY: _evaluate_binary, KCLASS: _evaluate_kclass}

@@ -331,6 +331,14 @@ class FieldAwareCalibrator(FeatureCalibrator):
         self._check_fitted()
         return list(self.cat_), list(self.num_)
 
+    def unseen(self, features: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
+        """Per categorical column, which rows hold a value the fit never saw (they take the
+        'unknown' embedding and no shift of their own): what `calib apply` counts and reports."""
+        self._check_fitted()
+        given = features or {}
+        return {name: encode(np.asarray(given[name]).astype(str), self.vocab_[f]) == 0
+                for f, name in enumerate(self.cat_) if name in given}
+
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {"knots": int(self.a_.size), "categorical": self.cat_, "numeric": self.num_}
         out.update(getattr(self, "info_", {}))

@@ -48,7 +48,9 @@ METRICS: dict[str, tuple[str, str]] = {
     "kuiper": ("Kuiper", "lower"),
     "kuiper_p": ("Kuiper p", "higher"),
     "interval_width": ("interval width", "lower"),  # with interval columns (evaluation.intervals)
-    "interval_coverage": ("interval coverage", "higher"),
+    "interval_coverage": ("bin-rate coverage", "higher"),  # a proxy: Venn-Abers promises no such coverage
+    "interval_label_ece": ("label-side ECE", "lower"),  # what the Venn-Abers guarantee is about
+    "interval_label_p": ("label-side p", "higher"),
 }
 # The K-class metrics (`kclass_metrics`), in table order; gates and tables read both tables.
 KCLASS_METRICS: dict[str, tuple[str, str]] = {
@@ -60,7 +62,7 @@ KCLASS_METRICS: dict[str, tuple[str, str]] = {
     "classwise_ece": ("classwise ECE", "lower"),
     "auc": ("AUC", "higher"),
 }
-INTERVAL_KEYS = ("interval_width", "interval_coverage")  # only beside interval columns
+INTERVAL_KEYS = ("interval_width", "interval_coverage", "interval_label_ece", "interval_label_p")  # with intervals
 KCLASS_BASE = tuple(KCLASS_METRICS)  # the K-class table before the top-label reductions
 # The metrics of a distribution of p beyond the first set (`selection.NEW`), which a K-class
 # prediction gets on its top label: the confidence max_k p_k against whether the top class is right.
