@@ -4,20 +4,21 @@ distribution of p (ascending distinct p with the weight n0 of negatives and n1 o
 at each: what every evaluation state keeps), so the CLI, `calibcli.evaluate` and the engines
 give the same verdict; the cost is a few passes over the distinct p.
 
-The rule, at level `LEVEL` = 0.05:
+The rule, at level `LEVEL` = 0.01 (a calibrated forecast must be called calibrated in
+at least 95% of data sets whatever the tests' small-sample error; 1% leaves that margin):
 
 - Binary probabilities: four tests (`significance`): *mean* (calibration in the large),
   *spread* (the score test of calibration slope 1, intercept free), *Kuiper* (the
   cumulative-differences test of `gof.cumulative_tests`) and *bins* (the exact binomial test
   of every non-empty bin of ECE, `--ece-bins`/`--ece-strategy`, its smallest p-value times
   the number of bins: Bonferroni). Their p-values are adjusted together by Holm's method;
-  miscalibrated when an adjusted p-value is at most 0.05, so a calibrated forecast is
-  called miscalibrated in at most 5% of data sets.
+  miscalibrated when an adjusted p-value is at most `LEVEL`, so a calibrated forecast is
+  called miscalibrated in at most 1% of data sets.
 - Direction: the mean test, when significant, says "too high on average" or "too low on
   average"; the spread test "over-confident" (slope below 1: p too far from the middle) or
   "under-confident"; when only Kuiper or the bins are significant, "uneven" (a gap in part
   of the range that neither a shift nor a spread explains).
-- Where: of the bins whose gap is significant at 0.05 after Holm's adjustment over the bins,
+- Where: of the bins whose gap is significant at `LEVEL` after Holm's adjustment over the bins,
   the one with the largest |predicted - observed|, with the 95% Wilson band of its rate.
 - K classes: the four tests of the top label (the confidence max_k p_k against whether the
   top class is right; the mean test's direction reads "over-confident" when the confidence
@@ -45,7 +46,7 @@ import numpy as np
 from calibcli.evaluation.metrics import gof, significance
 from calibcli.numeric.pooling import as_weights
 
-LEVEL = 0.05
+LEVEL = 0.01
 MIN_VARIANCE = 10.0  # sum of p (1 - p): about ten rows' worth of coin flips
 POWER_Z = 0.8416212335729143  # the normal quantile of 80% power, for the detectable gaps
 
@@ -218,7 +219,7 @@ def _binary_text(verdict: Verdict, tests: list[dict], weight: float, variance: f
         if d.get("slope_low") == d.get("slope_low"):
             parts.append(f"a slope outside {_num(d['slope_low'], 2)}–{_num(d['slope_high'], 2)}")
         found = f"; on these {weight:g} rows {' or '.join(parts)} would likely have been found" if parts else ""
-        return f"calibrated within noise: no test finds a gap at the 5% level ({len(tests)} tests, Holm){found}"
+        return f"calibrated within noise: no test finds a gap at the {LEVEL:.0%} level ({len(tests)} tests, Holm){found}"
     words = []
     mean, spread = tests[0], tests[1]
     for d in verdict.direction:
@@ -276,7 +277,7 @@ def _kclass_text(verdict: Verdict, tests: list[dict], weight: float, variance: f
         gap = (verdict.detectable or {}).get("mean_gap", math.nan)
         found = (f"; on these {weight:g} rows a gap of {_num(gap)} between confidence and accuracy would likely "
                  "have been found") if gap == gap else ""
-        return (f"calibrated within noise: no test finds a gap at the 5% level ({len(tests)} tests of the top label "
+        return (f"calibrated within noise: no test finds a gap at the {LEVEL:.0%} level ({len(tests)} tests of the top label "
                 f"and each class, Holm){found}")
     top = tests[0]
     words = []

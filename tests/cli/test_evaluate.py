@@ -58,15 +58,16 @@ def kclass_file(tmp_path_factory):
     return path
 
 
-def _run(*args, code=0):
-    res = runner.invoke(app, ["evaluate", *map(str, args)])
+def _run(*args, code=0, columns=None):
+    env = None if columns is None else {"COLUMNS": str(columns)}
+    res = runner.invoke(app, ["evaluate", *map(str, args)], env=env)
     assert res.exit_code == code, res.stderr + res.stdout
     return res
 
 
 def test_the_verdict_opens_the_table_and_markdown(binary_file):
     path, _ = binary_file
-    res = _run(path, "--prob-col", "calibrated", "--prob-col", "over", "--prob-col", "high")
+    res = _run(path, "--prob-col", "calibrated", "--prob-col", "over", "--prob-col", "high", columns=400)
     lines = res.stdout.splitlines()
     verdicts = [i for i, line in enumerate(lines) if line.startswith("verdict of")]
     assert verdicts[:3] == [1, 2, 3] or verdicts[0] == 1

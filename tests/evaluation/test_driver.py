@@ -207,7 +207,8 @@ def test_bootstrap_table_shows_intervals(scores):
 
 
 def test_by_field_lists_the_worst_fields(scores):
-    result = run(scores, "--prob-col", "bad", "--field-col", "field", "--by-field", "--top", 2)
+    result = runner.invoke(app, ["evaluate", str(scores), "--prob-col", "bad", "--field-col", "field", "--by-field",
+                                 "--top", "2"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
     assert "the 2 of 4 values of 'field' with the strongest evidence of a gap" in result.stdout.replace("\n", " ")
     table = result.stdout[result.stdout.index("strongest evidence"):]

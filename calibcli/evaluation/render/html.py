@@ -26,6 +26,7 @@ from calibcli.io.console import cell
 from calibcli.evaluation.render import report as render
 from calibcli.evaluation.render import html_sections as sections
 from calibcli.evaluation.metrics.binary import ALL_METRICS
+from calibcli.evaluation.verdict import LEVEL
 
 STYLE = """*{box-sizing:border-box}html{-webkit-text-size-adjust:100%}
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:72em;padding:.5em 1em 3em;
@@ -109,7 +110,7 @@ def _verdicts(report) -> str:
     if not parts:
         return ""
     return ("<h2>Verdict</h2>" + "".join(parts) +
-            '<p class="sub">From a fixed family of tests adjusted together (Holm, 5% level); "The tests behind the '
+            f'<p class="sub">From a fixed family of tests adjusted together (Holm, {LEVEL:.0%} level); "The tests behind the '
             'verdict" below lists them.</p>')
 
 

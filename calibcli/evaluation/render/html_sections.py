@@ -9,6 +9,7 @@ import html
 
 from calibcli.io.console import cell
 from calibcli.evaluation.render import report as render
+from calibcli.evaluation.verdict import LEVEL
 
 DECOMPOSITION = (("brier_mcb", "Brier MCB ↓"), ("brier_dsc", "Brier DSC ↑"), ("brier_unc", "Brier UNC"),
                  ("log_loss_mcb", "log-loss MCB ↓"), ("log_loss_dsc", "log-loss DSC ↑"),
@@ -79,7 +80,7 @@ def tests(report) -> str:
     if not out:
         return ""
     return ("<p>The verdict is \"miscalibrated\" when a test's p-value, adjusted over the whole family by Holm's "
-            "method, is at most 0.05; \"calibrated within noise\" otherwise; \"too few rows to tell\" when the rows "
+            f"method, is at most {LEVEL:g}; \"calibrated within noise\" otherwise; \"too few rows to tell\" when the rows "
             "carry too little information for the tests (sum of p(1 − p) below 10). Binary: calibration in the "
             "large (mean), the score test of calibration slope 1 (spread), Kuiper's test of the cumulative "
             "differences and the exact binomial test of each bin of ECE (Bonferroni over the bins); K classes: "
