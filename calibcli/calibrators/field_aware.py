@@ -332,6 +332,8 @@ class FieldAwareCalibrator(FeatureCalibrator):
         return list(self.cat_), list(self.num_)
 
     def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"knots": int(self.a_.size), "categorical": self.cat_, "numeric": self.num_}
+        out: dict[str, Any] = {"knots": int(self.a_.size), "categorical": self.cat_, "numeric": self.num_,
+                               "levels": {c: int(v.size) for c, v in zip(self.cat_, self.vocab_)},
+                               "column_use": "a shrunk shift per level and an embedding in the network"}
         out.update(getattr(self, "info_", {}))
         return out

@@ -113,6 +113,10 @@ def _print_fit_summary(method: str, result) -> None:
                  f"scores in [{t['score_range'][0]:.6g}, {t['score_range'][1]:.6g}]")
     if fitted:
         console.info(f"  {fitted}")
+    from calibcli.fitting.usage import column_usage
+
+    for line in column_usage(t):
+        console.info(f"  {line}")
     _print_quality(t)
 
 
