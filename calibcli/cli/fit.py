@@ -43,8 +43,8 @@ def fit(
     pos_label: PosLabelOpt = None,
     weight_col: Annotated[Optional[str], typer.Option("--weight-col", help="Column of non-negative row weights (see --weight-kind).")] = None,
     weight_kind: Annotated[str, typer.Option("--weight-kind", help="frequency: weight k counts as k rows (default); importance: only ratios matter, the map ignores the weights' scale.")] = "frequency",
-    field_col: Annotated[List[str], typer.Option("--field-col", help="Categorical feature column for field-aware methods; repeatable.")] = [],
-    feature_col: Annotated[List[str], typer.Option("--feature-col", help="Numeric feature column for field-aware methods; repeatable.")] = [],
+    field_col: Annotated[List[str], typer.Option("--field-col", help="Categorical column (segment) for feature methods (multicalibration, field-aware); repeatable.")] = [],
+    feature_col: Annotated[List[str], typer.Option("--feature-col", help="Feature column for feature methods; repeatable. Numbers are numeric, text and true/false columns categorical (like --field-col).")] = [],
     format: FormatOpt = None,
     output_format: Annotated[Optional[str], typer.Option("--output-format", help="Map format: json or parquet (default: from -o's extension, else JSON).")] = None,
 ) -> None:
