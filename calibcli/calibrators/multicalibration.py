@@ -172,7 +172,8 @@ class MulticalibrationCalibrator(FeatureCalibrator):
                              "use": "shrunk per-level shifts, refitted after each round" + (trees if splits[f] else "")}
         for j, name in enumerate(self.num_):
             k = nf + j
-            columns[name] = {"kind": "numeric", "coefficient": float(model.base.linear[j] / self.std_[j]),
+            linear = model.base.linear[j] + sum(float(r.correction.linear[j]) for r in model.rounds)
+            columns[name] = {"kind": "numeric", "coefficient": float(linear / self.std_[j]),
                              "bands": int(self.bands_[j].size + 1), "band_shift_sd": sd[k],
                              "tree_splits": int(splits[k]),
                              "use": "linear term and shrunk per-band shifts, refitted after each round"
