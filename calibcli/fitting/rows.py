@@ -3,8 +3,9 @@ thing `fit_file` and `compare_file` do differently for one score column and for 
 
 `binary_rows` reads one score column (`--score-col`), 0/1 labels (or two values and
 `--pos-label`), weights and feature columns (text, boolean and dictionary columns as
-categorical, like `--field-col` columns, the others as numbers: `io.categorical_features`); `kclass_rows` the K score columns (`--score-cols`),
-their class names, their score kind (`auto` resolved on the rows) and labels as class codes.
+categorical, like `--field-col` columns, the others as numbers: `io.categorical_features`);
+`kclass_rows` the K score columns (`--score-cols`), their class names, their score kind
+(`auto` resolved on the rows) and labels as class codes.
 Both read labels through `kinds.labels` and name the file, the column and the row in every
 refusal. `ROWS` dispatches on the kind of the request's columns.
 """
