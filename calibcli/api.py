@@ -63,8 +63,8 @@ def fit(
     (temperature, vector, dirichlet) or a score-only binary method, fitted one-vs-rest.
 
     `score_cols` (K classes) names the K score columns, recorded in the map for `calib apply`.
-    `features` maps column names to arrays for field-aware methods (categorical values may be
-    any strings). `weight_kind`: "frequency" (weight k = k rows) or "importance" (only the
+    `features` maps column names to arrays for feature methods: numbers are numeric, strings
+    and booleans categorical (booleans as the levels true, false, as a Parquet boolean column). `weight_kind`: "frequency" (weight k = k rows) or "importance" (only the
     weights' ratios matter), as `calib fit --weight-kind`; `sample_weight`: one weight per row
     (`weights=` is its old name, deprecated); `seed` as `calib fit --seed`. The
     options are checked as the command checks them, with its messages (`requests.FitRequest`).
@@ -86,7 +86,8 @@ def _fit_binary(scores, labels, method, *, sample_weight, features, weight_kind,
         params["score_kind"] = score_kind
     feats = None
     if features is not None:
-        feats = {k: (np.asarray(v, dtype=np.float64) if np.asarray(v).dtype.kind in "fiub"
+        feats = {k: (np.asarray(v, dtype=np.float64) if np.asarray(v).dtype.kind in "fiu"
+                     else np.where(np.asarray(v), "true", "false").astype(object) if np.asarray(v).dtype.kind == "b"
                      else np.asarray([str(x) for x in v], dtype=object)) for k, v in features.items()}
     columns = Columns(fields=tuple(k for k, v in (feats or {}).items() if v.dtype == object),
                       features=tuple(k for k, v in (feats or {}).items() if v.dtype != object),

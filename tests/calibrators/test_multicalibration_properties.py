@@ -98,3 +98,20 @@ def test_every_level_of_a_field_one_class_but_the_file_both(label):
     assert np.all((p > 0) & (p < 1))
     # each level is pulled towards its own class
     assert (np.mean(p[field == "a"]) - 0.5) * (label - 0.5) > 0
+
+
+def test_boolean_arrays_are_categorical_spelled_as_arrow_spells_them():
+    """A boolean feature array is categorical with levels false, true (a Parquet boolean read by
+    `calib fit`), so a map fitted from a file predicts the same from bool arrays in Python."""
+    rng = np.random.default_rng(5)
+    n = 2000
+    flag = rng.random(n) < 0.5
+    s = rng.uniform(0.05, 0.95, n)
+    y = (rng.random(n) < np.clip(s + 0.25 * flag - 0.1, 0, 1)).astype(float)
+    from_bools = get("multicalibration")(rounds=2).fit(s, y, features={"flag": flag})
+    from_words = get("multicalibration")(rounds=2).fit(s, y, features={"flag": np.where(flag, "true", "false")})
+    assert from_bools.input_features() == (["flag"], [])
+    assert [list(v) for v in from_bools.get_state()["vocab"]] == [["false", "true"]]
+    p = from_bools.predict(s, features={"flag": flag})
+    assert np.array_equal(p, from_words.predict(s, features={"flag": flag}))
+    assert np.array_equal(p, from_words.predict(s, features={"flag": np.where(flag, "true", "false")}))
