@@ -55,13 +55,14 @@ def _score_only() -> list[str]:
 
 def preset(name: str, kind: str = BINARY, features: bool = False) -> list[str]:
     """The methods of preset `name` (`fast`, `default`, `all`) for scores of `kind`; with
-    `features` (field or feature columns given), `default` and `all` add `FEATURE_DEFAULT`."""
+    `features` (field or feature columns given), binary `default` and `all` add `FEATURE_DEFAULT`."""
     methods = _PRESETS[kind][name]()
     if features and name != "fast":
-        methods += [m for m in FEATURE_DEFAULT if m not in methods]
+        methods += [m for m in _FEATURE_PRESET[kind] if m not in methods]
     return methods
 
 
+_FEATURE_PRESET = {BINARY: FEATURE_DEFAULT, KCLASS: ()}  # K-class scores take no feature columns
 _PRESETS = {
     BINARY: {"fast": lambda: list(FAST), "default": lambda: [m for m in _score_only() if m not in SLOW],
              "all": _score_only},

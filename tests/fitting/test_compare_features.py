@@ -95,3 +95,25 @@ def test_saving_the_chosen_multicalibration_map_keeps_its_columns(segmented, tmp
     _, s, y, feats = segmented
     refit = get("multicalibration")(seed=0).fit(s, y, features=feats)
     assert np.array_equal(cal.predict(s, features=feats), refit.predict(s, features=feats))
+
+
+def test_the_python_compare_takes_features_like_the_cli(segmented):
+    import calibcli
+
+    path, s, y, feats = segmented
+    got = calibcli.compare(s, y.astype(int), features=feats)
+    cli = compared(path, "--field-col", "publisher", "--feature-col", "country")
+    assert got.to_json()["methods"] == cli["methods"]
+    assert "multicalibration" not in [m.method for m in calibcli.compare(s, y.astype(int), methods="fast").scores]
+
+
+def test_k_class_presets_never_add_a_feature_method_and_the_api_refuses_k_class_features():
+    import calibcli
+    from calibcli.errors import UsageError
+
+    for name in ("default", "all"):
+        assert compare.preset(name, "kclass", features=True) == compare.preset(name, "kclass")
+    rng = np.random.default_rng(0)
+    P = rng.dirichlet([1, 1, 1], 60)
+    with pytest.raises(UsageError, match="binary scores"):
+        calibcli.compare(P, rng.integers(0, 3, 60), features={"c": np.array(["a"] * 60)})
