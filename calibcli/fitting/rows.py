@@ -115,7 +115,14 @@ def read_rows(path: str, columns: Any, fmt: str | None, kind: str) -> Rows:
         # A categorical feature column the reader typed (true/false text read as booleans) is
         # read again as text, as `calib apply` reads it: the map's levels are the file's words.
         table = io.read_table(path, fmt, string_columns=(*columns.fields, *retyped))
-    return ROWS[kind](table, columns, source)
+        retyped = []
+    rows = ROWS[kind](table, columns, source)
+    booleans = [c for c in retyped if pa.types.is_boolean(table.schema.field(c).type)]
+    if booleans:  # a stream cannot be read twice: its true/false words are the levels true, false
+        rows.notes.append(f"feature column(s) {', '.join(map(repr, booleans))} read from a stream as true/false: "
+                          "the map's levels are 'true' and 'false'; a CSV that spells them otherwise (True) is "
+                          "read at apply time as unseen values: fit from a file to keep the file's words")
+    return rows
 
 
 __all__ = ["MISSING_CLASS", "ROWS", "Rows", "binary_rows", "kclass_rows", "read_rows"]

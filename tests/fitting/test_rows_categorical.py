@@ -152,3 +152,15 @@ def test_a_text_feature_column_missing_at_apply_is_named(tmp_path):
     pacsv.write_csv(table(20).drop_columns(["country"]), str(tmp_path / "nocountry.csv"))
     res = runner.invoke(app, ["apply", str(tmp_path / "m.json"), str(tmp_path / "nocountry.csv")])
     assert res.exit_code == 2 and "'country'" in res.stderr
+
+
+def test_a_true_false_column_from_a_stream_is_said_not_silently_respelled(tmp_path):
+    """stdin cannot be read twice: the levels are true/false and the fit says so on stderr."""
+    path = tmp_path / "d.csv"
+    write_csv(table(800), path)
+    res = runner.invoke(app, ["fit", "-", "--method", "multicalibration", "--feature-col", "flag",
+                              "--param", "rounds=1", "-o", str(tmp_path / "s.json")], input=path.read_bytes())
+    assert res.exit_code == 0, res.output
+    assert "'flag' read from a stream as true/false" in res.stderr
+    cal, _ = maps.load_map(str(tmp_path / "s.json"))
+    assert [list(v) for v in cal.get_state()["vocab"]] == [["false", "true"]]
