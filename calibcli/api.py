@@ -63,8 +63,8 @@ def fit(
     (temperature, vector, dirichlet) or a score-only binary method, fitted one-vs-rest.
 
     `score_cols` (K classes) names the K score columns, recorded in the map for `calib apply`.
-    `features` maps column names to arrays for field-aware methods (categorical values may be
-    any strings). `weight_kind`: "frequency" (weight k = k rows) or "importance" (only the
+    `features` maps column names to arrays for feature methods: numbers are numeric, strings
+    and booleans categorical (booleans as the levels true, false, as a Parquet boolean column). `weight_kind`: "frequency" (weight k = k rows) or "importance" (only the
     weights' ratios matter), as `calib fit --weight-kind`; `sample_weight`: one weight per row
     (`weights=` is its old name, deprecated); `seed` as `calib fit --seed`. The
     options are checked as the command checks them, with its messages (`requests.FitRequest`).
@@ -84,10 +84,7 @@ def _fit_binary(scores, labels, method, *, sample_weight, features, weight_kind,
 
     if score_kind != "auto":  # the binary methods' own score_kind parameter
         params["score_kind"] = score_kind
-    feats = None
-    if features is not None:
-        feats = {k: (np.asarray(v, dtype=np.float64) if np.asarray(v).dtype.kind in "fiub"
-                     else np.asarray([str(x) for x in v], dtype=object)) for k, v in features.items()}
+    feats = _feature_arrays(features)
     columns = Columns(fields=tuple(k for k, v in (feats or {}).items() if v.dtype == object),
                       features=tuple(k for k, v in (feats or {}).items() if v.dtype != object),
                       pos_label=pos_label, classes=None if classes is None else tuple(classes))
@@ -101,6 +98,15 @@ def _fit_binary(scores, labels, method, *, sample_weight, features, weight_kind,
 
     fitcheck.check_binary(fitted, s, y, w, feats, request.weight_kind)
     return fitted
+
+
+def _feature_arrays(features: Mapping[str, Sequence[Any]] | None) -> dict[str, np.ndarray] | None:
+    """Feature columns in memory: numbers as float64, booleans as the levels true/false, else strings."""
+    if features is None:
+        return None
+    return {k: (np.asarray(v, dtype=np.float64) if np.asarray(v).dtype.kind in "fiu"
+                else np.where(np.asarray(v), "true", "false").astype(object) if np.asarray(v).dtype.kind == "b"
+                else np.asarray([str(x) for x in v], dtype=object)) for k, v in features.items()}
 
 
 def _fit_kclass(scores, labels, method, *, sample_weight, features, weight_kind, classes, score_kind, seed,
@@ -378,6 +384,7 @@ def compare(
     pick: str = "recommended",
     out: str | None = None,
     progress: bool = False,
+    features: Mapping[str, Sequence[Any]] | None = None,
 ) -> Any:
     """Which method calibrates these scores, if any: `calib compare` on arrays (the same code).
 
@@ -394,6 +401,9 @@ def compare(
     labels any values (`classes`: the class of each column, as in `fit`), `score_kind` as in
     `fit`; `none` is the probabilities as given or the softmax of logits.
 
+    `features` (binary): column name -> one value per row, as in `fit`; with them the default
+    and all presets add multicalibration, fitted on them fold by fold.
+
         >>> result = calibcli.compare(scores, labels, methods="fast")
         >>> result.recommended, result.reason
     """
@@ -402,12 +412,15 @@ def compare(
 
     kind = kind_of(scores)
     request = CompareRequest.build(folds, seed, metric, _COMPARE_COLUMNS[kind](classes, score_kind, pos_label))
-    chosen = comparing.methods_of([methods] if isinstance(methods, str) else methods, kind)
+    feats = _COMPARE_FEATURES[kind](features)
+    chosen = comparing.methods_of([methods] if isinstance(methods, str) else methods, kind, bool(feats))
     comparing.check_pick(pick)
     comparing.check_out(out)
     S, y, extra = _COMPARE_ROWS[kind](scores, labels, classes, score_kind, pos_label)
+    if feats and any(v.shape != (y.size,) for v in feats.values()):
+        raise UsageError("features must map column names to 1-D arrays with one value per row of binary scores")
     return comparing.compare_arrays("scores", S, y, chosen, request, kind=kind, out=out, pick=pick,
-                                    show_progress=progress, **extra)
+                                    show_progress=progress, features=feats, **extra)
 
 
 def _compare_binary_rows(scores, labels, classes, score_kind, pos_label):
@@ -445,4 +458,12 @@ def _compare_columns(kind_columns: str | None):
 
 
 _COMPARE_ROWS = {BINARY: _compare_binary_rows, KCLASS: _compare_kclass_rows}
+
+
+def _no_features(features: Any) -> None:
+    if features is not None:
+        raise UsageError("features is for binary scores of shape (n,), not K-class scores of shape (n, K)")
+
+
+_COMPARE_FEATURES = {BINARY: _feature_arrays, KCLASS: _no_features}
 _COMPARE_COLUMNS = {BINARY: _compare_columns(None), KCLASS: _compare_columns("scores")}  # the K columns: an array's

@@ -173,6 +173,8 @@ def compare(
     score_kind: ScoreKindOpt = "auto",
     label_col: LabelCol = "label",
     pos_label: PosLabelOpt = None,
+    field_col: Annotated[List[str], typer.Option("--field-col", help="Categorical column (segment); repeatable. With field or feature columns the default and all presets add multicalibration, fitted on them.")] = [],
+    feature_col: Annotated[List[str], typer.Option("--feature-col", help="Feature column for feature methods; repeatable (text and true/false columns are categorical).")] = [],
     format: FormatOpt = None,
 ) -> None:
     """Which method calibrates these scores, if any? Out-of-fold metrics per method, mean ± sd, and a recommendation.
@@ -187,13 +189,14 @@ def compare(
     calib compare cal.csv -m fast --folds 10 -o chosen.json
     calib compare cal.csv -m isotonic,bayes-iso,beta --pick best -o best.json
     calib compare digits_scores.csv --score-cols 'p_*' -m temperature -m dirichlet
+    calib compare cal.csv --field-col publisher --feature-col country
     """
     from calibcli.fitting import compare as comparing, comparison
     from calibcli.kinds.names import parse_classes
     from calibcli.requests import Columns, CompareRequest
 
     cols = Columns(score_col, label_col, pos_label=pos_label, score_cols=score_cols, classes=parse_classes(classes),
-                   score_kind=score_kind)
+                   score_kind=score_kind, fields=tuple(field_col), features=tuple(feature_col))
     request = CompareRequest.build(folds, seed, metric, cols)
     comparing.check_pick(pick)
     result = comparing.compare_file(input, request, method, format, output, pick)
