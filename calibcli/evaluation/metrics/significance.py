@@ -115,30 +115,26 @@ def normal_p(z: float) -> float:
     return math.erfc(abs(z) / math.sqrt(2.0)) if z == z else float("nan")
 
 
-def holm(p_values) -> np.ndarray:
-    """Holm's step-down adjusted p-values (family-wise error); NaN entries are not tested and stay NaN."""
+def _adjusted(p_values, adjust) -> np.ndarray:
+    """`adjust(sorted p, m)` applied to the tested (non-NaN) p-values in ascending order; NaN stays NaN."""
     p = np.asarray(p_values, dtype=np.float64)
     out = np.full(p.shape, np.nan)
     tested = np.flatnonzero(~np.isnan(p))
-    m = tested.size
-    if m:
+    if tested.size:
         order = tested[np.argsort(p[tested], kind="stable")]
-        steps = np.minimum(1.0, (m - np.arange(m)) * p[order])
-        out[order] = np.maximum.accumulate(steps)
+        out[order] = adjust(p[order], tested.size)
     return out
+
+
+def holm(p_values) -> np.ndarray:
+    """Holm's step-down adjusted p-values (family-wise error); NaN entries are not tested and stay NaN."""
+    return _adjusted(p_values, lambda q, m: np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * q)))
 
 
 def benjamini_hochberg(p_values) -> np.ndarray:
     """Benjamini-Hochberg adjusted p-values (false discovery rate); NaN entries stay NaN."""
-    p = np.asarray(p_values, dtype=np.float64)
-    out = np.full(p.shape, np.nan)
-    tested = np.flatnonzero(~np.isnan(p))
-    m = tested.size
-    if m:
-        order = tested[np.argsort(p[tested], kind="stable")]
-        steps = np.minimum(1.0, m * p[order] / np.arange(1, m + 1))
-        out[order] = np.minimum.accumulate(steps[::-1])[::-1]
-    return out
+    return _adjusted(p_values,
+                     lambda q, m: np.minimum.accumulate(np.minimum(1.0, m * q / np.arange(1, m + 1))[::-1])[::-1])
 
 
 def _sums(v: np.ndarray, n0, n1) -> tuple[np.ndarray, np.ndarray]:
