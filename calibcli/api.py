@@ -180,6 +180,12 @@ def evaluate(
     seed: int = 0,
     hl_groups: int = 10,
     weights: Sequence[float] | np.ndarray | None = None,
+    segments: Mapping[str, Sequence[Any] | np.ndarray] | None = None,
+    segment_bins: int | None = None,
+    segment_top: int | None = None,
+    segment_depth: int | None = None,
+    segment_min_rows: int | None = None,
+    segment_max: int | None = None,
 ) -> dict[str, float]:
     """Every metric `calib evaluate` reports for one probability column (NaN where n/a).
 
@@ -199,18 +205,49 @@ def evaluate(
     (snake_case keys: `brier_mcb`, `smece`, ...). Invalid input (lengths, labels, probabilities, a
     `calbin_window` outside `calib evaluate --calbin-window`'s range) raises
     `calibcli.errors.UsageError` with the CLI's message.
+
+    `segments` ({name: one value per row}, as `calib evaluate --segment-col`; float arrays are
+    numeric and cut into `segment_bins` quantile bins, text, integer and boolean ones
+    categorical) adds the multicalibration error `multical`, `multical_sigma` and `multical_p`
+    (for probs of shape (n, K), `top_label_multical`, ...), with `segment_bins`, `segment_top`,
+    `segment_depth`, `segment_min_rows`, `segment_max` as the options of the same names
+    (docs/multicalibration.md); the same numbers as the command on the same rows.
     """
     from calibcli.requests import EvaluateOptions
 
     sample_weight = _sample_weight(sample_weight, weights)
     options = EvaluateOptions.build(calbin_window=calbin_window, ece_bins=ece_bins, ece_strategy=ece_strategy,
                                     metrics=metrics, bands=bands, seed=seed, hl_groups=hl_groups,
-                                    classes=None if classes is None else tuple(classes), kind=kind_of(probs))
+                                    classes=None if classes is None else tuple(classes), kind=kind_of(probs),
+                                    segment_cols=tuple(segments or ()), segment_bins=segment_bins,
+                                    segment_top=segment_top, segment_depth=segment_depth,
+                                    segment_min_rows=segment_min_rows, segment_max=segment_max)
     return _EVALUATIONS[options.kind](labels, probs, fields=fields, interval=interval, classes=classes,
-                                        sample_weight=sample_weight, options=options)
+                                        sample_weight=sample_weight, options=options, segments=segments)
 
 
-def _evaluate_binary(labels, probs, *, fields, interval, classes, sample_weight, options) -> dict[str, float]:
+def _multicalibration(y: np.ndarray, p: np.ndarray, segments: Mapping[str, Any], sample_weight: Any,
+                      options: Any, prefix: str = "") -> dict[str, float]:
+    """The multicalibration error of (y, p) over the segments of `segments` (`evaluation.multical`),
+    its keys after `prefix` ("top_label_" for K classes); {} without segments."""
+    from calibcli.evaluation import multical
+
+    if options.segments is None:
+        return {}
+    columns = {}
+    for name, values in segments.items():
+        column = values if hasattr(values, "__array__") or hasattr(values, "type") else np.asarray(values)
+        if len(column) != y.size:
+            raise UsageError(f"segments[{name!r}] has {len(column)} values for {y.size} labels")
+        columns[name] = column
+    collector = multical.SegmentCollector(options.segments, 1)
+    collector.add(columns, [y], [p], None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64),
+                  "segments", 0)
+    result = collector.results()[0]
+    return {prefix + k: v for k, v in result.metrics().items()}
+
+
+def _evaluate_binary(labels, probs, *, fields, interval, classes, sample_weight, options, segments) -> dict[str, float]:
     from calibcli.evaluation.metrics import intervals
     from calibcli.evaluation.state import binary as state
     from calibcli.io.columns import encode_fields
@@ -231,14 +268,16 @@ def _evaluate_binary(labels, probs, *, fields, interval, classes, sample_weight,
     out = state.compute_all(y, p, groups, options.calbin_window, sample_weight=w, ece_bins=options.ece_bins,
                             ece_strategy=options.ece_strategy, choice=options.choice)
     if interval is None:
-        return {**out, **dict.fromkeys(intervals.KEYS, math.nan)}
-    low, high = (np.asarray(v, dtype=np.float64) for v in interval)
-    if low.shape != p.shape or high.shape != p.shape:
-        raise UsageError(f"interval bounds must have {p.size} values each, got {low.shape} and {high.shape}")
-    return {**out, **intervals.interval_metrics(p, y, low, high)}
+        out.update(dict.fromkeys(intervals.KEYS, math.nan))
+    else:
+        low, high = (np.asarray(v, dtype=np.float64) for v in interval)
+        if low.shape != p.shape or high.shape != p.shape:
+            raise UsageError(f"interval bounds must have {p.size} values each, got {low.shape} and {high.shape}")
+        out.update(intervals.interval_metrics(p, y, low, high))
+    return {**out, **_multicalibration(y, p, segments, w, options)}
 
 
-def _evaluate_kclass(labels, probs, *, fields, interval, classes, sample_weight, options) -> dict[str, float]:
+def _evaluate_kclass(labels, probs, *, fields, interval, classes, sample_weight, options, segments) -> dict[str, float]:
     """`evaluate` of one K-class prediction (the mergeable state the CLI and engines use)."""
     from calibcli.evaluation.state.kclass import KClassState
     from calibcli.kinds import probabilities
@@ -253,8 +292,14 @@ def _evaluate_kclass(labels, probs, *, fields, interval, classes, sample_weight,
     codes = ClassLabels(names).read(labels, Where(column="labels"))
     if codes.size != P.shape[0]:
         raise UsageError(f"labels has {codes.size} values for {P.shape[0]} rows of probs")
-    return KClassState.from_arrays(codes, P, sample_weight, names).metrics(options.ece_bins, options.ece_strategy,
-                                                                         options.choice)
+    out = KClassState.from_arrays(codes, P, sample_weight, names).metrics(options.ece_bins, options.ece_strategy,
+                                                                        options.choice)
+    if options.segments is None:
+        return out
+    from calibcli.evaluation.multical import top_label
+    from calibcli.requests.metrics import TOP_LABEL
+
+    return {**out, **_multicalibration(*top_label(codes, P), segments, sample_weight, options, TOP_LABEL)}
 
 
 _EVALUATIONS = {BINARY: _evaluate_binary, KCLASS: _evaluate_kclass}

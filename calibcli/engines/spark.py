@@ -212,55 +212,97 @@ _EVAL_STATE = ("header string, p array<double>, n0 array<double>, n1 array<doubl
                "cell_field array<bigint>, ece_p array<double>, ece_y array<double>, "
                "field_names array<string>, field_w array<double>, field_y array<double>, "
                "field_p array<double>, ece_w array<double>, spiegel array<double>")  # EvalState.to_arrow's columns
-_STATE_SCHEMA = _EVAL_STATE + ", column int, bad array<bigint>"  # then ours
+_STATE_SCHEMA = _EVAL_STATE + ", column int, bad array<bigint>, part int, segments binary"  # then ours
 _KCLASS_SCHEMA = _EVAL_STATE + ", kclass_part bigint, kclass_header string, column int, bad array<bigint>, how string"
 
 
 def evaluate(df: DataFrame, prob_cols: Sequence[str] = (), maps: Sequence[Any] = (), *,
              label_col: str = "label", score_col: str = "score", field_col: str | None = None,
              weight_col: str | None = None, step: float | None = None, calbin_window: int = 100,
-             metrics: str = "default", bands: int | None = None, seed: int = 0, hl_groups: int = 10):
+             metrics: str = "default", bands: int | None = None, seed: int = 0, hl_groups: int = 10,
+             segment_cols: Sequence[str] = (), segment_bins: int | None = None, segment_top: int | None = None,
+             segment_depth: int | None = None, segment_min_rows: int | None = None, segment_max: int | None = None,
+             segments: int | None = None):
     """The report of `calib evaluate` (an `Evaluation`; `.to_json()` is its --json);
-    `metrics`, `bands`, `seed`, `hl_groups` as `calib evaluate --metrics ...`.
+    `metrics`, `bands`, `seed`, `hl_groups` as `calib evaluate --metrics ...`, `segment_cols`
+    and the other `segment_*` options and `segments` as `--segment-col ...` (the
+    multicalibration error; a float, double or decimal column is numeric, any other categorical).
 
     Each partition (`mapInArrow`) builds one `EvalState` per probability column (and per map,
     applied to `score_col` first) from its record batches and ships it as one Arrow row; the
-    driver merges the rows (`EvalState.from_arrow`) and reads the metrics off the result.
+    driver merges the rows (`EvalState.from_arrow`) and reads the metrics off the result. With
+    `segment_cols`, each partition also ships its rows' p, labels and segment columns (a
+    pickled `SegmentStates`), merged on the driver in partition order: the driver holds every
+    row (docs/multicalibration.md, "Cost").
     """
     check_python_workers(df)
     options = EvaluateOptions.build(label_col=label_col, score_col=score_col, field_col=field_col,
                                     weight_col=weight_col, step=step, calbin_window=calbin_window, metrics=metrics,
-                                    bands=bands, seed=seed, hl_groups=hl_groups)
+                                    bands=bands, seed=seed, hl_groups=hl_groups, segment_cols=segment_cols,
+                                    segment_bins=segment_bins, segment_top=segment_top, segment_depth=segment_depth,
+                                    segment_min_rows=segment_min_rows, segment_max=segment_max, segments=segments)
     df, columns, keep = engines.plan_evaluation(df, apply, SOURCE, prob_cols, maps, options)
     probs = [c for _, _, c in columns]
+    numeric = (T.FloatType, T.DoubleType, T.DecimalType)
+    kinds = engines.segment_kinds(options.segments.cols if options.segments else (),
+                                  lambda c: isinstance(df.schema[c].dataType, numeric))
 
     def partition_state(batches):
+        import pickle
+
         import pyarrow as pa
+        from pyspark import TaskContext
 
         from calibcli import engines as shared
+        from calibcli.evaluation.metrics.segment_states import SegmentStates
         from calibcli.evaluation.state.binary import merge_states
 
-        parts = [shared.partition_states(b.to_pandas(), probs, options)
-                 for b in batches if b.num_rows]
+        parts, segmented = [], []
+        for b in batches:
+            if b.num_rows:
+                pdf = b.to_pandas()
+                parts.append(shared.partition_states(pdf, probs, options))
+                if options.segments:
+                    segmented.append(shared.partition_segments(
+                        pdf, probs, options, kinds, {c: b.column(c) for c in options.segments.cols}))
         if not parts:
             return
         bad = sum(b for _, b in parts)
+        part = TaskContext.get().partitionId()
+        blob = pickle.dumps(SegmentStates.merge(segmented), protocol=5) if segmented else None
         for i in range(len(probs)):
             table = merge_states([states[i] for states, _ in parts]).to_arrow()
             table = table.append_column("column", pa.array([i], pa.int32()))
-            yield table.append_column("bad", pa.array([bad.tolist()], pa.list_(pa.int64()))).to_batches()[0]
+            table = table.append_column("bad", pa.array([bad.tolist()], pa.list_(pa.int64())))
+            table = table.append_column("part", pa.array([part], pa.int32()))
+            yield table.append_column("segments", pa.array([blob if i == 0 else None], pa.binary())).to_batches()[0]
 
     shipped = df.select(*(quote(c) for c in keep)).mapInArrow(partition_state, _STATE_SCHEMA).toArrow()
     from calibcli.evaluation.state.binary import EvalState
 
     column = shipped.column("column").to_numpy()
+    segments_state = _segments(shipped, column) if options.segments else None
+    shipped = shipped.drop_columns(["part", "segments"])
     states = [EvalState.from_arrow(shipped.filter(column == i).drop_columns(["column", "bad"]))
               if (column == i).any() else None for i in range(len(probs))]
     bad = np.sum(np.array(shipped.column("bad").to_pylist(), dtype=np.int64).reshape(-1, 2 + len(probs))
                  [column == 0], axis=0) if shipped.num_rows else np.zeros(2 + len(probs), dtype=np.int64)
     if any(s is None for s in states):
         states = []
-    return engines.evaluation(SOURCE, columns, states, bad, options)
+    return engines.evaluation(SOURCE, columns, states, bad, options, segments_state)
+
+
+def _segments(shipped, column: np.ndarray):
+    """The partitions' multicalibration states (pickled by our own workers), merged in
+    partition order: the rows one after the other as the input holds them."""
+    import pickle
+
+    from calibcli.evaluation.metrics.segment_states import SegmentStates
+
+    first = shipped.filter(column == 0)
+    order = np.argsort(first.column("part").to_numpy(), kind="stable")
+    blobs = first.column("segments").to_pylist()
+    return SegmentStates.merge([pickle.loads(blobs[i]) for i in order if blobs[i] is not None])
 
 
 def evaluate_kclass(df: DataFrame, kclass_cols: Sequence[str] = (), maps: Sequence[Any] = (), *,

@@ -19,6 +19,7 @@ from calibcli.requests.bounds import step_option, whole
 from calibcli.requests.gates import GateSpec, parse_limits, refuse_targets, require_field_col
 from calibcli.requests.metrics import (HL_GROUPS, KCLASS_METRICS, METRICS, NO_INTERVAL, MetricChoice,
                                        withheld_reason)
+from calibcli.requests.segments import SegmentSpec, segment_spec
 from calibcli.calibrators.params import CALBIN_WINDOW, ECE_BINS, ECE_STRATEGIES
 
 DIAGRAMS = ("corp", "smooth", "binned")  # `calib evaluate --diagram`: what --plot draws
@@ -67,6 +68,7 @@ class EvaluateOptions:
     prob_cols: tuple[str, ...] = ()  # --prob-col: binary probability columns
     maps: tuple[tuple[str, dict], ...] = ()  # --map: (path, envelope), each read once here
     kind: str = BINARY  # of every prediction evaluated (kinds.BINARY or kinds.KCLASS)
+    segments: SegmentSpec | None = None  # --segment-col ...: the multicalibration error's segments
 
     @classmethod
     def build(cls, *, label_col: str = "label", score_col: str = "score", field_col: str | None = None,
@@ -79,7 +81,10 @@ class EvaluateOptions:
               bands: int | None = None, hl_groups: int | None = None, diagram: str | None = None,
               fail_above: Sequence[str] = (), fail_below: Sequence[str] = (), max_regression: Sequence[str] = (),
               baseline: str | None = None, gate_on: str = "point", prob_cols: Sequence[str] = (),
-              maps: Sequence[str] = (), kind: str | None = None) -> "EvaluateOptions":
+              maps: Sequence[str] = (), kind: str | None = None, segment_cols: Sequence[str] = (),
+              segment_bins: int | None = None, segment_top: int | None = None, segment_depth: int | None = None,
+              segment_min_rows: int | None = None, segment_max: int | None = None,
+              segments: int | None = None) -> "EvaluateOptions":
         """Check every option and how they combine, the kind of what is evaluated included.
 
         `prob_cols`, `kclass_cols` and `maps` (paths: each envelope is read here) are what is
@@ -87,7 +92,9 @@ class EvaluateOptions:
         evaluate arrays and frames: default binary). `interval_cols`: (low, high) or the text of
         `--interval-cols LOW,HIGH`; `diagram` (what `--plot` draws) is kept with
         `reliability_bins` (a plot) only; the gates are the texts of `--fail-above`,
-        `--fail-below`, `--max-regression` (METRIC=VALUE) with `--baseline` and `--gate-on`."""
+        `--fail-below`, `--max-regression` (METRIC=VALUE) with `--baseline` and `--gate-on`; the
+        `segment_*` options and `segments` (the rows of the worst-segments table) are those of
+        `--segment-col ...` (`requests.segments`; None: not given)."""
         window = whole("--calbin-window", calbin_window)
         bounds.check(bootstrap=bootstrap, seed=seed, top=top, ece_bins=ece_bins, bands=bands, hl_groups=hl_groups)
         step = step_option(step)
@@ -105,6 +112,8 @@ class EvaluateOptions:
         if step is not None and ece_strategy != "uniform":
             raise UsageError("--ece-strategy quantile places its bin edges at percentiles of the exact p; it cannot "
                              "be combined with --step", hint="use --ece-strategy uniform (exact under --step), or drop --step")
+        spec = segment_spec(segment_cols, bins=segment_bins, top=segment_top, depth=segment_depth,
+                            min_rows=segment_min_rows, max_segments=segment_max, shown=segments)
         gates = _gate_spec(fail_above, fail_below, max_regression, baseline, gate_on, bootstrap)
         choice = MetricChoice.parse(metrics, required=gates.metrics_used(), bands=bands, seed=seed,
                                     plot=reliability_bins is not None,
@@ -115,7 +124,13 @@ class EvaluateOptions:
                    BootstrapPlan(bootstrap, seed) if bootstrap else None, top if by_field else None,
                    reliability_bins, _interval_cols(interval_cols), pos_label, tuple(kclass_cols),
                    None if classes is None else tuple(classes), score_cols, choice,
-                   diagram if reliability_bins is not None else None, tuple(prob_cols), envelopes, kind)
+                   diagram if reliability_bins is not None else None, tuple(prob_cols), envelopes, kind,
+                   segments=spec)
+        if choice.segment_named and spec is None:
+            gated = sorted(set(choice.segment_named) & gates.metrics_used())
+            what = f"a gate on {gated[0]}" if gated else f"--metrics {choice.segment_named[0]}"
+            raise UsageError(f"{what.replace('_', '-')} needs --segment-col (the columns whose segments it checks)",
+                             hint="e.g. --segment-col country --segment-col age")
         _KIND_CHECKS[kind](opts)
         _check_gates(opts)
         return opts

@@ -9,13 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from repo import REPO
+
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import bootstrap_coverage as sim  # noqa: E402
 
 from calibcli.evaluation import bootstrap
 from calibcli.evaluation.metrics import binary as metrics, selection  # noqa: E402
-from repo import REPO
 
 SETS = 25
 

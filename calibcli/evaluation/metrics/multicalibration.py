@@ -273,6 +273,15 @@ class MulticalState:
         self._w.append(w)
         self.rows += p.size
 
+    def add_rows(self, y: Any, p: Any, sample_weight: Any = None) -> None:
+        """Rows without their segment columns, for a state whose columns another state holds and
+        adds (`segment_states.SegmentStates`: several predictions over the same rows)."""
+        y, p, w = _validated(y, p, sample_weight)
+        self._p.append(p)
+        self._y.append(y)
+        self._w.append(w)
+        self.rows += p.size
+
     @classmethod
     def merge(cls, states: list[MulticalState]) -> MulticalState:
         """One state holding the rows of all `states` (categorical codes re-coded into one dictionary)."""

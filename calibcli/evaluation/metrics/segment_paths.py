@@ -19,6 +19,7 @@ rounding: its values never exceed a block's sum of |w (y - p)|.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -110,18 +111,41 @@ def _whole(d_b: np.ndarray, tie: np.ndarray | None, buf: _Buffers) -> tuple[floa
     return c[m], hi[0], lo[0]
 
 
+def _stream(acc: list[np.ndarray] | None, s: np.ndarray, h: np.ndarray, l: np.ndarray) -> list[np.ndarray]:
+    """Fold one block's (totals, highs, lows) of a combination's segments into the running
+    [inclusive sum of totals, top, bottom]: the extremes of the whole path are those of
+    offset + block extremes, offset the sum of the earlier blocks' totals (computed as the
+    inclusive sum less this block's total)."""
+    if acc is None:
+        incl = s.copy()
+        offset = incl - s
+        return [incl, offset + h, offset + l]
+    incl, top, bottom = acc
+    incl += s
+    offset = incl - s
+    np.maximum(top, offset + h, out=top)
+    np.minimum(bottom, offset + l, out=bottom)
+    return acc
+
+
+def _finish(acc: list[np.ndarray] | None, size: int) -> np.ndarray:
+    """max(top, 0) - min(bottom, 0): the range of each path with its starting 0 (+0.0: no -0.0)."""
+    if acc is None:
+        return np.zeros(size)
+    return np.maximum(acc[1], 0.0) - np.minimum(acc[2], 0.0) + 0.0
+
+
 def path_extremes(d: np.ndarray, ps: np.ndarray, fields: np.ndarray, fbits: int,
                   combos: list[tuple[int, np.ndarray]], bounds: np.ndarray) -> list[np.ndarray]:
     """For each (mask, values) in `combos`: the range (max - min, 0 included) of the cumulative
     path of each of its segments. `d` = w (y - p) and `fields` are in the order of `ps`
     (ascending); `fields` packs each row's level of every column into bit fields (`fbits` bits
     in all), a segment's rows are those with `fields & mask == value`, and `values` (ascending,
-    unique) lists every value present. `bounds`: `block_bounds(ps)`."""
+    unique) lists every value present. `bounds`: `block_bounds(ps)`. The compiled
+    `kernel_ranges` gives the same bytes."""
     nb = bounds.size - 1
     ties = ps.size > 1 and bool((ps[1:] == ps[:-1]).any())
-    sums = [np.zeros((nb, v.size)) for _, v in combos]
-    highs = [np.zeros((nb, v.size)) for _, v in combos]
-    lows = [np.zeros((nb, v.size)) for _, v in combos]
+    acc: list[list[np.ndarray] | None] = [None] * len(combos)
     buf = _Buffers(int(np.diff(bounds).max()) if nb else 1)
     shifted: dict[tuple[int, int], tuple[Any, np.ndarray]] = {}
     for b in range(nb):
@@ -143,7 +167,8 @@ def path_extremes(d: np.ndarray, ps: np.ndarray, fields: np.ndarray, fbits: int,
         c = buf.c[:m + 1]
         for j, (mask, values) in enumerate(combos):
             if values.size == 1:
-                sums[j][b, 0], highs[j][b, 0], lows[j][b, 0] = _whole(d_b, tie, buf)
+                total, high, low = _whole(d_b, tie, buf)
+                acc[j] = _stream(acc[j], np.array([total]), np.array([high]), np.array([low]))
                 continue
             if (j, ib) not in shifted:
                 shifted[(j, ib)] = (kt((mask << ib) | ((1 << ib) - 1)), (values.astype(np.uint64) << np.uint64(ib)).astype(kt))
@@ -158,7 +183,8 @@ def path_extremes(d: np.ndarray, ps: np.ndarray, fields: np.ndarray, fbits: int,
             np.take(d_b, idx, out=ds)
             np.cumsum(ds, out=c[1:])
             base = c[starts[:-1]]
-            sums[j][b] = c[starts[1:]] - base
+            sums = c[starts[1:]] - base
+            highs, lows = np.zeros(values.size), np.zeros(values.size)
             used = starts[1:] > starts[:-1]
             valid = None
             if tie is not None:
@@ -167,19 +193,85 @@ def path_extremes(d: np.ndarray, ps: np.ndarray, fields: np.ndarray, fbits: int,
                 np.not_equal(tie_s[1:], tie_s[:-1], out=valid[:-1])
                 valid[starts[1:][used] - 1] = True
             hi_, lo_ = _extremes(c[1:], valid, starts[:-1][used])
-            highs[j][b, used] = hi_ - base[used]
-            lows[j][b, used] = lo_ - base[used]
-    out = []
-    for s, h, l in zip(sums, highs, lows):
-        if nb == 0:
-            out.append(np.zeros(s.shape[1]))
-            continue
-        offset = np.cumsum(s, axis=0)
-        offset -= s
-        top = np.maximum((offset + h).max(axis=0), 0.0)
-        bottom = np.minimum((offset + l).min(axis=0), 0.0)
-        out.append(top - bottom)
-    return out
+            highs[used] = hi_ - base[used]
+            lows[used] = lo_ - base[used]
+            acc[j] = _stream(acc[j], sums, highs, lows)
+    return [_finish(a, v.size) for a, (_, v) in zip(acc, combos)]
 
 
-__all__ = ["BLOCK", "order_by_p", "block_bounds", "position_bits", "path_extremes"]
+@functools.cache
+def _kernel():
+    """`calib_segment_ranges` from the compiled `calibcli/numeric/_kernels.c`, or None (not
+    built, not loadable, or CALIBCLI_NO_KERNEL=1), as `numeric.lookup` loads its kernel."""
+    import ctypes
+    import importlib.util
+    import os
+
+    if os.environ.get("CALIBCLI_NO_KERNEL", "") not in ("", "0"):
+        return None
+    spec = importlib.util.find_spec("calibcli.numeric._kernels")
+    if spec is None or not spec.origin:
+        return None
+    try:
+        lib = ctypes.CDLL(spec.origin)
+        ranges, sums = lib.calib_segment_ranges, lib.calib_cell_sums
+    except (OSError, AttributeError):
+        return None
+    ptr, i64 = ctypes.c_void_p, ctypes.c_int64
+    ranges.argtypes = [ptr, ptr, ptr, i64, ptr, i64, ptr, i64, ptr, i64, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr]
+    ranges.restype = None
+    sums.argtypes = [ptr, i64, ptr, ptr, ptr, ptr, ptr, ptr, ptr]
+    sums.restype = None
+    return ranges, sums
+
+
+def has_kernel() -> bool:
+    return _kernel() is not None
+
+
+def _ptr(a: np.ndarray) -> int:
+    return a.ctypes.data
+
+
+def kernel_ranges(d: np.ndarray, ps: np.ndarray, cells: np.ndarray, luts: list[np.ndarray],
+                  bounds: np.ndarray) -> list[np.ndarray]:
+    """`path_extremes` by the compiled kernel, the same bytes: each combination given as a
+    lookup table from a row's cell (`cells`, in the order of `ps`) to its segment (0, 1, ...)."""
+    ranges = _kernel()[0]
+    d = np.ascontiguousarray(d, dtype=np.float64)
+    ps = np.ascontiguousarray(ps, dtype=np.float64)
+    cells = np.ascontiguousarray(cells, dtype=np.uint32)
+    bounds = np.ascontiguousarray(bounds, dtype=np.int64)
+    ncell = max((lut.size for lut in luts), default=0)
+    table = np.zeros((len(luts), max(ncell, 1)), dtype=np.int64)
+    nseg = np.zeros(len(luts), dtype=np.int64)
+    for j, lut in enumerate(luts):
+        table[j, :lut.size] = lut
+        nseg[j] = int(lut.max()) + 1 if lut.size else 1
+    total = int(nseg.sum())
+    longest = int(np.diff(bounds).max()) if bounds.size > 1 else 1
+    seg, sd, sp = np.empty(longest, np.int64), np.empty(longest), np.empty(longest)
+    count = np.empty(4 * (int(nseg.max(initial=1)) + 1), np.int64)
+    incl, top, bottom, out = (np.zeros(total) for _ in range(4))
+    ranges(_ptr(d), _ptr(ps), _ptr(cells), d.size, _ptr(bounds), bounds.size - 1, _ptr(table), table.shape[1],
+           _ptr(nseg), len(luts), _ptr(seg), _ptr(sd), _ptr(sp), _ptr(count), _ptr(incl), _ptr(top), _ptr(bottom),
+           _ptr(out))
+    return np.split(out, np.cumsum(nseg)[:-1])
+
+
+def kernel_cell_sums(cells: np.ndarray, ncell: int, y: np.ndarray, p: np.ndarray,
+                     w: np.ndarray | None) -> tuple[np.ndarray, ...]:
+    """(weight, sum w^2 p (1 - p), sum w p, sum w y) per cell, as `segment_plan.cell_sums`'s
+    bincounts add them (row order), by the compiled kernel."""
+    sums = _kernel()[1]
+    cells = np.ascontiguousarray(cells, dtype=np.uint32)
+    y = np.ascontiguousarray(y, dtype=np.uint8)
+    p = np.ascontiguousarray(p, dtype=np.float64)
+    out = [np.zeros(ncell) for _ in range(4)]
+    wp = None if w is None else np.ascontiguousarray(w, dtype=np.float64)
+    sums(_ptr(cells), p.size, _ptr(y), _ptr(p), None if wp is None else _ptr(wp), *(_ptr(a) for a in out))
+    return tuple(out)
+
+
+__all__ = ["BLOCK", "order_by_p", "block_bounds", "position_bits", "path_extremes", "has_kernel",
+           "kernel_ranges", "kernel_cell_sums"]

@@ -12,6 +12,7 @@ from itertools import combinations
 import numpy as np
 
 from calibcli.evaluation.metrics import segments as seg
+from calibcli.evaluation.metrics import segment_paths
 from calibcli.evaluation.metrics.segment_paths import block_bounds, path_extremes, position_bits
 
 DENSE = 1 << 16  # up to this many level combinations, every one is a cell (no np.unique of the rows)
@@ -108,8 +109,12 @@ def run_sums(rank: np.ndarray, distinct: np.ndarray, ids: np.ndarray, ncell: int
 
 
 def cell_sums(cells: np.ndarray, rows: np.ndarray, y: np.ndarray, p: np.ndarray, w: np.ndarray | None) -> dict[str, np.ndarray]:
-    """Per cell: rows, weight, sum w^2 p (1 - p), sum w p, sum w y."""
+    """Per cell: rows, weight, sum w^2 p (1 - p), sum w p, sum w y (the compiled kernel, when
+    built, adds them in the same order: the same bytes)."""
     ncell = rows.size
+    if segment_paths.has_kernel():
+        sw, v, wp, wy = segment_paths.kernel_cell_sums(cells, ncell, y, p, w)
+        return {"rows": rows, "w": rows.astype(np.float64) if w is None else sw, "v": v, "wp": wp, "wy": wy}
     q = p * (1.0 - p)
     if w is None:
         return {"rows": rows, "w": rows.astype(np.float64), "v": np.bincount(cells, q, ncell),
@@ -192,6 +197,8 @@ def ranges(levels: list[seg.Levels], cell_levels: np.ndarray, cells_sorted: np.n
     columns fit in a 64-bit key beside a row's position in its block (one group, unless
     there are some 20 columns or more)."""
     bounds = block_bounds(ps)
+    if segment_paths.has_kernel():
+        return segment_paths.kernel_ranges(d, ps, cells_sorted, [lut for _, lut, _ in combos], bounds)
     budget = 64 - position_bits(bounds)
     bits = [_bits(len(lv.labels)) for lv in levels]
     groups: list[list[int]] = []

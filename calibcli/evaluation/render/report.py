@@ -154,6 +154,41 @@ def field_grids(report) -> Iterable[Grid]:
             yield Grid(title, headers, rows)
 
 
+SEGMENT_HEADERS = ["segment", "rows", "predicted", "observed", "ECCE", "σ", "ECCE/σ", "p"]
+
+
+def _segment_title(report, r) -> list[str]:
+    capped = f" (--segment-max stopped the enumeration at {r.segments_checked})" if r.segments_capped else ""
+    return [f"'{cell(r.name)}':", *(f"the {len(r.segments)} worst of {r.segments_checked} segments{capped}, by "
+                                    "ECCE/σ: how far the segment's cumulative calibration error strays from 0, in "
+                                    "units of its noise (above ~5 is significant); p: the chance of a stray "
+                                    "this large if the segment were calibrated, not corrected for the number "
+                                    "of segments").split()]
+
+
+def _segment_cells(s: dict[str, Any], weighted: bool) -> list[str]:
+    cells = [cell(s["segment"]), count_text(s["rows"])]
+    if weighted:
+        cells.append(count_text(s["weight"]))
+    return cells + [fmt(s["predicted"]), fmt(s["observed"]), _g(s["ecce"]), _g(s["sigma"]),
+                    _g(s["ecce_sigma"], 2, fixed=True), _g(s["p"], 3)]
+
+
+def _g(value: float | None, digits: int = 4, fixed: bool = False) -> str:
+    if value is None or value != value:
+        return "n/a"
+    return f"{value:.{digits}f}" if fixed else f"{value:.{digits}g}"
+
+
+def segment_grids(report) -> Iterable[Grid]:
+    """For each column/map with --segment-col: its worst segments (`EvalRow.segments`)."""
+    weighted = report.weight_col is not None
+    headers = SEGMENT_HEADERS[:2] + (["weight"] if weighted else []) + SEGMENT_HEADERS[2:]
+    for r in report.results:
+        if r.segments:
+            yield Grid(_segment_title(report, r), headers, [_segment_cells(s, weighted) for s in r.segments])
+
+
 def field_tables(report) -> Iterable[Table]:
     """The per-field views as rich Tables (`field_grids`)."""
     return (g.table() for g in field_grids(report))
@@ -218,9 +253,23 @@ def _flat_rows(report) -> tuple[list[str], list[list[str]]]:
 
 def csv_text(report) -> str:
     """The metric table as CSV: one row per column/map, full precision, empty for n/a; names
-    exactly as given, quoted (RFC 4180) when they hold a comma, a quote, CR or LF."""
+    exactly as given, quoted (RFC 4180) when they hold a comma, a quote, CR or LF. With
+    --segment-col, an empty line and a second table follow: the worst segments of each
+    column/map (`SEGMENT_CSV`, worst first)."""
     header, rows = _flat_rows(report)
-    return "".join(",".join(map(_csv_field, row)) + "\n" for row in [header, *rows])
+    text = "".join(",".join(map(_csv_field, row)) + "\n" for row in [header, *rows])
+    segments = [[r.name, str(i + 1), *(_csv_number(s[k]) if k != "segment" else s[k] for k in SEGMENT_CSV[2:])]
+                for r in report.results for i, s in enumerate(r.segments or [])]
+    if any(r.segments is not None for r in report.results):
+        text += "\n" + "".join(",".join(map(_csv_field, row)) + "\n" for row in [list(SEGMENT_CSV), *segments])
+    return text
+
+
+SEGMENT_CSV = ("name", "rank", "segment", "rows", "weight", "predicted", "observed", "ecce", "sigma", "ecce_sigma", "p")
+
+
+def _csv_number(v: Any) -> str:
+    return "" if v is None or v != v else repr(v)
 
 
 def _csv_field(text: str) -> str:
@@ -247,6 +296,10 @@ def markdown_text(report) -> str:
              "|" + "---|" + "---:|" * len(keys)]
     for r in report.results:
         lines.append(f"| {_markdown(cell(r.name))} | " + " | ".join(_cells(r, keys, " ")) + " |")
+    for grid in segment_grids(report):
+        lines += ["", f"**{_markdown(' '.join(grid.title))}**", "", "| " + " | ".join(grid.headers) + " |",
+                  "|---|" + "---:|" * (len(grid.headers) - 1)]
+        lines += [f"| {_markdown(row[0])} | " + " | ".join(row[1:]) + " |" for row in grid.rows]
     return "\n".join(lines) + "\n"
 
 
@@ -256,6 +309,8 @@ def print_report(report, reliability: bool = False) -> None:
     console = stdout_console()
     print_grid(console, metrics_grid(report))
     for grid in field_grids(report):
+        print_grid(console, grid)
+    for grid in segment_grids(report):
         print_grid(console, grid)
     if reliability:
         for r in report.results:
@@ -271,5 +326,5 @@ def _squeezed(console: Console, table: Table) -> bool:
     return natural > console.width
 
 
-__all__ = ["Grid", "csv_text", "field_grids", "field_tables", "metrics_grid", "print_grid", "markdown_text", "metrics_table", "print_report", "reliability_text",
+__all__ = ["Grid", "SEGMENT_CSV", "csv_text", "field_grids", "segment_grids", "field_tables", "metrics_grid", "print_grid", "markdown_text", "metrics_table", "print_report", "reliability_text",
            "stacked_text"]
