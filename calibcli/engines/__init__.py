@@ -198,12 +198,12 @@ def partition_segments(pdf, columns: list[str], options: EvaluateOptions, kinds:
     keep = None if ok.all() else ok
     states = SegmentStates(len(columns), kinds)
     states.add([y if keep is None else y[keep]] * len(columns), [p if keep is None else p[keep] for p in ps],
-               {c: _rows(v, keep) for c, v in values.items()},
+               {c: rows_of(v, keep) for c, v in values.items()},
                None if w is None else w if keep is None else w[keep])
     return states
 
 
-def _rows(values: Any, keep: np.ndarray | None) -> Any:
+def rows_of(values: Any, keep: np.ndarray | None) -> Any:
     """The kept rows of a pandas or Arrow column (all of them when `keep` is None)."""
     if keep is None:
         return values
