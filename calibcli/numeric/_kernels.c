@@ -64,8 +64,8 @@ static void fold(int64_t b, int64_t o, double sum, double high, double low, doub
 }
 
 void calib_segment_ranges(const double *d, const double *ps, const uint32_t *cell, int64_t n,
-                          const int64_t *bounds, int64_t nb, const int64_t *lut, int64_t ncell,
-                          const int64_t *nseg, int64_t ncombo, int64_t *seg, double *sd, double *sp,
+                          const int64_t *bounds, int64_t nb, const int32_t *lut, int64_t ncell,
+                          const int64_t *nseg, int64_t ncombo, int32_t *seg, double *sd, double *sp,
                           int64_t *count, double *incl, double *top, double *bottom, double *out)
 {
     int64_t total = 0, kmax = 1;
@@ -85,7 +85,7 @@ void calib_segment_ranges(const double *d, const double *ps, const uint32_t *cel
         int64_t at = 0;
         for (int64_t j = 0; j < ncombo; j++) {
             const int64_t k = nseg[j];
-            const int64_t *map = lut + j * ncell;
+            const int32_t *map = lut + j * ncell;
             const double *xd = d + lo, *xp = ps + lo;
             if (k > 1) {
                 /* stable counting sort by segment: quarters [qL, (q + 1)L) (the last to m) */
@@ -94,13 +94,13 @@ void calib_segment_ranges(const double *d, const double *ps, const uint32_t *cel
                     for (int64_t s = 0; s <= k; s++)
                         cnt[q][s] = 0;
                 for (int64_t i = 0; i < L; i++) {
-                    const int64_t s0 = map[cell[lo + i]], s1 = map[cell[lo + L + i]];
-                    const int64_t s2 = map[cell[lo + 2 * L + i]], s3 = map[cell[lo + 3 * L + i]];
+                    const int32_t s0 = map[cell[lo + i]], s1 = map[cell[lo + L + i]];
+                    const int32_t s2 = map[cell[lo + 2 * L + i]], s3 = map[cell[lo + 3 * L + i]];
                     seg[i] = s0; seg[L + i] = s1; seg[2 * L + i] = s2; seg[3 * L + i] = s3;
                     cnt[0][s0]++; cnt[1][s1]++; cnt[2][s2]++; cnt[3][s3]++;
                 }
                 for (int64_t i = 4 * L; i < m; i++) {
-                    const int64_t s = map[cell[lo + i]];
+                    const int32_t s = map[cell[lo + i]];
                     seg[i] = s;
                     cnt[3][s]++;
                 }
@@ -111,12 +111,21 @@ void calib_segment_ranges(const double *d, const double *ps, const uint32_t *cel
                         cnt[q][s] = at_;
                         at_ += c_;
                     }
-                for (int64_t i = 0; i < L; i++) {
-                    int64_t t;
-                    t = cnt[0][seg[i]]++; sd[t] = xd[i]; sp[t] = xp[i];
-                    t = cnt[1][seg[L + i]]++; sd[t] = xd[L + i]; sp[t] = xp[L + i];
-                    t = cnt[2][seg[2 * L + i]]++; sd[t] = xd[2 * L + i]; sp[t] = xp[2 * L + i];
-                    t = cnt[3][seg[3 * L + i]]++; sd[t] = xd[3 * L + i]; sp[t] = xp[3 * L + i];
+                if (ties) {  /* p is read in the pass below only where the block has ties */
+                    for (int64_t i = 0; i < L; i++) {
+                        int64_t t;
+                        t = cnt[0][seg[i]]++; sd[t] = xd[i]; sp[t] = xp[i];
+                        t = cnt[1][seg[L + i]]++; sd[t] = xd[L + i]; sp[t] = xp[L + i];
+                        t = cnt[2][seg[2 * L + i]]++; sd[t] = xd[2 * L + i]; sp[t] = xp[2 * L + i];
+                        t = cnt[3][seg[3 * L + i]]++; sd[t] = xd[3 * L + i]; sp[t] = xp[3 * L + i];
+                    }
+                } else {
+                    for (int64_t i = 0; i < L; i++) {
+                        sd[cnt[0][seg[i]]++] = xd[i];
+                        sd[cnt[1][seg[L + i]]++] = xd[L + i];
+                        sd[cnt[2][seg[2 * L + i]]++] = xd[2 * L + i];
+                        sd[cnt[3][seg[3 * L + i]]++] = xd[3 * L + i];
+                    }
                 }
                 for (int64_t i = 4 * L; i < m; i++) {
                     const int64_t t = cnt[3][seg[i]]++;
@@ -188,5 +197,42 @@ void calib_cell_sums(const uint32_t *cell, int64_t n, const uint8_t *y, const do
             wp[c] += p[i];
             wy[c] += (double)y[i];
         }
+    }
+}
+
+/* `segment_paths.order_by_p`'s sort keys, as its numpy path builds them:
+ * key[i] = ((bits of p[i]) << 2 & ~(2^ib - 1)) | i. */
+void calib_order_keys(const uint64_t *pbits, int64_t n, int64_t ib, uint64_t *key)
+{
+    const uint64_t low = (((uint64_t)1) << ib) - 1;
+    for (int64_t i = 0; i < n; i++)
+        key[i] = ((pbits[i] << 2) & ~low) | (uint64_t)i;
+}
+
+/* After the sort of those keys: each row's index and its p. */
+void calib_order_unpack(const uint64_t *key, int64_t n, int64_t ib, const double *p, int64_t *order, double *ps)
+{
+    const uint64_t low = (((uint64_t)1) << ib) - 1;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t o = (int64_t)(key[i] & low);
+        order[i] = o;
+        ps[i] = p[o];
+    }
+}
+
+/* The rows in ascending p for the paths (`multicalibration._sums_and_paths`):
+ * d[i] = (y[o] - ps[i]) (times w[o]) and cells[i] = ids[o], o = order[i]; ids of `width` bytes. */
+void calib_sorted_rows(const int64_t *order, int64_t n, const uint8_t *y, const double *ps, const double *w,
+                       const void *ids, int64_t width, double *d, uint32_t *cells)
+{
+    const uint16_t *ids16 = (const uint16_t *)ids;
+    const uint32_t *ids32 = (const uint32_t *)ids;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t o = order[i];
+        double v = (double)y[o] - ps[i];
+        if (w)
+            v *= w[o];
+        d[i] = v;
+        cells[i] = width == 2 ? ids16[o] : ids32[o];
     }
 }

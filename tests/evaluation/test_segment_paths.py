@@ -1,4 +1,5 @@
-"""The compiled kernels of the multicalibration error (`calib_segment_ranges`, `calib_cell_sums` in
+"""The compiled kernels of the multicalibration error (`calib_segment_ranges`, `calib_cell_sums`,
+`calib_order_keys`, `calib_order_unpack`, `calib_sorted_rows` in
 calibcli/numeric/_kernels.c) give the numpy path's bytes: every segment's rows, ECCE, sigma,
 ratio, p-value and rates, over random data with ties, zero weights (negative zeros), missing
 values, small blocks and every option. (tests/evaluation/test_multicalibration.py checks both
@@ -21,7 +22,7 @@ def _both(monkeypatch, block, *args, **kwargs):
     """(kernel result, numpy result) of `multicalibration(*args, **kwargs)` with blocks of `block` rows."""
     monkeypatch.setattr(segment_paths, "BLOCK", block)
     with_kernel = mc.multicalibration(*args, **kwargs)
-    monkeypatch.setattr(segment_paths, "has_kernel", lambda: False)
+    monkeypatch.setattr(segment_paths, "_kernel", lambda: None)
     try:
         plain = mc.multicalibration(*args, **kwargs)
     finally:

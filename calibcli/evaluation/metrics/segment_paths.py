@@ -39,12 +39,21 @@ def order_by_p(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(0, dtype=np.intp), np.zeros(0)
     ib = max(1, (n - 1).bit_length())
     low = np.uint64((1 << ib) - 1)
-    key = p.view(np.uint64) << np.uint64(2)  # p <= 1.0: the top two bits are 0
-    key &= ~low
-    key |= np.arange(n, dtype=np.uint64)
-    key.sort()
-    order = (key & low).view(np.int64).astype(np.intp, copy=False)
-    ps = p[order]
+    kernel = _kernel()
+    if kernel is not None:  # the same keys and order, without the temporaries
+        p = np.ascontiguousarray(p, dtype=np.float64)
+        key = np.empty(n, np.uint64)
+        kernel["order_keys"](_ptr(p), n, ib, _ptr(key))
+        key.sort()
+        order, ps = np.empty(n, np.intp), np.empty(n)
+        kernel["order_unpack"](_ptr(key), n, ib, _ptr(p), _ptr(order), _ptr(ps))
+    else:
+        key = p.view(np.uint64) << np.uint64(2)  # p <= 1.0: the top two bits are 0
+        key &= ~low
+        key |= np.arange(n, dtype=np.uint64)
+        key.sort()
+        order = (key & low).view(np.int64).astype(np.intp, copy=False)
+        ps = p[order]
     bad = np.flatnonzero(ps[1:] < ps[:-1])
     if bad.size:
         prefix = np.unique(key[bad] >> np.uint64(ib))
@@ -214,15 +223,19 @@ def _kernel():
         return None
     try:
         lib = ctypes.CDLL(spec.origin)
-        ranges, sums = lib.calib_segment_ranges, lib.calib_cell_sums
+        functions = {name: getattr(lib, "calib_" + name) for name in KERNELS}
     except (OSError, AttributeError):
         return None
     ptr, i64 = ctypes.c_void_p, ctypes.c_int64
-    ranges.argtypes = [ptr, ptr, ptr, i64, ptr, i64, ptr, i64, ptr, i64, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr]
-    ranges.restype = None
-    sums.argtypes = [ptr, i64, ptr, ptr, ptr, ptr, ptr, ptr, ptr]
-    sums.restype = None
-    return ranges, sums
+    for name, args in KERNELS.items():
+        functions[name].argtypes = [i64 if a == "i" else ptr for a in args]
+        functions[name].restype = None
+    return functions
+
+
+# The compiled functions (`calib_<name>`) and their arguments: p a pointer, i an int64.
+KERNELS = {"segment_ranges": "pppipipipipppppppp", "cell_sums": "pippppppp", "order_keys": "piip",
+           "order_unpack": "piippp", "sorted_rows": "pippppipp"}
 
 
 def has_kernel() -> bool:
@@ -237,20 +250,20 @@ def kernel_ranges(d: np.ndarray, ps: np.ndarray, cells: np.ndarray, luts: list[n
                   bounds: np.ndarray) -> list[np.ndarray]:
     """`path_extremes` by the compiled kernel, the same bytes: each combination given as a
     lookup table from a row's cell (`cells`, in the order of `ps`) to its segment (0, 1, ...)."""
-    ranges = _kernel()[0]
+    ranges = _kernel()["segment_ranges"]
     d = np.ascontiguousarray(d, dtype=np.float64)
     ps = np.ascontiguousarray(ps, dtype=np.float64)
     cells = np.ascontiguousarray(cells, dtype=np.uint32)
     bounds = np.ascontiguousarray(bounds, dtype=np.int64)
     ncell = max((lut.size for lut in luts), default=0)
-    table = np.zeros((len(luts), max(ncell, 1)), dtype=np.int64)
+    table = np.zeros((len(luts), max(ncell, 1)), dtype=np.int32)
     nseg = np.zeros(len(luts), dtype=np.int64)
     for j, lut in enumerate(luts):
         table[j, :lut.size] = lut
         nseg[j] = int(lut.max()) + 1 if lut.size else 1
     total = int(nseg.sum())
     longest = int(np.diff(bounds).max()) if bounds.size > 1 else 1
-    seg, sd, sp = np.empty(longest, np.int64), np.empty(longest), np.empty(longest)
+    seg, sd, sp = np.empty(longest, np.int32), np.empty(longest), np.empty(longest)
     count = np.empty(4 * (int(nseg.max(initial=1)) + 1), np.int64)
     incl, top, bottom, out = (np.zeros(total) for _ in range(4))
     ranges(_ptr(d), _ptr(ps), _ptr(cells), d.size, _ptr(bounds), bounds.size - 1, _ptr(table), table.shape[1],
@@ -259,11 +272,30 @@ def kernel_ranges(d: np.ndarray, ps: np.ndarray, cells: np.ndarray, luts: list[n
     return np.split(out, np.cumsum(nseg)[:-1])
 
 
+def sorted_rows(order: np.ndarray, ps: np.ndarray, y: np.ndarray, w: np.ndarray | None,
+                ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(w (y - p), cell) of the rows in ascending p (`order`, `ps` = p[order]): one compiled pass
+    when the kernel is built, else numpy's gathers; the same bytes."""
+    kernel = _kernel()
+    if kernel is None or ids.dtype not in (np.uint16, np.uint32):
+        d = y[order] - ps
+        if w is not None:
+            d *= w[order]
+        return d, ids[order]
+    order = np.ascontiguousarray(order, dtype=np.int64)
+    y = np.ascontiguousarray(y, dtype=np.uint8)
+    wp = None if w is None else np.ascontiguousarray(w, dtype=np.float64)
+    d, cells = np.empty(order.size), np.empty(order.size, np.uint32)
+    kernel["sorted_rows"](_ptr(order), order.size, _ptr(y), _ptr(ps), None if wp is None else _ptr(wp), _ptr(ids),
+                          ids.dtype.itemsize, _ptr(d), _ptr(cells))
+    return d, cells
+
+
 def kernel_cell_sums(cells: np.ndarray, ncell: int, y: np.ndarray, p: np.ndarray,
                      w: np.ndarray | None) -> tuple[np.ndarray, ...]:
     """(weight, sum w^2 p (1 - p), sum w p, sum w y) per cell, as `segment_plan.cell_sums`'s
     bincounts add them (row order), by the compiled kernel."""
-    sums = _kernel()[1]
+    sums = _kernel()["cell_sums"]
     cells = np.ascontiguousarray(cells, dtype=np.uint32)
     y = np.ascontiguousarray(y, dtype=np.uint8)
     p = np.ascontiguousarray(p, dtype=np.float64)
@@ -274,4 +306,4 @@ def kernel_cell_sums(cells: np.ndarray, ncell: int, y: np.ndarray, p: np.ndarray
 
 
 __all__ = ["BLOCK", "order_by_p", "block_bounds", "position_bits", "path_extremes", "has_kernel",
-           "kernel_ranges", "kernel_cell_sums"]
+           "kernel_ranges", "kernel_cell_sums", "sorted_rows"]
