@@ -216,6 +216,9 @@ def evaluate(
     from calibcli.requests import EvaluateOptions
 
     sample_weight = _sample_weight(sample_weight, weights)
+    if segments is not None and not isinstance(segments, Mapping):
+        raise UsageError(f"segments must map column names to values, got {type(segments).__name__}",
+                         hint='e.g. segments={"country": countries, "age": ages}')
     options = EvaluateOptions.build(calbin_window=calbin_window, ece_bins=ece_bins, ece_strategy=ece_strategy,
                                     metrics=metrics, bands=bands, seed=seed, hl_groups=hl_groups,
                                     classes=None if classes is None else tuple(classes), kind=kind_of(probs),

@@ -236,3 +236,26 @@ void calib_sorted_rows(const int64_t *order, int64_t n, const uint8_t *y, const 
         cells[i] = width == 2 ? ids16[o] : ids32[o];
     }
 }
+
+/* `segment_plan.run_sums`: per key = rank[code[i]] * ncell + id[i] (ids of `width` bytes), in
+ * row order as np.bincount adds them: rows; and sum w y (w NULL: sum y), sum w, sum w^2 (w given).
+ * The outputs (distinct p x ncell entries) start at zero. */
+void calib_run_sums(const int32_t *code, const int64_t *rank, const void *ids, int64_t width, int64_t n,
+                    int64_t ncell, const uint8_t *y, const double *w, int64_t *rows, double *swy, double *sw,
+                    double *sw2)
+{
+    const uint16_t *ids16 = (const uint16_t *)ids;
+    const uint32_t *ids32 = (const uint32_t *)ids;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t key = rank[code[i]] * ncell + (width == 2 ? ids16[i] : ids32[i]);
+        rows[key]++;
+        if (w) {
+            const double wi = w[i];
+            sw[key] += wi;
+            sw2[key] += wi * wi;
+            swy[key] += wi * (double)y[i];
+        } else {
+            swy[key] += (double)y[i];
+        }
+    }
+}

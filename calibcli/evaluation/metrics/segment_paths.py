@@ -235,7 +235,7 @@ def _kernel():
 
 # The compiled functions (`calib_<name>`) and their arguments: p a pointer, i an int64.
 KERNELS = {"segment_ranges": "pppipipipipppppppp", "cell_sums": "pippppppp", "order_keys": "piip",
-           "order_unpack": "piippp", "sorted_rows": "pippppipp"}
+           "order_unpack": "piippp", "sorted_rows": "pippppipp", "run_sums": "pppiiipppppp"}
 
 
 def has_kernel() -> bool:
