@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from calibcli.evaluation.metrics import binary as metrics_table
+from calibcli.requests import segments as segment_options
 from calibcli.requests.metrics import SEGMENT, TOP_LABEL_SEGMENT
 
 if TYPE_CHECKING:
@@ -291,11 +292,11 @@ GATED_SETTINGS: dict[str, GatedSetting] = {
     "label_col": GatedSetting("--label-col", _ALL, "label"),
     "score_col": GatedSetting("--score-col", _ALL, "score"),  # only where maps are evaluated
     "segment_cols": GatedSetting("--segment-col", _SEGMENTED, None),
-    "segment_bins": GatedSetting("--segment-bins", _SEGMENTED, 3),
-    "segment_top": GatedSetting("--segment-top", _SEGMENTED, 2),
-    "segment_depth": GatedSetting("--segment-depth", _SEGMENTED, 3),
-    "segment_min_rows": GatedSetting("--segment-min-rows", _SEGMENTED, 10),
-    "segment_max": GatedSetting("--segment-max", _SEGMENTED, 1000),
+    "segment_bins": GatedSetting("--segment-bins", _SEGMENTED, segment_options.BINS),
+    "segment_top": GatedSetting("--segment-top", _SEGMENTED, segment_options.TOP),
+    "segment_depth": GatedSetting("--segment-depth", _SEGMENTED, segment_options.DEPTH),
+    "segment_min_rows": GatedSetting("--segment-min-rows", _SEGMENTED, segment_options.MIN_ROWS),
+    "segment_max": GatedSetting("--segment-max", _SEGMENTED, segment_options.MAX_SEGMENTS),
 }
 SETTING_DEFAULTS = {k: g.default for k, g in GATED_SETTINGS.items()}
 

@@ -157,7 +157,7 @@ def field_grids(report) -> Iterable[Grid]:
 SEGMENT_HEADERS = ["segment", "rows", "predicted", "observed", "ECCE", "σ", "ECCE/σ", "p"]
 
 
-def _segment_title(report, r) -> list[str]:
+def _segment_title(r) -> list[str]:
     capped = f" (--segment-max stopped the enumeration at {r.segments_checked})" if r.segments_capped else ""
     return [f"'{cell(r.name)}':", *(f"the {len(r.segments)} worst of {r.segments_checked} segments{capped}, by "
                                     "ECCE/σ: how far the segment's cumulative calibration error strays from 0, in "
@@ -186,7 +186,7 @@ def segment_grids(report) -> Iterable[Grid]:
     headers = SEGMENT_HEADERS[:2] + (["weight"] if weighted else []) + SEGMENT_HEADERS[2:]
     for r in report.results:
         if r.segments:
-            yield Grid(_segment_title(report, r), headers, [_segment_cells(s, weighted) for s in r.segments])
+            yield Grid(_segment_title(r), headers, [_segment_cells(s, weighted) for s in r.segments])
 
 
 def field_tables(report) -> Iterable[Table]:
