@@ -53,7 +53,8 @@ OPTIONS: dict[str, Bound] = {
     "--segment-top": Bound(1, 100, "the most frequent values of a categorical segment column kept as levels; "
                                    "combinations of levels multiply across columns"),
     "--segments": Bound(0, 100_000, "rows of the worst-segments table (0: none)"),
-    "--step": Bound(0.0, 1e300, "a positive, finite rounding step", low_open=True),
+    "--step": Bound(1e-12, 1e300, "p / step stays below 2^40, so rint(p / step) * step is within step/2 of p "
+                    "(to 1e-4 of a step): a finer step would bucket nothing and name buckets wrongly"),
     "--top": Bound(1, 10_000, "rows of the --by-field table"),
 }
 

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 from calibcli.errors import UsageError
 from calibcli.requests.bounds import whole
+from calibcli.requests.names import column_option
 
 BINS, TOP, DEPTH, MIN_ROWS, MAX_SEGMENTS, SHOWN = 3, 2, 3, 10, 1000, 10
 CELLS_MAX_BITS = 62  # every combination of the columns' levels is numbered in a 64-bit integer
@@ -66,6 +67,7 @@ def segment_spec(cols: Sequence[str] = (), *, bins: int | None = None, top: int 
     for col in cols:
         if not isinstance(col, str) or not col:
             raise UsageError(f"--segment-col {col!r}: expected a column name")
+        column_option("--segment-col", col)
         if col in seen:
             raise UsageError(f"--segment-col {col} is given twice")
         seen.add(col)

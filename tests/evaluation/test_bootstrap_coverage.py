@@ -6,6 +6,7 @@ import math
 import sys
 from pathlib import Path
 
+from repo import REPO
 import numpy as np
 import pytest
 
