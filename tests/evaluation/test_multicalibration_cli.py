@@ -288,3 +288,51 @@ def test_segments_given_to_python_must_match_the_rows(rows):
         calibcli.evaluate(rows["label"], rows["good"], segments={"g": ["a", "b", "c"]})
     assert math.isfinite(calibcli.evaluate(rows["label"], rows["good"], segments={"g": list(rows["country"])})
                          ["multical_sigma"])
+
+
+def test_the_html_report_carries_the_worst_segments(parquet, tmp_path):
+    """`--plot FILE.html`: a "Worst segments" section whose rows are the JSON's table, cell by cell."""
+    pytest.importorskip("matplotlib")
+    from html.parser import HTMLParser
+
+    page = tmp_path / "report.html"
+    doc = report(parquet, "--prob-col", "good", "--prob-col", "bad", *SEGMENT_FLAGS, "--segments", "3",
+                 "--plot", page)
+
+    class Cells(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.tables, self.cell = [], None
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "table":
+                self.tables.append([])
+            elif tag == "tr":
+                self.tables[-1].append([])
+            elif tag in ("td", "th"):
+                self.cell = ""
+
+        def handle_endtag(self, tag):
+            if tag in ("td", "th"):
+                self.tables[-1][-1].append(self.cell)
+                self.cell = None
+
+        def handle_data(self, data):
+            if self.cell is not None:
+                self.cell += data
+
+    text = page.read_text()
+    assert "<h2>Worst segments</h2>" in text
+    parser = Cells()
+    parser.feed(text[text.index("<h2>Worst segments</h2>"):])
+    assert len(parser.tables) == 2  # one table per prediction
+    for table, result in zip(parser.tables, doc["results"]):
+        assert table[0] == ["segment", "rows", "predicted", "observed", "ECCE", "σ", "ECCE/σ", "p"]
+        assert [row[0] for row in table[1:]] == [s["segment"] for s in result["segments"]]
+        assert [int(row[1]) for row in table[1:]] == [s["rows"] for s in result["segments"]]
+        shown = [float(row[6]) for row in table[1:]]
+        assert shown == pytest.approx([s["ecce_sigma"] for s in result["segments"]], rel=5e-3)
+    assert parser.tables[1][1][0].startswith("country=DE & ")
+    plain = tmp_path / "plain.html"
+    assert run(parquet, "--prob-col", "bad", "--plot", plain).exit_code == 0
+    assert "Worst segments" not in plain.read_text()

@@ -105,6 +105,7 @@ def html_page(report, svg: str) -> bytes:
     head = " ".join(w for w in head.split(" ") if not w.startswith(("width=", "height=")))
     title = _e(f"calib evaluate: {cell(report.input)}")
     fields = "".join(grid_html(g) for g in render.field_grids(report))
+    segments = "".join(grid_html(g) for g in render.segment_grids(report))
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
 <style>{STYLE}</style></head><body>
@@ -114,6 +115,7 @@ def html_page(report, svg: str) -> bytes:
 {_decomposition(report)}
 {_gates(report)}
 {"<h2>By field</h2>" + fields if fields else ""}
+{"<h2>Worst segments</h2>" + segments if segments else ""}
 <h2>Reliability</h2><figure>{head}>{rest}</figure>
 </body></html>
 """
