@@ -30,7 +30,7 @@ def evaluate(
     ece_bins: Annotated[int, typer.Option("--ece-bins", help="Bins of ECE and MCE (as scikit-learn's calibration_curve n_bins)." + option_range("--ece-bins"))] = 10,
     ece_strategy: Annotated[str, typer.Option("--ece-strategy", help="ECE/MCE bins: uniform (equal width) or quantile (equal mass), as scikit-learn's calibration_curve.")] = "uniform",
     weight_col: Annotated[Optional[str], typer.Option("--weight-col", help="Column of non-negative row weights (every metric is weighted).")] = None,
-    step: Annotated[Optional[float], typer.Option("--step", help="Keep p bucketed to multiples of STEP (bounded memory): AUC and CalBin within the JSON's step_bounds, slope/intercept n/a, the rest exact; default exact." + option_range("--step"))] = None,
+    step: Annotated[Optional[float], typer.Option("--step", help="Keep p bucketed to multiples of STEP (bounded memory): log-loss, Brier, ECE, MCE, Spiegelhalter stay exact; AUC, CalBin, MCB, DSC move within the JSON's step_bounds; slope, intercept, CORP p, smECE, HL, KS, Kuiper are n/a; default exact." + option_range("--step"))] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (versioned schema): the same as --output-format json.")] = False,
     output_format: Annotated[Optional[str], typer.Option("--output-format", metavar="table|json|csv|markdown", help="What stdout gets: table (default; stacked blocks when the terminal is narrow), json, csv or markdown.")] = None,
     output_kind: Annotated[Optional[str], typer.Option("--output", hidden=True, help="Deprecated: --output-format.")] = None,
