@@ -141,7 +141,13 @@ def labels(series) -> np.ndarray:
 
 
 def field_values(series) -> np.ndarray:
-    """A categorical pandas column as strings, missing values as '' (as `calib evaluate` reads them)."""
+    """A categorical pandas column as strings, missing values as '' (as `calib evaluate` reads
+    them); booleans as Arrow casts them (true, false), as `calib apply` reads a Parquet boolean."""
+    import pandas as pd
+
+    if series.dtype.kind in "bO" or str(series.dtype) in ("boolean", "bool[pyarrow]"):
+        if pd.api.types.infer_dtype(series, skipna=True) == "boolean":  # also an object column of bools and None
+            series = series.map({True: "true", False: "false"}, na_action="ignore")
     return series.astype("string").fillna("").to_numpy(dtype=object)
 
 

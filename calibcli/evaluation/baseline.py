@@ -31,7 +31,7 @@ def load_baseline(path: str) -> Baseline:
 
     The text goes through `strictjson` (no NaN/Infinity, overflowing numbers or duplicate
     keys), and the documented types are required (see `Evaluation.to_json`): result names
-    are distinct strings, every metric is a finite number or null, `field_col` a string or
+    are distinct strings, a result's `columns` (schema 4) a list of names or null, every metric is a finite number or null, `field_col` a string or
     null, `calbin_window` a positive integer or null. A NaN or infinite baseline metric would
     otherwise make every --max-regression check pass.
     """
@@ -70,6 +70,7 @@ def load_baseline(path: str) -> Baseline:
     if len(doc["results"]) > MAX_RESULTS:
         raise bad(f"baseline has {len(doc['results'])} results, more than {MAX_RESULTS}")
     results: dict[str, dict[str, float | None]] = {}
+    columns: dict[str, list[str] | None] = {}
     for i, entry in enumerate(doc["results"]):
         if (not isinstance(entry, dict) or not isinstance(entry.get("name"), str)
                 or not isinstance(entry.get("metrics"), dict)):
@@ -90,7 +91,11 @@ def load_baseline(path: str) -> Baseline:
             raise bad(f"results[{i}] 'infinite' is {infinite!r:.40}, not a list of its metrics written null")
         values.update(dict.fromkeys(infinite, math.inf))  # +inf, which JSON cannot hold (`Evaluation.to_json`)
         results[name] = values
-    return Baseline(path, field_col, window, results, settings)
+        cols = entry.get("columns")
+        if cols is not None and (not isinstance(cols, list) or not all(isinstance(c, str) for c in cols)):
+            raise bad(f"results[{i}] columns is {cols!r:.40}, not a list of column names or null")
+        columns[name] = cols
+    return Baseline(path, field_col, window, results, settings, columns)
 
 
 def _is_int(value: Any) -> bool:

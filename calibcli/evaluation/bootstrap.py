@@ -152,7 +152,7 @@ LN2 = math.log(2.0)
 # ECE is a square root (of the debiased squared error, floored at 0); p-values are in [0, 1]. The
 # K-class Brier score (a sum over the classes) is in [0, 2] (`KCLASS_WIDER`).
 UNIT_RANGE = with_top_label("brier", "auc", "ece", "mce", "calbin", "spiegelhalter_p", "interval_width",
-                             "interval_coverage", "accuracy", "top_label_ece", "top_label_mce", "classwise_ece",
+                             "interval_coverage", "interval_label_ece", "interval_label_p", "accuracy", "top_label_ece", "top_label_mce", "classwise_ece",
                              "field_ece", "brier_mcb", "smece", "ece_debiased", "corp_p", "hl_p", "ks_p", "kuiper_p",
                              "multical_p")
 QUARTER_RANGE = with_top_label("brier_dsc", "brier_unc")

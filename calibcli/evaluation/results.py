@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from calibcli.evaluation.bootstrap import BootstrapPlan
 
 EVALUATION_FORMAT = "calibcli.evaluation"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # The options an evaluation records as they were given, in the order its JSON writes them.
 _HEADER = ("input", "rows", "positives", "field_col", "calbin_window", "weight_col", "step", "ece_bins",
            "ece_strategy", "label_col", "score_col", "hl_groups", "segment_cols", "segment_bins", "segment_top",
@@ -43,6 +43,9 @@ class EvalRow:
     segments: list[dict[str, Any]] | None = None  # with --segment-col: the worst segments (`multical.segment_dict`)
     segments_checked: int | None = None  # with --segment-col: how many segments were checked
     segments_capped: bool | None = None  # with --segment-col: whether --segment-max stopped the enumeration
+    verdict: Any = None  # `verdict.Verdict`: calibrated within noise or not, which way, where
+    columns: list[str] | None = None  # the input columns a --prob-col/--prob-cols result read (baselines match them)
+    interval: dict[str, Any] | None = None  # with interval columns: widths and the label-side verdict
 
 
 @dataclass
@@ -69,6 +72,7 @@ class Evaluation:
     segment_depth: int | None = None
     segment_min_rows: int | None = None
     segment_max: int | None = None
+    title: str | None = None  # --title: the HTML report's and the summary's heading
 
     @property
     def headline(self) -> str:
@@ -92,17 +96,22 @@ class Evaluation:
     def to_json(self) -> dict[str, Any]:
         """The machine-readable report (`calib evaluate --json`, `--save-baseline`); NaN becomes null.
 
-        Schema (version 3; version 1 had only the keys marked *; version 3 added the metrics
-        of `selection.NEW`, `corp` and `smooth`):
+        Schema (version 4; version 1 had only the keys marked *; version 3 added the metrics
+        of `selection.NEW`, `corp` and `smooth`; version 4 the `verdict` and the tested
+        `by_field`):
 
         - `format`: "calibcli.evaluation"; `schema_version`: 3; `calibcli_version`
         - `input`*, `rows`*, `positives`*, `field_col`*, `calbin_window`*
         - `results`*: one object per --prob-col and --map, in order: `name`*, `kind`*
-          ("column" or "map"), `metrics`* (snake_case keys of `metrics.METRICS`, null when
+          ("column" or "map"), `verdict` (`verdict.Verdict.to_json`: `calibrated` true, false or
+          null for too few rows, `direction`, `where`, `evidence`, `text`, `level`,
+          `detectable`; the rule in docs/verdict.md), `metrics`* (snake_case keys of `metrics.METRICS`, null when
           n/a), `intervals` ({metric: [low, high]} with --bootstrap, [null, null] for a metric
           the bootstrap withholds (`bootstrap.WITHHELD`), else null), `by_field` (with
-          --by-field: `fields`, `top`, `by_bias` and `by_relative_bias` lists of
-          {field, rows, positives, mean_p, positive_rate, bias, relative_bias}, else null),
+          --by-field: `fields`, `tested` (values with at least `min_rows`), `min_rows`, `top`,
+          `significant`, `level`, `test`, `adjustment` and `values`, the top values by
+          evidence: {field, rows, positives, mean_p, positive_rate, gap, bias, relative_bias,
+          p_value, adjusted_p, significant}, else null),
           `histogram` (with --plot: rows with p in each of 20 equal-width bins, else null),
           `reliability` (with --plot: the bins of ECE/MCE, --ece-bins and --ece-strategy,
           that hold rows: {rows, mean_p, positive_rate, rate_low, rate_high, p_min, p_max};
@@ -143,7 +152,7 @@ class Evaluation:
           options `passed` is true and `checks` is empty.
 
         Keys are only ever added within a schema version; a removal or change of meaning
-        bumps it. `--baseline` reads versions 1 to 3.
+        bumps it. `--baseline` reads versions 1 to 4.
         """
         from calibcli._version import __version__
 
@@ -153,6 +162,7 @@ class Evaluation:
         def result(r: EvalRow) -> dict[str, Any]:
             return {
                 "name": r.name, "kind": r.kind,
+                "verdict": None if r.verdict is None else r.verdict.to_json(),  # first: the answer
                 "metrics": {k: clean(v) for k, v in r.metrics.items()},
                 "infinite": infinite_keys(r.metrics),
                 "intervals": None if r.intervals is None else
@@ -165,6 +175,7 @@ class Evaluation:
                 **{k: getattr(r, k) for k in ("classes", "corp", "smooth")},
                 "segments": None if r.segments is None else [_finite_json(s) for s in r.segments],
                 "segments_checked": r.segments_checked, "segments_capped": r.segments_capped,
+                "columns": r.columns, "interval": r.interval,
             }
 
         gate = self.gate or GateReport("point", None, [])
@@ -252,6 +263,7 @@ class Baseline:
     calbin_window: int | None
     metrics: dict[str, dict[str, float | None]]  # result name -> metric -> value
     settings: dict[str, Any] | None = None  # the GATED_SETTINGS it was computed with (None: defaults)
+    columns: dict[str, list[str] | None] | None = None  # result name -> the input columns it read (schema 4)
 
     def setting(self, key: str) -> Any:
         """The baseline's value of a gated setting; a report that did not record it used the

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from calibcli import io
 from calibcli.errors import InputError, Where
+from calibcli.evaluation import verdict
 from calibcli.evaluation.bootstrap import kclass_intervals, state_intervals
 from calibcli.evaluation import multical
 from calibcli.evaluation.metrics import diagnostics, intervals
@@ -76,6 +77,14 @@ class BinaryRun:
         self.pairs = intervals.interval_pairs(schema.names, self.prob_cols, opts.interval_cols, source)
         self.bounds = {col: intervals.IntervalCollector() for col in self.pairs}
 
+    def resolved(self) -> list[tuple[str, list[str] | None]]:
+        """(name, the input columns it reads; None for a map) of each result, as baselines match them."""
+        return [(c, [c]) for c in self.prob_cols] + [(io.display_name(m), None) for m, _ in self.loaded]
+
+    def resolver(self, schema: pa.Schema, source: str):
+        """How a baseline's result name reads this input: a column name is itself (no resolution)."""
+        return None
+
     def add(self, batch: pa.RecordBatch, w: np.ndarray | None, source: str, offset: int) -> None:
         opts = self.opts
         y = labels.from_file(batch, opts.label_col, source, self.labels, offset)
@@ -119,18 +128,22 @@ class BinaryRun:
         values, corp_data, smooth_data = row_metrics(state, opts.calbin_window, opts.ece_bins, opts.ece_strategy,
                                                      opts.choice, opts.diagram)
         row = EvalRow(name, kind, values, corp=corp_data, smooth=smooth_data)
+        row.columns = [name] if kind == "column" else None
+        row.verdict = verdict.binary_verdict(*state.pooled(), opts.ece_bins, opts.ece_strategy, values)
         row.mce_count = state.mce_count(opts.ece_bins, opts.ece_strategy)
         if opts.bootstrap is not None:
             row.intervals = state_intervals(state, opts.calbin_window, opts.bootstrap, opts.choice, **ece)
         if opts.by_field_top is not None and state.field_names is not None:
             row.by_field = diagnostics.field_breakdown_sums(state.field_w, state.field_y, state.field_p,
-                                                            state.field_names, opts.by_field_top)
+                                                            state.field_names, opts.by_field_top, opts.min_rows)
         if opts.reliability_bins is not None:
             views.add_plot_views(row, *state.pooled(), opts.ece_bins, opts.ece_strategy)
         row.step_bounds = state.step_bounds(opts.calbin_window, opts.choice)
         if self.bounds:  # every row gets the keys (n/a without an interval), so tables stay rectangular
             row.metrics.update(self.bounds[name].metrics(opts.ece_bins, opts.ece_strategy) if name in self.bounds
-                               else dict.fromkeys(intervals.KEYS))
+                               else dict.fromkeys(intervals.KEYS, float("nan")))
+            if name in self.bounds:
+                row.interval = self.bounds[name].view(opts.ece_bins, opts.ece_strategy)
         return row
 
     def header(self) -> dict[str, Any]:
@@ -212,6 +225,24 @@ class KClassRun:
             self.multical = multical.SegmentCollector(opts.segments, len(self.preds),
                                                       multical.kinds_of(schema, self.segment_cols))
 
+    def resolved(self) -> list[tuple[str, list[str] | None]]:
+        """(name, the input columns it reads; None for a map) of each prediction (after `check`)."""
+        return [(p.name, (list(p.cols.columns) or [p.cols.list_column]) if p.kind == "column" else None)
+                for p in self.preds]
+
+    def resolver(self, schema: pa.Schema, source: str):
+        """A baseline result's name read as a --prob-cols SPEC against this input (None when it does not read)."""
+        from calibcli.errors import CalibError
+
+        def resolve(spec: str) -> list[str] | None:
+            try:
+                cols = score_columns.resolve(spec, schema, source, self.opts.classes, flag="--prob-cols")
+            except CalibError:
+                return None
+            return list(cols.columns) or [cols.list_column]
+
+        return resolve
+
     def add(self, batch: pa.RecordBatch, w: np.ndarray | None, source: str, offset: int) -> None:
         pairs = [pred.add(batch, self.opts.label_col, w, source, offset, self.opts.bootstrap is not None)
                  for pred in self.preds]
@@ -232,6 +263,9 @@ class KClassRun:
         state = merge_kclass_states(pred.states)
         row = EvalRow(pred.name, pred.kind, state.metrics(opts.ece_bins, opts.ece_strategy, opts.choice),
                       classes=list(pred.cols.classes))
+        row.columns = (list(pred.cols.columns) or [pred.cols.list_column]) if pred.kind == "column" else None
+        row.verdict = verdict.kclass_verdict(state.top.pooled(), [s.pooled() for s in state.per_class],
+                                             row.classes, opts.ece_bins, opts.ece_strategy)
         if opts.bootstrap is not None:
             codes = np.concatenate([c for c, _ in pred.rows])
             P = np.concatenate([p for _, p in pred.rows])

@@ -42,6 +42,7 @@ OPTIONS: dict[str, Bound] = {
     "--ece-bins": Bound(1, 100_000, "more bins than that leave most of them empty on any real data"),
     "--hl-groups": Bound(3, 100_000, "the Hosmer-Lemeshow test has groups - 2 degrees of freedom"),
     "--folds": Bound(2, 100, "each fold refits every method; 100 folds of a slow method take minutes"),
+    "--min-rows": Bound(1, 1e15, "the rows (weight) a --by-field value needs to be tested: fewer are noise, not evidence"),
     "--max-knots": Bound(2, 10_000_000, "a simplified map keeps its two end knots; more knots than a map has change nothing"),
     "--seed": Bound(0, SEED_MAX, "seeds are 64-bit integers, stored exactly in the map"),
     "--segment-bins": Bound(1, 100, "each quantile bin of a numeric segment column is a level; combinations of "

@@ -48,7 +48,9 @@ METRICS: dict[str, tuple[str, str]] = {
     "kuiper": ("Kuiper", "lower"),
     "kuiper_p": ("Kuiper p", "higher"),
     "interval_width": ("interval width", "lower"),  # with interval columns (evaluation.intervals)
-    "interval_coverage": ("interval coverage", "higher"),
+    "interval_coverage": ("bin-rate coverage", "higher"),  # a proxy: Venn-Abers promises no such coverage
+    "interval_label_ece": ("label-side ECE", "lower"),  # what the Venn-Abers guarantee is about
+    "interval_label_p": ("label-side p", "higher"),
     # the multicalibration error over the segments of --segment-col (multicalibration.py)
     "multical": ("multical", "lower"),
     "multical_sigma": ("multical σ", "lower"),
@@ -64,7 +66,7 @@ KCLASS_METRICS: dict[str, tuple[str, str]] = {
     "classwise_ece": ("classwise ECE", "lower"),
     "auc": ("AUC", "higher"),
 }
-INTERVAL_KEYS = ("interval_width", "interval_coverage")  # only beside interval columns
+INTERVAL_KEYS = ("interval_width", "interval_coverage", "interval_label_ece", "interval_label_p")  # with intervals
 # Computed exactly when --segment-col is given (binary: these; K classes: their top-label versions).
 SEGMENT = ("multical", "multical_sigma", "multical_p")
 KCLASS_BASE = tuple(KCLASS_METRICS)  # the K-class table before the top-label reductions

@@ -366,3 +366,31 @@ def test_the_command_equals_mcgrad_on_the_committed_references(name, tmp_path):
             assert abs(metrics[key] - want) <= 1e-9 * max(1.0, abs(want)), (key, metrics[key], want)
     assert got["segments_checked"] == len(ref["segments"]["rows"])
     assert got["segments_capped"] == (name == "many")
+
+
+def test_the_summary_carries_the_worst_segments(parquet, tmp_path):
+    """`--summary FILE.md`: after the verdict and the gates, "### Worst segments" with each
+    prediction's table, its rows the JSON's (worst first), whether the gate passed or failed."""
+    summary = tmp_path / "summary.md"
+    doc = report(parquet, "--prob-col", "good", "--prob-col", "bad", *SEGMENT_FLAGS, "--segments", "3",
+                 "--summary", summary)
+    lines = summary.read_text().splitlines()
+    at = lines.index("### Worst segments")
+    assert lines.index("### Gates") < at
+    header = "| segment | rows | predicted | observed | ECCE | σ | ECCE/σ | p |"
+    starts = [i for i, line in enumerate(lines) if line == header]
+    assert len(starts) == 2 and all(i > at for i in starts)
+    for start, result in zip(starts, doc["results"]):
+        rows = lines[start + 2:start + 2 + len(result["segments"])]
+        shown = [line.split(" | ")[0].removeprefix("| ").replace("\\", "") for line in rows]
+        assert shown == [s["segment"] for s in result["segments"]]
+        assert [float(line.split(" | ")[6]) for line in rows] == pytest.approx(
+            [s["ecce_sigma"] for s in result["segments"]], rel=5e-3)
+    failed = tmp_path / "failed.md"
+    gated = run(parquet, "--prob-col", "bad", *SEGMENT_FLAGS, "--fail-above", "multical-sigma=5", "--summary", failed)
+    assert gated.exit_code == 1
+    text = failed.read_text()
+    assert "**Exit 1**" in text and "### Worst segments" in text and "| country=DE & " in text
+    plain = tmp_path / "plain.md"
+    assert run(parquet, "--prob-col", "bad", "--summary", plain).exit_code == 0
+    assert "Worst segments" not in plain.read_text()

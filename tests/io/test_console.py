@@ -125,7 +125,7 @@ def test_hostile_names_in_every_output_format(tmp_path, monkeypatch, names, fiel
 
     out_csv = runner.invoke(app, [*args, "--output-format", "csv"])
     assert out_csv.exit_code == 0
-    parsed = list(csv.reader(io.StringIO(out_csv.stdout)))
+    parsed = list(csv.reader(io.StringIO(out_csv.stdout_bytes.decode())))  # .stdout turns \r\n into \n
     header = parsed[0]
     for row, r in zip(parsed[1:], doc["results"]):
         assert row[0] == r["name"]  # CSV is data: quoted, exact
