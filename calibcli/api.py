@@ -207,6 +207,12 @@ def evaluate(
     hl_groups: int = 10,
     weights: Sequence[float] | np.ndarray | None = None,
     min_rows: float = 30,
+    segments: Mapping[str, Sequence[Any] | np.ndarray] | None = None,
+    segment_bins: int | None = None,
+    segment_top: int | None = None,
+    segment_depth: int | None = None,
+    segment_min_rows: int | None = None,
+    segment_max: int | None = None,
 ) -> dict[str, float]:
     """Every metric `calib evaluate` reports for one probability column (NaN where n/a).
 
@@ -236,23 +242,36 @@ def evaluate(
     (snake_case keys: `brier_mcb`, `smece`, ...). Invalid input (lengths, labels, probabilities, a
     `calbin_window` outside `calib evaluate --calbin-window`'s range) raises
     `calibcli.errors.UsageError` with the CLI's message.
+
+    `segments` ({name: one value per row}, as `calib evaluate --segment-col`; float arrays are
+    numeric and cut into `segment_bins` quantile bins, text, integer and boolean ones
+    categorical) adds the multicalibration error `multical`, `multical_sigma` and `multical_p`
+    (for probs of shape (n, K), `top_label_multical`, ...), with `segment_bins`, `segment_top`,
+    `segment_depth`, `segment_min_rows`, `segment_max` as the options of the same names
+    (docs/multicalibration.md); the same numbers as the command on the same rows.
     """
     from calibcli.requests import EvaluateOptions
     from calibcli.requests.evaluate import field_min_rows
 
     min_rows = field_min_rows(min_rows)
     sample_weight = _sample_weight(sample_weight, weights)
+    if segments is not None and not isinstance(segments, Mapping):
+        raise UsageError(f"segments must map column names to values, got {type(segments).__name__}",
+                         hint='e.g. segments={"country": countries, "age": ages}')
     if map is not None:
         labels, probs, classes = _map_predictions(map, labels, probs, classes)
     options = EvaluateOptions.build(calbin_window=calbin_window, ece_bins=ece_bins, ece_strategy=ece_strategy,
                                     metrics=metrics, bands=bands, seed=seed, hl_groups=hl_groups,
-                                    classes=None if classes is None else tuple(classes), kind=kind_of(probs))
+                                    classes=None if classes is None else tuple(classes), kind=kind_of(probs),
+                                    segment_cols=tuple(segments or ()), segment_bins=segment_bins,
+                                    segment_top=segment_top, segment_depth=segment_depth,
+                                    segment_min_rows=segment_min_rows, segment_max=segment_max)
     if sample_weight is not None and np.all(np.isfinite(sample_weight)) and np.all(np.asarray(sample_weight) >= 0):
         from calibcli.evaluation.weighttotal import check_weights
 
         check_weights(np.asarray(sample_weight, dtype=np.float64))  # the total: calib evaluate's rule
     out = _EVALUATIONS[options.kind](labels, probs, fields=fields, interval=interval, classes=classes,
-                                     sample_weight=sample_weight, options=options)
+                                     sample_weight=sample_weight, options=options, segments=segments)
     if fields is not None:  # K-class predictions refuse fields above
         out.by_field = _by_field(labels, probs, fields, sample_weight, min_rows)
     return out
@@ -272,7 +291,28 @@ def _by_field(labels, probs, fields, sample_weight, min_rows) -> dict[str, Any]:
     return diagnostics.field_breakdown_sums(*sums, names, max(1, len(names)), min_rows)
 
 
-def _evaluate_binary(labels, probs, *, fields, interval, classes, sample_weight, options) -> dict[str, float]:
+def _multicalibration(y: np.ndarray, p: np.ndarray, segments: Mapping[str, Any], sample_weight: Any,
+                      options: Any, prefix: str = "") -> dict[str, float]:
+    """The multicalibration error of (y, p) over the segments of `segments` (`evaluation.multical`),
+    its keys after `prefix` ("top_label_" for K classes); {} without segments."""
+    from calibcli.evaluation import multical
+
+    if options.segments is None:
+        return {}
+    columns = {}
+    for name, values in segments.items():
+        column = values if hasattr(values, "__array__") or hasattr(values, "type") else np.asarray(values)
+        if len(column) != y.size:
+            raise UsageError(f"segments[{name!r}] has {len(column)} values for {y.size} labels")
+        columns[name] = column
+    collector = multical.SegmentCollector(options.segments, 1)
+    collector.add(columns, [y], [p], None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64),
+                  "segments", 0)
+    result = collector.results()[0]
+    return {prefix + k: v for k, v in result.metrics().items()}
+
+
+def _evaluate_binary(labels, probs, *, fields, interval, classes, sample_weight, options, segments) -> dict[str, float]:
     from calibcli.evaluation import verdict
     from calibcli.evaluation.metrics import intervals
     from calibcli.evaluation.state import binary as state
@@ -296,7 +336,8 @@ def _evaluate_binary(labels, probs, *, fields, interval, classes, sample_weight,
         out = rows.metrics(options.calbin_window, options.ece_bins, options.ece_strategy, options.choice)
         judged = verdict.binary_verdict(*rows.pooled(), options.ece_bins, options.ece_strategy, out)
     if interval is None:
-        return verdict.Evaluated({**out, **dict.fromkeys(intervals.KEYS, math.nan)}, judged)
+        return verdict.Evaluated({**out, **dict.fromkeys(intervals.KEYS, math.nan),
+                                  **_multicalibration(y, p, segments, w, options)}, judged)
     low, high = (np.asarray(v, dtype=np.float64) for v in interval)
     if low.shape != p.shape or high.shape != p.shape:
         raise UsageError(f"interval bounds must have {p.size} values each, got {low.shape} and {high.shape}")
@@ -304,7 +345,8 @@ def _evaluate_binary(labels, probs, *, fields, interval, classes, sample_weight,
         raise UsageError(f"interval row {row}: the high end {float(high[row])!r} is below the low end "
                          f"{float(low[row])!r}", hint="interval=(low, high): the low ends first")
     return verdict.Evaluated({**out, **intervals.interval_metrics(p, y, low, high, w, options.ece_bins,
-                                                                  options.ece_strategy)}, judged)
+                                                                  options.ece_strategy),
+                              **_multicalibration(y, p, segments, w, options)}, judged)
 
 
 def _map_predictions(map: Any, labels: Any, scores: Any, classes: Any) -> tuple[Any, np.ndarray, Any]:
@@ -343,7 +385,7 @@ def _kclass_map_predictions(map: Any, labels: Any, scores: Any, classes: Any) ->
 _MAP_PREDICTIONS = {BINARY: _binary_map_predictions, KCLASS: _kclass_map_predictions}
 
 
-def _evaluate_kclass(labels, probs, *, fields, interval, classes, sample_weight, options) -> dict[str, float]:
+def _evaluate_kclass(labels, probs, *, fields, interval, classes, sample_weight, options, segments) -> dict[str, float]:
     """`evaluate` of one K-class prediction (the mergeable state the CLI and engines use)."""
     from calibcli.evaluation.state.kclass import KClassState
     from calibcli.kinds import probabilities
@@ -364,7 +406,13 @@ def _evaluate_kclass(labels, probs, *, fields, interval, classes, sample_weight,
     with np.errstate(all="ignore"):
         judged = verdict.kclass_verdict(rows.top.pooled(), [s.pooled() for s in rows.per_class], names,
                                         options.ece_bins, options.ece_strategy)
-    return verdict.Evaluated(rows.metrics(options.ece_bins, options.ece_strategy, options.choice), judged)
+    out = rows.metrics(options.ece_bins, options.ece_strategy, options.choice)
+    if options.segments is not None:
+        from calibcli.evaluation.multical import top_label
+        from calibcli.requests.metrics import TOP_LABEL
+
+        out = {**out, **_multicalibration(*top_label(codes, P), segments, sample_weight, options, TOP_LABEL)}
+    return verdict.Evaluated(out, judged)
 
 
 _EVALUATIONS = {BINARY: _evaluate_binary, KCLASS: _evaluate_kclass}

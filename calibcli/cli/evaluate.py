@@ -54,6 +54,13 @@ def evaluate(
     hl_groups: Annotated[int, typer.Option("--hl-groups", metavar="G", help="Equal-mass groups of the Hosmer-Lemeshow test (chi-squared with G - 2 degrees of freedom)." + option_range("--hl-groups"))] = 10,
     diagram: Annotated[str, typer.Option("--diagram", metavar="corp|smooth|binned", help="What --plot draws: the CORP reliability diagram (PAV curve, consistency band), the smooth one (smECE's kernel), or the bins of ECE/MCE with their rows.")] = "corp",
     interval_cols: Annotated[Optional[str], typer.Option("--interval-cols", metavar="LOW,HIGH", help="Interval columns of the one --prob-col (default: <col>_low and <col>_high when present): adds interval width and coverage.")] = None,
+    segment_col: Annotated[List[str], typer.Option("--segment-col", metavar="COL", help="Column whose values define segments for the multicalibration error (multical, multical-sigma, multical-p; K classes: top-label); repeatable. Float columns are cut into quantile bins, text, integer and boolean columns are categorical.")] = [],
+    segment_bins: Annotated[Optional[int], typer.Option("--segment-bins", metavar="N", help="Quantile bins of a numeric segment column (default 3)." + option_range("--segment-bins"))] = None,
+    segment_top: Annotated[Optional[int], typer.Option("--segment-top", metavar="K", help="Most frequent values of a categorical segment column kept, the rest 'other' (default 2)." + option_range("--segment-top"))] = None,
+    segment_depth: Annotated[Optional[int], typer.Option("--segment-depth", metavar="D", help="Segments intersect up to D columns (default 3)." + option_range("--segment-depth"))] = None,
+    segment_min_rows: Annotated[Optional[int], typer.Option("--segment-min-rows", metavar="N", help="Segments with fewer rows are not checked (default 10)." + option_range("--segment-min-rows"))] = None,
+    segment_max: Annotated[Optional[int], typer.Option("--segment-max", metavar="N", help="At most N segments are checked, in enumeration order (default 1000)." + option_range("--segment-max"))] = None,
+    segments: Annotated[Optional[int], typer.Option("--segments", metavar="K", help="Rows of the worst-segments table (default 10)." + option_range("--segments"))] = None,
 ) -> None:
     """Is each probability column calibrated? The verdict first, then log-loss, Brier, AUC, ECE, ...
 
@@ -73,6 +80,7 @@ def evaluate(
     calib evaluate test.csv --prob-col raw --prob-col calibrated --fail-above calibrated:log-loss=0.5 --summary s.md
     calib evaluate test.csv --field-col field --baseline base.json --max-regression field-rce=5%
     calib evaluate digits.csv --prob-cols 'p_*' --prob-cols 'calibrated_*' --fail-above top-label-ece=0.05
+    calib evaluate test.csv --prob-col p --segment-col country --segment-col age --fail-above multical-sigma=5
     """
     from calibcli.kinds.names import parse_classes
     from calibcli.requests import EvaluateOptions, evaluate_output
@@ -85,7 +93,9 @@ def evaluate(
         gate_on=gate_on, bootstrap=bootstrap, seed=seed, by_field=by_field, top=top, bands=bands,
         hl_groups=hl_groups, reliability_bins=ece_bins if plot is not None else None, interval_cols=interval_cols,
         pos_label=pos_label, kclass_cols=tuple(prob_cols), classes=parse_classes(classes), score_cols=score_cols,
-        metrics=metrics, diagram=diagram, prob_cols=tuple(prob_col), maps=tuple(map), min_rows=min_rows)
+        metrics=metrics, diagram=diagram, prob_cols=tuple(prob_col), maps=tuple(map), min_rows=min_rows,
+        segment_cols=tuple(segment_col), segment_bins=segment_bins, segment_top=segment_top,
+        segment_depth=segment_depth, segment_min_rows=segment_min_rows, segment_max=segment_max, segments=segments)
     shown = evaluate_output(output_format, output_kind, as_json, save_baseline, summary, title, plot)
     if output_kind is not None:
         console.warn("evaluate --output is deprecated: use --output-format (-o names a file in the other commands)")

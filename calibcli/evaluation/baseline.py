@@ -4,6 +4,7 @@ for `--baseline`, checking it against the schema of `results.Evaluation.to_json`
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from calibcli.requests import bounds
@@ -84,6 +85,11 @@ def load_baseline(path: str) -> Baseline:
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
                 raise bad(f"results[{i}] metric {key!r:.40} is {value!r:.40}, not a number")
             values[key] = None if value is None else float(value)  # strictjson: always finite
+        infinite = entry.get("infinite") or []
+        if not isinstance(infinite, list) or any(not isinstance(k, str) or k not in values or values[k] is not None
+                                                 for k in infinite):
+            raise bad(f"results[{i}] 'infinite' is {infinite!r:.40}, not a list of its metrics written null")
+        values.update(dict.fromkeys(infinite, math.inf))  # +inf, which JSON cannot hold (`Evaluation.to_json`)
         results[name] = values
         cols = entry.get("columns")
         if cols is not None and (not isinstance(cols, list) or not all(isinstance(c, str) for c in cols)):
@@ -116,4 +122,11 @@ _SETTING_TYPES = (
     ("step", *_at_least("--step", False)),
     ("label_col", lambda v: isinstance(v, str), "a column name"),
     ("score_col", lambda v: isinstance(v, str), "a column name"),
+    ("segment_cols", lambda v: isinstance(v, list) and all(isinstance(c, str) and c for c in v),
+     "a list of column names"),
+    ("segment_bins", *_at_least("--segment-bins", True)),
+    ("segment_top", *_at_least("--segment-top", True)),
+    ("segment_depth", *_at_least("--segment-depth", True)),
+    ("segment_min_rows", *_at_least("--segment-min-rows", True)),
+    ("segment_max", *_at_least("--segment-max", True)),
 )

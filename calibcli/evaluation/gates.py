@@ -98,6 +98,8 @@ def _check(name: str, metric: str, kind: str, value: float, compared: float, lim
 def _described(option: str, value: Any) -> str:
     if value is None:
         return f"no {option}"
+    if isinstance(value, (list, tuple)):  # --segment-col, repeated
+        return " ".join(f"{option} {v!r}" for v in value)
     return f"{option} {value!r}" if isinstance(value, str) else f"{option} {value}"
 
 

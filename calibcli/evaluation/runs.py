@@ -21,6 +21,7 @@ from calibcli import io
 from calibcli.errors import InputError, Where
 from calibcli.evaluation import verdict
 from calibcli.evaluation.bootstrap import kclass_intervals, state_intervals
+from calibcli.evaluation import multical
 from calibcli.evaluation.metrics import diagnostics, intervals
 from calibcli.evaluation.metrics.selection import row_metrics
 from calibcli.evaluation.render import views
@@ -28,6 +29,7 @@ from calibcli.evaluation.results import EvalRow
 from calibcli.evaluation.state.builder import StateBuilder
 from calibcli.evaluation.state.kclass import KClassState, merge_kclass_states
 from calibcli.kinds import BINARY, KCLASS, labels, probabilities
+from calibcli.requests.metrics import TOP_LABEL
 from calibcli.kinds import columns as score_columns
 
 MERGE_EVERY = 16  # K-class batch states merged at a time: memory stays a few distributions
@@ -43,7 +45,11 @@ class BinaryRun:
         field_col = opts.field_col
         self.string_columns = ((field_col,) if field_col else ()) + tuple(
             c for _, cal in loaded for c in cal.input_features()[0])
-        self.dictionary_columns = (field_col,) if field_col else ()
+        self.segment_cols = opts.segments.cols if opts.segments else ()
+        read_as_numbers = {opts.label_col, opts.score_col, opts.weight_col, *self.prob_cols}
+        self.dictionary_columns = ((field_col,) if field_col else ()) + tuple(  # text segment columns: codes
+            c for c in self.segment_cols if c not in read_as_numbers and c != field_col)
+        self.multical: multical.SegmentCollector | None = None
         cells = opts.bootstrap is not None and field_col is not None
         total = io.parquet_rows(path) if not cells and opts.step is None and opts.weight_col is None else None
         self.builders = [StateBuilder(opts.step, cells, total, opts.ece_bins) for _ in self.names]
@@ -61,9 +67,13 @@ class BinaryRun:
             needed.append((opts.field_col, "--field-col"))
         if opts.weight_col:
             needed.append((opts.weight_col, "--weight-col"))
+        needed += [(c, "--segment-col") for c in self.segment_cols]
         for col, flag in needed:
             if col not in schema.names:
                 raise io.missing_column(col, schema.names, source, flag)
+        if opts.segments:
+            self.multical = multical.SegmentCollector(opts.segments, len(self.names),
+                                                      multical.kinds_of(schema, self.segment_cols))
         self.pairs = intervals.interval_pairs(schema.names, self.prob_cols, opts.interval_cols, source)
         self.bounds = {col: intervals.IntervalCollector() for col in self.pairs}
 
@@ -80,10 +90,12 @@ class BinaryRun:
         y = labels.from_file(batch, opts.label_col, source, self.labels, offset)
         self.positives += int(np.count_nonzero(y == 1))
         fields = io.field_codes(batch, opts.field_col, source) if opts.field_col else None
+        ps = []
         for k, col in enumerate(self.prob_cols):
             p = io.scores_from(batch, col, source, offset, flag="--prob-col")
             _check_probabilities(p, col, source, offset)
             self.builders[k].add(y, p, fields, w)
+            ps.append(p)
             if col in self.pairs:
                 low, high = (io.scores_from(batch, c, source, offset, flag="--interval-cols") for c in self.pairs[col])
                 for c, v in zip(self.pairs[col], (low, high)):
@@ -95,12 +107,20 @@ class BinaryRun:
             for k, (map_path, cal) in enumerate(self.loaded, start=len(self.prob_cols)):
                 io.check_scores_for(cal, s, opts.score_col, source, map_path, offset)
                 feats = io.map_features(batch, *cal.input_features(), source, offset) or None
-                self.builders[k].add(y, cal.predict(s, feats), fields, w)
+                p = cal.predict(s, feats)
+                self.builders[k].add(y, p, fields, w)
+                ps.append(p)
+        if self.multical is not None:
+            self.multical.add({c: batch.column(c) for c in self.segment_cols}, [y] * len(ps), ps, w, source, offset)
 
     def results(self) -> list[EvalRow]:
         pa.default_memory_pool().release_unused()  # the read buffers, before the distributions are built
         kinds = ["column"] * len(self.prob_cols) + ["map"] * len(self.loaded)
-        return [self._row(name, kind, builder.result()) for name, kind, builder in zip(self.names, kinds, self.builders)]
+        rows = [self._row(name, kind, builder.result()) for name, kind, builder in zip(self.names, kinds, self.builders)]
+        if self.multical is not None:
+            for row, result in zip(rows, self.multical.results()):
+                multical.fill_row(row, result, self.opts.segments)
+        return rows
 
     def _row(self, name: str, kind: str, state: Any) -> EvalRow:
         opts = self.opts
@@ -153,7 +173,7 @@ class _Prediction:
         self.rows: list[tuple[np.ndarray, np.ndarray]] = []  # kept for --bootstrap
 
     def add(self, batch: pa.RecordBatch, label_col: str, w: np.ndarray | None, source: str, offset: int,
-            keep_rows: bool) -> None:
+            keep_rows: bool) -> tuple[np.ndarray, np.ndarray]:
         S = score_columns.matrix_from(batch, self.cols, source, offset)
         if self.cols.k is None:  # a list column: K from its first row
             self.cols = self.cols.with_k(S.shape[1], source, self.cols.classes or None)
@@ -169,6 +189,7 @@ class _Prediction:
             self.rows.append((codes, P))
         if len(self.states) >= MERGE_EVERY:
             self.states = [merge_kclass_states(self.states)]
+        return codes, P
 
 
 class KClassRun:
@@ -183,10 +204,13 @@ class KClassRun:
         self.names = [*opts.kclass_cols, *(io.display_name(m) for m, _ in loaded)]
         self.string_columns = (opts.label_col,)
         self.preds: list[_Prediction] = []
+        self.segment_cols = opts.segments.cols if opts.segments else ()
+        self.multical: multical.SegmentCollector | None = None
 
     def check(self, schema: pa.Schema, source: str) -> None:
         opts = self.opts
-        for col, flag in ((opts.label_col, "--label-col"), (opts.weight_col, "--weight-col")):
+        for col, flag in ((opts.label_col, "--label-col"), (opts.weight_col, "--weight-col"),
+                          *((c, "--segment-col") for c in self.segment_cols)):
             if col is not None and col not in schema.names:
                 raise io.missing_column(col, schema.names, source, flag)
         self.preds = [_Prediction(spec, "column", score_columns.resolve(spec, schema, source, opts.classes,
@@ -197,6 +221,9 @@ class KClassRun:
             cols = score_columns.map_columns(cal.classes_.tolist(), cal.score_cols, cal.list_column, opts.score_cols,
                                              schema, source, name)
             self.preds.append(_Prediction(name, "map", cols, cal))
+        if opts.segments:
+            self.multical = multical.SegmentCollector(opts.segments, len(self.preds),
+                                                      multical.kinds_of(schema, self.segment_cols))
 
     def resolved(self) -> list[tuple[str, list[str] | None]]:
         """(name, the input columns it reads; None for a map) of each prediction (after `check`)."""
@@ -217,11 +244,19 @@ class KClassRun:
         return resolve
 
     def add(self, batch: pa.RecordBatch, w: np.ndarray | None, source: str, offset: int) -> None:
-        for pred in self.preds:
-            pred.add(batch, self.opts.label_col, w, source, offset, self.opts.bootstrap is not None)
+        pairs = [pred.add(batch, self.opts.label_col, w, source, offset, self.opts.bootstrap is not None)
+                 for pred in self.preds]
+        if self.multical is not None:  # the top label: whether the top class is right, against the confidence
+            tops = [multical.top_label(codes, P) for codes, P in pairs]
+            self.multical.add({c: batch.column(c) for c in self.segment_cols}, [y for y, _ in tops],
+                              [p for _, p in tops], w, source, offset)
 
     def results(self) -> list[EvalRow]:
-        return [self._row(pred) for pred in self.preds]
+        rows = [self._row(pred) for pred in self.preds]
+        if self.multical is not None:
+            for row, result in zip(rows, self.multical.results()):
+                multical.fill_row(row, result, self.opts.segments, prefix=TOP_LABEL)
+        return rows
 
     def _row(self, pred: _Prediction) -> EvalRow:
         opts = self.opts

@@ -20,6 +20,7 @@ from calibcli.requests.gates import GateSpec, parse_limits, refuse_targets, requ
 from calibcli.requests.metrics import (HL_GROUPS, KCLASS_METRICS, METRICS, NO_INTERVAL, STEP_NA, MetricChoice,
                                        withheld_reason)
 from calibcli.requests.names import column_options
+from calibcli.requests.segments import SegmentSpec, segment_spec
 from calibcli.calibrators.params import CALBIN_WINDOW, ECE_BINS, ECE_STRATEGIES
 
 MIN_ROWS = 30  # --min-rows: the rows (weight) a field value needs for --by-field to test and show it
@@ -73,6 +74,7 @@ class EvaluateOptions:
     kind: str = BINARY  # of every prediction evaluated (kinds.BINARY or kinds.KCLASS)
     names: tuple[str, ...] = ()  # what is evaluated, as results name it (gates may name one)
     min_rows: int = MIN_ROWS  # --min-rows: the rows a field value needs to be tested by --by-field
+    segments: SegmentSpec | None = None  # --segment-col ...: the multicalibration error's segments
 
     @classmethod
     def build(cls, *, label_col: str = "label", score_col: str = "score", field_col: str | None = None,
@@ -85,7 +87,10 @@ class EvaluateOptions:
               bands: int | None = None, hl_groups: int | None = None, diagram: str | None = None,
               fail_above: Sequence[str] = (), fail_below: Sequence[str] = (), max_regression: Sequence[str] = (),
               baseline: str | None = None, gate_on: str = "point", prob_cols: Sequence[str] = (),
-              maps: Sequence[str] = (), kind: str | None = None, min_rows: int | None = None) -> "EvaluateOptions":
+              maps: Sequence[str] = (), kind: str | None = None, min_rows: int | None = None,
+              segment_cols: Sequence[str] = (), segment_bins: int | None = None, segment_top: int | None = None,
+              segment_depth: int | None = None, segment_min_rows: int | None = None, segment_max: int | None = None,
+              segments: int | None = None) -> "EvaluateOptions":
         """Check every option and how they combine, the kind of what is evaluated included.
 
         `prob_cols`, `kclass_cols` and `maps` (paths: each envelope is read here) are what is
@@ -95,7 +100,9 @@ class EvaluateOptions:
         `reliability_bins` (a plot) only; the gates are the texts of `--fail-above`,
         `--fail-below`, `--max-regression` ([COLUMN:]METRIC=VALUE: `gates.split_gate`) with
         `--baseline` and `--gate-on` (point, worst, best; `upper` is worst's deprecated name);
-        `min_rows` (`--min-rows`) goes with `by_field`."""
+        `min_rows` (`--min-rows`) goes with `by_field`; the
+        `segment_*` options and `segments` (the rows of the worst-segments table) are those of
+        `--segment-col ...` (`requests.segments`; None: not given)."""
         column_options([("--label-col", label_col), ("--score-col", score_col), ("--field-col", field_col),
                         ("--weight-col", weight_col)])
         window = whole("--calbin-window", calbin_window)
@@ -118,6 +125,8 @@ class EvaluateOptions:
         if step is not None and ece_strategy != "uniform":
             raise UsageError("--ece-strategy quantile places its bin edges at percentiles of the exact p; it cannot "
                              "be combined with --step", hint="use --ece-strategy uniform (exact under --step), or drop --step")
+        spec = segment_spec(segment_cols, bins=segment_bins, top=segment_top, depth=segment_depth,
+                            min_rows=segment_min_rows, max_segments=segment_max, shown=segments)
         names = evaluated_names(prob_cols, kclass_cols, maps, score_col)
         gates = _gate_spec(fail_above, fail_below, max_regression, baseline, gate_on, bootstrap,
                            names if (prob_cols or kclass_cols or maps or kind is None) else None)
@@ -131,9 +140,14 @@ class EvaluateOptions:
                    reliability_bins, _interval_cols(interval_cols), pos_label, tuple(kclass_cols),
                    None if classes is None else tuple(classes), score_cols, choice,
                    diagram if reliability_bins is not None else None, tuple(prob_cols), envelopes, kind,
-                   tuple(names))
+                   tuple(names), segments=spec)
         if min_rows is not None:
             opts.min_rows = min_rows
+        if choice.segment_named and spec is None:
+            gated = sorted(set(choice.segment_named) & gates.metrics_used())
+            what = f"a gate on {gated[0]}" if gated else f"--metrics {choice.segment_named[0]}"
+            raise UsageError(f"{what.replace('_', '-')} needs --segment-col (the columns whose segments it checks)",
+                             hint="e.g. --segment-col country --segment-col age")
         _KIND_CHECKS[kind](opts)
         _check_gates(opts)
         return opts

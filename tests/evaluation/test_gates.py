@@ -269,6 +269,12 @@ _SETTING_VALUES = {
     "label_col": ["label", "y"],
     "score_col": [None, "score", "s"],  # None: no map evaluated
     "hl_groups": [10, 5],
+    "segment_cols": [None, ["country"], ["country", "age"]],
+    "segment_bins": [3, 5],
+    "segment_top": [2, 4],
+    "segment_depth": [3, 1],
+    "segment_min_rows": [10, 100],
+    "segment_max": [1000, 50],
 }
 
 
@@ -285,7 +291,8 @@ def _saved_baseline(tmp_path, settings, metrics_):
                                  weight_col=settings["weight_col"], step=settings["step"],
                                  ece_bins=settings["ece_bins"], ece_strategy=settings["ece_strategy"],
                                  label_col=settings["label_col"], score_col=settings["score_col"],
-                                 hl_groups=settings["hl_groups"])
+                                 hl_groups=settings["hl_groups"],
+                                 **{k: v for k, v in settings.items() if k.startswith("segment_")})
     path = tmp_path / "base.json"
     path.write_bytes(report.to_json_bytes())
     return baseline.load_baseline(str(path))
@@ -330,6 +337,9 @@ def test_settings_refused_or_compared_property(tmp_path):
         key = next(k for k in results.GATED_SETTINGS if k in mismatched)
         assert option in message
         for value in ((saved[key] or "score") if key == "score_col" else saved[key], ours[key]):
+            if isinstance(value, list):  # --segment-col, repeated
+                assert " ".join(f"{option} {v!r}" for v in value) in message
+                continue
             assert (f"no {option}" if value is None else repr(value) if isinstance(value, str) else str(value)) \
                 in message
 

@@ -201,7 +201,7 @@ def html_page(report, svg) -> bytes:
 {sections.folded("Score decomposition (CORP)", sections.decomposition(report))}
 {sections.folded("The tests behind the verdict", sections.tests(report))}
 {sections.folded("By field", fields)}
-{sections.folded("Segments (multicalibration)", sections.segments(report))}
+{sections.folded("Worst segments (multicalibration)", sections.segments(report))}
 {sections.folded("How this report was made", _meta(report), open_=True)}
 </body></html>
 """

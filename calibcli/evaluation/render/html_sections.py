@@ -132,27 +132,10 @@ def intervals(report) -> str:
             + grid_html(render.Grid([], heads, rows), "Interval widths (high − low), quantiles over the rows"))
 
 
-SEGMENT_COLUMNS = (("definition", "segment"), ("rows", "rows"), ("predicted", "predicted"),
-                   ("observed", "observed"), ("ecce", "ECCE"), ("sigma", "sigma"), ("ecce_sigma", "ECCE/sigma"),
-                   ("p", "p"))
-
-
 def segments(report) -> str:
-    """The multicalibration segments of each result that has them (`EvalRow.segments`)."""
-    out = []
-    for r in report.results:
-        segs = getattr(r, "segments", None)
-        if not segs:
-            continue
-        rows = [[cell(str(s.get("definition", ""))),
-                 *(render.count_text(s.get("rows")) if k == "rows" else render.fmt(s.get(k))
-                   for k, _ in SEGMENT_COLUMNS[1:])] for s in segs]
-        out.append(grid_html(render.Grid([], [h for _, h in SEGMENT_COLUMNS], rows), cell(r.name)))
-    if not out:
-        return ""
-    return ("<p>Segments of the --segment-col columns with their predicted and observed rates and the "
-            "multicalibration error (ECCE; ECCE/sigma, its size in standard errors, and its p-value).</p>"
-            + "".join(out))
+    """The worst segments of each result with --segment-col, as every other output shows them
+    (`report.segment_grids`: rows, predicted and observed rates, ECCE, σ, ECCE/σ and p)."""
+    return "".join(grid_html(g) for g in render.segment_grids(report))
 
 
 __all__ = ["decomposition", "escape", "folded", "grid_html", "intervals", "segments", "tests"]

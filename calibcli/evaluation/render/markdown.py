@@ -63,7 +63,17 @@ def markdown_text(report) -> str:
     lines += _table(head, rows, left=2)
     for grid in render.field_grids(report):
         lines += ["", escape(" ".join(grid.title)), "", *_table(grid.headers, grid.rows)]
+    lines += segment_lines(report)
     return "\n".join(lines) + "\n"
+
+
+def segment_lines(report) -> list[str]:
+    """With --segment-col: each result's worst segments (`report.segment_grids`), a Markdown
+    table after a line saying what the columns mean; [] without."""
+    lines = []
+    for grid in render.segment_grids(report):
+        lines += ["", escape(" ".join(grid.title)), "", *_table(grid.headers, grid.rows)]
+    return lines
 
 
 def exit_decision(report, code: int, error: str | None = None) -> str:
@@ -88,7 +98,10 @@ def summary_text(report, code: int, title: str | None = None, error: str | None 
         return "\n".join(lines)
     lines += [escape(render.title_text(report)), "", "### Verdict", "", *verdict_lines(report), "",
               "### Gates", "", *gate_lines(report), ""]
+    segments = segment_lines(report)
+    if segments:
+        lines += ["### Worst segments", *segments, ""]
     return "\n".join(lines)
 
 
-__all__ = ["escape", "exit_decision", "gate_lines", "markdown_text", "summary_text", "verdict_lines"]
+__all__ = ["escape", "exit_decision", "gate_lines", "markdown_text", "segment_lines", "summary_text", "verdict_lines"]

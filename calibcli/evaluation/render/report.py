@@ -201,6 +201,41 @@ def field_grids(report) -> Iterable[Grid]:
         yield Grid(field_title(report, r), list(FIELD_HEADERS), field_rows(r.by_field))
 
 
+SEGMENT_HEADERS = ["segment", "rows", "predicted", "observed", "ECCE", "σ", "ECCE/σ", "p"]
+
+
+def _segment_title(r) -> list[str]:
+    capped = f" (--segment-max stopped the enumeration at {r.segments_checked})" if r.segments_capped else ""
+    return [f"'{cell(r.name)}':", *(f"the {len(r.segments)} worst of {r.segments_checked} segments{capped}, by "
+                                    "ECCE/σ: how far the segment's cumulative calibration error strays from 0, in "
+                                    "units of its noise (above ~5 is significant); p: the chance of a stray "
+                                    "this large if the segment were calibrated, not corrected for the number "
+                                    "of segments").split()]
+
+
+def _segment_cells(s: dict[str, Any], weighted: bool) -> list[str]:
+    cells = [cell(s["segment"]), count_text(s["rows"])]
+    if weighted:
+        cells.append(count_text(s["weight"]))
+    return cells + [fmt(s["predicted"]), fmt(s["observed"]), _g(s["ecce"]), _g(s["sigma"]),
+                    _g(s["ecce_sigma"], 2, fixed=True), _g(s["p"], 3)]
+
+
+def _g(value: float | None, digits: int = 4, fixed: bool = False) -> str:
+    if value is None or value != value:
+        return "n/a"
+    return f"{value:.{digits}f}" if fixed else f"{value:.{digits}g}"
+
+
+def segment_grids(report) -> Iterable[Grid]:
+    """For each column/map with --segment-col: its worst segments (`EvalRow.segments`)."""
+    weighted = report.weight_col is not None
+    headers = SEGMENT_HEADERS[:2] + (["weight"] if weighted else []) + SEGMENT_HEADERS[2:]
+    for r in report.results:
+        if r.segments:
+            yield Grid(_segment_title(r), headers, [_segment_cells(s, weighted) for s in r.segments])
+
+
 def field_tables(report) -> Iterable[Table]:
     """The per-field views as rich Tables (`field_grids`)."""
     return (g.table() for g in field_grids(report))
@@ -308,9 +343,23 @@ def csv_text(report) -> str:
     exactly as given, quoted (RFC 4180) when they hold a comma, a quote, CR or LF. The verdict
     is in the columns after the name and kind (`VERDICT_COLUMNS`: calibrated true, false or
     empty for too few rows; directions joined by `;`; the score range of the largest gap; the
-    sentence); `--by-field` adds rows of kind `field` (`FIELD_COLUMNS`)."""
+    sentence); `--by-field` adds rows of kind `field` (`FIELD_COLUMNS`). With
+    --segment-col, an empty line and a second table follow: the worst segments of each
+    column/map (`SEGMENT_CSV`, worst first)."""
     header, rows = _flat_rows(report)
-    return "".join(",".join(map(_csv_field, row)) + "\n" for row in [header, *rows])
+    text = "".join(",".join(map(_csv_field, row)) + "\n" for row in [header, *rows])
+    segments = [[r.name, str(i + 1), *(_csv_number(s[k]) if k != "segment" else s[k] for k in SEGMENT_CSV[2:])]
+                for r in report.results for i, s in enumerate(r.segments or [])]
+    if any(r.segments is not None for r in report.results):
+        text += "\n" + "".join(",".join(map(_csv_field, row)) + "\n" for row in [list(SEGMENT_CSV), *segments])
+    return text
+
+
+SEGMENT_CSV = ("name", "rank", "segment", "rows", "weight", "predicted", "observed", "ecce", "sigma", "ecce_sigma", "p")
+
+
+def _csv_number(v: Any) -> str:
+    return "" if v is None or v != v else repr(v)
 
 
 def _csv_field(text: str) -> str:
@@ -330,6 +379,8 @@ def print_report(report, reliability: bool = False) -> None:
     print_grid(console, grid)
     for grid in field_grids(report):
         print_grid(console, grid)
+    for grid in segment_grids(report):
+        print_grid(console, grid)
     if reliability:
         for r in report.results:
             console.print(Text(reliability_text(cell(r.name), r.reliability or [], kclass=report.kclass)),
@@ -344,6 +395,6 @@ def _squeezed(console: Console, table: Table) -> bool:
     return natural > console.width
 
 
-__all__ = ["FIELD_HEADERS", "Grid", "csv_text", "field_grids", "field_rows", "field_tables", "metrics_grid", "print_grid",
+__all__ = ["FIELD_HEADERS", "Grid", "SEGMENT_CSV", "csv_text", "field_grids", "field_rows", "field_tables", "segment_grids", "metrics_grid", "print_grid",
            "metrics_table", "print_report", "reliability_text", "stacked_text", "title_text", "metric_cells", "metric_keys", "verdict_label", "verdict_lines",
            "verdict_text"]
