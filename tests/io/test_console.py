@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import re
 import math
@@ -105,7 +106,7 @@ def test_hostile_names_in_every_output_format(tmp_path, monkeypatch, names, fiel
         assert any(cell(r["name"]) in line for line in lines)
         for value in r["metrics"].values():
             assert ("n/a" if value is None else f"{value:.4f}") in out
-        for f in r["by_field"]["by_bias"]:
+        for f in r["by_field"]["values"]:
             assert any(uncell(line.split("│")[1].strip() if "│" in line else line) == f["field"] for line in lines)
     named = {cell(n) for n in [*names, *fields]}
     for line in lines:  # a number is never cut or folded: no line ends in a lone sign or "0." word
@@ -115,23 +116,28 @@ def test_hostile_names_in_every_output_format(tmp_path, monkeypatch, names, fiel
 
     md = runner.invoke(app, [*args, "--output-format", "markdown"])
     assert md.exit_code == 0 and not _unsafe(md.stdout)
-    rows = [ln for ln in md.stdout.splitlines() if ln.startswith("| ")]
+    lines = md.stdout.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("| probabilities |"))
+    rows = list(itertools.takewhile(lambda ln: ln.startswith("|"), lines[start:]))
+    rows = [ln for ln in rows if not ln.startswith("|-") and not ln.startswith("| -") and not ln.startswith("|:")]
     assert len(rows) == 1 + len(names)  # header + one line per result: no name broke the table
     for row, r in zip(rows[1:], doc["results"]):
         got = _markdown_cells(row)
         assert uncell(got[0]) == r["name"]
         keys = [k for k in r["metrics"]]
-        assert got[1:] == ["n/a" if r["metrics"][k] is None else f"{r['metrics'][k]:.4f}" for k in keys]
+        assert got[2:] == ["n/a" if r["metrics"][k] is None else f"{r['metrics'][k]:.4f}" for k in keys]
 
     out_csv = runner.invoke(app, [*args, "--output-format", "csv"])
     assert out_csv.exit_code == 0
     parsed = list(csv.reader(io.StringIO(out_csv.stdout_bytes.decode())))  # .stdout turns \r\n into \n
-    header = parsed[0]
-    for row, r in zip(parsed[1:], doc["results"]):
-        assert row[0] == r["name"]  # CSV is data: quoted, exact
-        for key, text in zip(header[2:], row[2:]):
-            value = r["metrics"][key]
-            assert (text == "" and value is None) or float(text) == value
+    records = [dict(zip(parsed[0], row)) for row in parsed[1:]]
+    results = [d for d in records if d["kind"] != "field"]  # the --by-field rows follow their result
+    assert len(results) == len(doc["results"])
+    for d, r in zip(results, doc["results"]):
+        assert d["name"] == r["name"]  # CSV is data: quoted, exact
+        for key, value in r["metrics"].items():
+            assert (d[key] == "" and value is None) or float(d[key]) == value
+    assert {d["field"] for d in records if d["kind"] == "field"} <= set(fields)
 
     cmp_ = runner.invoke(app, ["compare", str(path), "--score-col", names[0], "-m", "isotonic", "-m", "logistic",
                                "--folds", "2"])
