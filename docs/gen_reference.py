@@ -7,7 +7,7 @@ Run by mkdocs-gen-files at every `mkdocs build` (mkdocs.yml), so the pages follo
 - reference/methods.md: every method with its parameters, defaults and bounds
   (`calibcli.calibrators.registry.catalogue_json`);
 - reference/metrics.md: every metric with its definition, reference, JSON key and gate name (the
-  metric table `calibcli.requests.metrics` and `calibcli.requests.metric_definitions`);
+  metric table `calibcli.requests.metrics`, with its DEFINITIONS);
 - reference/errors.md: exit codes and error types (`calibcli.errors`) and the messages the
   bad-input corpus (`tests/bad_inputs/cases.toml`) pins;
 - reference/schemas.md: saved maps (`calibcli.maps.envelope`), evaluation reports and baselines
@@ -193,7 +193,7 @@ def methods_page() -> str:
 # ------------------------------------------------------------------ metrics
 
 def metrics_page() -> str:
-    from calibcli.requests import metric_definitions as defs
+    from calibcli.requests import metrics as defs
     from calibcli.requests import metrics as table
 
     better = {"lower": "lower", "higher": "higher", "target": "at {}", "data": "(labels only)"}
@@ -352,21 +352,21 @@ def schemas_page() -> str:
              "file from a newer schema is refused with a message to upgrade, and keys are only added within "
              "a version. The examples below were made by running calib on the bundled data "
              "(`examples/data/`) when this site was built; long lists are cut.", "",
-             f"## Saved maps (`\"format\": \"{envelope.FORMAT}\"`, schema version {envelope.SCHEMA_VERSION})", "",
+             f"## Saved maps (`\"format\": \"{envelope.FORMAT}\"`, schema version {envelope.SCHEMA_VERSION}) {{#saved-maps}}", "",
              "From `calibcli.maps.envelope`:", "", inspect.getdoc(envelope) or "", "",
              "A binary map, `calib fit cal.csv --method isotonic`:", "", _json_block(iso), "",
              "A K-class map, `calib fit digits_scores.csv --score-cols 'p_*' --method temperature`; from "
              "`calibcli.maps.classmap`:", "", inspect.getdoc(classmap) or "", "", _json_block(temp), "",
              "How to read one in another language: [Read a map in another language](../how-to/read-a-map.md).",
              "", f"## Evaluation reports and baselines (`\"format\": \"{results.EVALUATION_FORMAT}\"`, "
-             f"schema version {results.SCHEMA_VERSION})", "",
+             f"schema version {results.SCHEMA_VERSION}) {{#evaluation-reports}}", "",
              "`calib evaluate --json` prints it, `--save-baseline FILE` writes it, `--baseline FILE` reads it "
              "back. From `calibcli.evaluation.results.Evaluation.to_json`:", "",
              inspect.getdoc(results.Evaluation.to_json) or "", "",
              "Reading a baseline, from `calibcli.evaluation.baseline`:", "", inspect.getdoc(baseline) or "", "",
              "`calib evaluate test.csv --prob-col score --map map.json --field-col field --fail-above ece=0.05 "
              "--json`:", "", _json_block(report), "",
-             f"## Score summaries (`\"format\": \"{summary.FORMAT}\"`, schema version {summary.SCHEMA_VERSION})",
+             f"## Score summaries (`\"format\": \"{summary.FORMAT}\"`, schema version {summary.SCHEMA_VERSION}) {{#summaries}}",
              "", "`calib summarize` writes it, `calib fit --from-summary` reads it. From "
              "`calibcli.fitting.summary`:", "", inspect.getdoc(summary) or "", "",
              "`calib summarize cal.csv` (JSON on stdout):", "", _json_block(summ)]

@@ -87,6 +87,7 @@ CROSS_CUTTING = {
     "import_graph": "the package's imports",
     "structure": "the package's shape",
     "readme": "the README's commands and examples",
+    "docs": "the documentation site: its examples run, its reference is generated, it builds and renders",
 }
 
 
