@@ -91,14 +91,14 @@ def _option_row(param: Any) -> str:
     import click
 
     if isinstance(param, click.Argument):
-        names = code(param.human_readable_name.upper())
+        names = code(param.name.upper())
     else:
         names = ", ".join(code(o) for o in [*param.opts, *param.secondary_opts])
         if not getattr(param, "is_flag", False):
-            metavar = param.metavar or param.type.name.upper()
+            metavar = param.metavar or {"STRING": "TEXT"}.get(param.type.name.upper(), param.type.name.upper())
             names += f" {code(metavar)}"
     help_text = cell(param.help or "")
-    if getattr(param, "multiple", False):
+    if getattr(param, "multiple", False) and "repeatable" not in help_text:
         help_text += " (repeatable)"
     if getattr(param, "required", False):
         help_text += " (required)"
@@ -219,10 +219,11 @@ def metrics_page() -> str:
              "on finite data: [Metrics and their noise](../explanation/metrics.md).", "",
              "## Binary predictions", "",
              "p the probability, y the 0/1 label, N the rows (a weight w counts as w rows).", "",
-             "| name | JSON key | better | default |", "|---|---|---|---|"]
+             "| metric | name (gates, --metrics) | JSON key | better | default |", "|---|---|---|---|---|"]
     for key, (shown, how) in table.METRICS.items():
         default = "default" if key in table.DEFAULT else ""
-        lines.append(f"| [{cell(shown)}](#{anchor(key.replace('_', '-'))}) | `{key}` | {direction(key, how)} | {default} |")
+        name = key.replace("_", "-")
+        lines.append(f"| {cell(shown)} | [`{name}`](#{anchor(name)}) | `{key}` | {direction(key, how)} | {default} |")
     for key, (shown, how) in table.METRICS.items():
         definition, reference = defs.DEFINITIONS[key]
         lines += ["", f"### {key.replace('_', '-')}", "",
@@ -234,10 +235,11 @@ def metrics_page() -> str:
     lines += ["", "## K-class predictions", "",
               "y the true class, p_k the probability of class k (rows summing to 1 within 1e−6). The "
               "`top-label-` metrics are those of the binary table on the top label.", "",
-              "| name | JSON key | better | default |", "|---|---|---|---|"]
+              "| metric | name (gates, --metrics) | JSON key | better | default |", "|---|---|---|---|---|"]
     for key, (shown, how) in table.KCLASS_METRICS.items():
         default = "default" if key in table.KCLASS_DEFAULT else ""
-        lines.append(f"| [{cell(shown)}](#k-{anchor(key.replace('_', '-'))}) | `{key}` | {direction(key, how)} | {default} |")
+        name = key.replace("_", "-")
+        lines.append(f"| {cell(shown)} | [`{name}`](#k-{anchor(name)}) | `{key}` | {direction(key, how)} | {default} |")
     for key, (shown, how) in table.KCLASS_METRICS.items():
         if key in defs.KCLASS_DEFINITIONS:
             definition, reference = defs.KCLASS_DEFINITIONS[key]
