@@ -88,14 +88,12 @@ def _default(param: Any) -> str:
 
 
 def _option_row(param: Any) -> str:
-    import click
-
-    if isinstance(param, click.Argument):
+    if param.param_type_name == "argument":
         names = code(param.name.upper())
     else:
         names = ", ".join(code(o) for o in [*param.opts, *param.secondary_opts])
         if not getattr(param, "is_flag", False):
-            metavar = param.metavar or {"STRING": "TEXT"}.get(param.type.name.upper(), param.type.name.upper())
+            metavar = param.metavar or {"STRING": "TEXT", "STR": "TEXT"}.get(param.type.name.upper(), param.type.name.upper())
             names += f" {code(metavar)}"
     help_text = cell(param.help or "")
     if getattr(param, "multiple", False) and "repeatable" not in help_text:
