@@ -33,11 +33,23 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "examples" / "data"
-EXPLAINED = {  # method -> the explanation page that says how it works
-    "bayes-iso": "bayes-iso", "bbq": "bbq", "beta": "logistic-beta", "beta-ab": "logistic-beta",
-    "beta-am": "logistic-beta", "logistic": "logistic-beta", "boot-binning": "boot", "boot-isotonic": "boot",
-    "field-aware": "field-aware", "ilps": "field-aware", "spline": "spline", "venn-abers": "venn-abers",
-    "temperature": "k-classes", "vector": "k-classes", "dirichlet": "k-classes",
+EXPLAINED = {  # method -> the page (under docs/) that says how it works; a method not registered is left out
+    "bayes-iso": "explanation/bayes-iso.md",
+    "bbq": "explanation/bbq.md",
+    "beta": "explanation/logistic-beta.md",
+    "beta-ab": "explanation/logistic-beta.md",
+    "beta-am": "explanation/logistic-beta.md",
+    "logistic": "explanation/logistic-beta.md",
+    "boot-binning": "explanation/boot.md",
+    "boot-isotonic": "explanation/boot.md",
+    "field-aware": "explanation/field-aware.md",
+    "ilps": "explanation/field-aware.md",
+    "spline": "explanation/spline.md",
+    "venn-abers": "explanation/venn-abers.md",
+    "temperature": "explanation/k-classes.md",
+    "vector": "explanation/k-classes.md",
+    "dirichlet": "explanation/k-classes.md",
+    "multicalibration": "multicalibration.md",
 }
 
 
@@ -177,7 +189,7 @@ def methods_page() -> str:
             facts.append("Reads feature columns (`--field-col`, `--feature-col`).")
         lines.append(" ".join(facts))
         if m["name"] in EXPLAINED:
-            lines += ["", f"How it works: [{m['name']}](../explanation/{EXPLAINED[m['name']]}.md)."]
+            lines += ["", f"How it works: [{m['name']}](../{EXPLAINED[m['name']]})."]
         if m["params"]:
             lines += ["", "| option | type | default | range | meaning |", "|---|---|---|---|---|"]
             for p in m["params"]:
