@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from calibcli._version import __version__
 
-__all__ = ["evaluate", "fit", "load_map", "methods", "save_map"]
+__all__ = ["compare", "evaluate", "fit", "load_map", "methods", "save_map"]
 
 _MOVED = {  # old module name -> where it lives now
     "calibcli.bounds": "calibcli.requests.bounds",
@@ -70,7 +70,28 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module: Any) -> None:
         _moved_warning(module.__name__, _MOVED[module.__name__])
-        sys.modules[module.__name__] = importlib.import_module(_MOVED[module.__name__])  # what the import returns
+        moved = importlib.import_module(_MOVED[module.__name__])
+        name = module.__name__.rpartition(".")[2]
+        if module.__name__.count(".") == 1 and name in __all__:  # `calibcli.compare`: now also a function
+            moved = _CallableModule(moved, name)
+        sys.modules[module.__name__] = moved  # what the import returns
+
+
+class _CallableModule(type(sys)):  # type: ignore[misc]
+    """An old module name that is now a function of the API too (`calibcli.compare`): the import
+    binds it on the package, so it must stay callable there, and keep the module's names."""
+
+    def __init__(self, module: Any, function: str):
+        super().__init__(module.__name__, module.__doc__)
+        self.__dict__["_moved_to"], self.__dict__["_function"] = module, function
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["_moved_to"], name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from calibcli import api
+
+        return getattr(api, self.__dict__["_function"])(*args, **kwargs)
 
 
 if not any(isinstance(f, _MovedModules) for f in sys.meta_path):
@@ -100,3 +121,8 @@ def __getattr__(name: str) -> Any:
 
         return getattr(api, name)
     raise AttributeError(f"module 'calibcli' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The public API (`__all__`, loaded on first use) and `__version__`, for dir() and tab completion."""
+    return sorted({*__all__, "__version__", *(k for k in globals() if k.startswith("__") and k.endswith("__"))})

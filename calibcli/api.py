@@ -28,7 +28,7 @@ from calibcli.errors import UsageError, Where
 from calibcli.kinds import BINARY, KCLASS, kind_of
 from calibcli.maps.classmap import ClassMap
 
-__all__ = ["Calibrator", "ClassMap", "evaluate", "fit", "load_map", "methods", "save_map"]
+__all__ = ["Calibrator", "ClassMap", "compare", "evaluate", "fit", "load_map", "methods", "save_map"]
 
 
 def methods() -> list[str]:
@@ -95,9 +95,12 @@ def _fit_binary(scores, labels, method, *, sample_weight, features, weight_kind,
                                weighted=sample_weight is not None, kind=BINARY)
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     y = BinaryLabels(pos_label).read(labels, Where(column="labels"))
-    return request.calibrator.fit(s, y, sample_weight=None if sample_weight is None
-                                  else np.asarray(sample_weight, dtype=np.float64),
-                                  features=feats, weight_kind=request.weight_kind)
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    fitted = request.calibrator.fit(s, y, sample_weight=w, features=feats, weight_kind=request.weight_kind)
+    from calibcli.calibrators import fitcheck  # worse than the scores on its own rows, or 0 on a seen label
+
+    fitcheck.check_binary(fitted, s, y, w, feats, request.weight_kind)
+    return fitted
 
 
 def _fit_kclass(scores, labels, method, *, sample_weight, features, weight_kind, classes, score_kind, seed,
@@ -150,10 +153,26 @@ def _sample_weight(sample_weight: Any, weights: Any) -> Any:
 
 
 def save_map(calibrator: Calibrator | ClassMap, path: str, training: Mapping[str, Any] | None = None) -> None:
-    """Write a fitted calibrator as a map file (.json or .parquet), as `calib fit -o` does."""
+    """Write a fitted calibrator as a map file (.json or .parquet), as `calib fit -o` does; a
+    fitted `calibcli.sklearn.Calibrator` is saved as the map it holds (two classes: the map of
+    `classes_[1]`'s probability, the classes recorded in the training block)."""
     from calibcli.maps import envelope as maps
 
-    maps.save_map(calibrator, path, training)
+    fitted, note = _unwrapped(calibrator)
+    maps.save_map(fitted, path, {**note, **dict(training or {})})
+
+
+def _unwrapped(calibrator: Any) -> tuple[Any, dict[str, Any]]:
+    """A fitted `calibcli.sklearn.Calibrator` as (its calibcli map, a training note of its
+    classes); anything else as it is."""
+    if type(calibrator).__module__ != "calibcli.sklearn":
+        return calibrator, {}
+    from calibcli.errors import NotFittedError
+
+    if not hasattr(calibrator, "calibrator_"):
+        raise NotFittedError(f"this {type(calibrator).__name__} is not fitted yet: call fit first")
+    classes = [str(c) for c in calibrator.classes_.tolist()]
+    return calibrator.calibrator_, ({"classes": classes, "positive_class": classes[1]} if len(classes) == 2 else {})
 
 
 def load_map(path: str) -> Calibrator | ClassMap:
@@ -168,6 +187,7 @@ def evaluate(
     labels: Sequence[float] | np.ndarray,
     probs: Sequence[float] | np.ndarray,
     *,
+    map: Any = None,
     fields: Sequence[Any] | np.ndarray | None = None,
     calbin_window: int = 100,
     interval: tuple[Sequence[float] | np.ndarray, Sequence[float] | np.ndarray] | None = None,
@@ -182,6 +202,11 @@ def evaluate(
     weights: Sequence[float] | np.ndarray | None = None,
 ) -> dict[str, float]:
     """Every metric `calib evaluate` reports for one probability column (NaN where n/a).
+
+    With `map` (a fitted calibrator or `ClassMap`, a map file's path, or a fitted
+    `calibcli.sklearn.Calibrator`), `probs` are the scores it calibrates and its predictions
+    are evaluated, as `calib evaluate --map` does (a scikit-learn wrapper's labels are its
+    `classes_`; two classes: the probability of `classes_[1]`).
 
     `probs` of shape (n, K), K >= 2, is one K-class prediction: the result has the K-class
     keys (`evaluation.kclass_metrics`), `labels` any values, matched to the columns by
@@ -203,9 +228,15 @@ def evaluate(
     from calibcli.requests import EvaluateOptions
 
     sample_weight = _sample_weight(sample_weight, weights)
+    if map is not None:
+        labels, probs, classes = _map_predictions(map, labels, probs, classes)
     options = EvaluateOptions.build(calbin_window=calbin_window, ece_bins=ece_bins, ece_strategy=ece_strategy,
                                     metrics=metrics, bands=bands, seed=seed, hl_groups=hl_groups,
                                     classes=None if classes is None else tuple(classes), kind=kind_of(probs))
+    if sample_weight is not None and np.all(np.isfinite(sample_weight)) and np.all(np.asarray(sample_weight) >= 0):
+        from calibcli.evaluation.weighttotal import check_weights
+
+        check_weights(np.asarray(sample_weight, dtype=np.float64))  # the total: calib evaluate's rule
     return _EVALUATIONS[options.kind](labels, probs, fields=fields, interval=interval, classes=classes,
                                         sample_weight=sample_weight, options=options)
 
@@ -235,7 +266,46 @@ def _evaluate_binary(labels, probs, *, fields, interval, classes, sample_weight,
     low, high = (np.asarray(v, dtype=np.float64) for v in interval)
     if low.shape != p.shape or high.shape != p.shape:
         raise UsageError(f"interval bounds must have {p.size} values each, got {low.shape} and {high.shape}")
+    if (row := intervals.reversed_row(low, high)) is not None:
+        raise UsageError(f"interval row {row}: the high end {float(high[row])!r} is below the low end "
+                         f"{float(low[row])!r}", hint="interval=(low, high): the low ends first")
     return {**out, **intervals.interval_metrics(p, y, low, high)}
+
+
+def _map_predictions(map: Any, labels: Any, scores: Any, classes: Any) -> tuple[Any, np.ndarray, Any]:
+    """(labels, the map's predictions of `scores`, classes) for `evaluate(map=...)`."""
+    import os
+
+    if isinstance(map, (str, os.PathLike)):
+        map = load_map(os.fspath(map))
+    if type(map).__module__ == "calibcli.sklearn":
+        _unwrapped(map)  # not fitted: the NotFittedError
+        P = map.predict_proba(scores)
+        if P.shape[1] > 2:
+            return labels, P, map.classes_.tolist() if classes is None else classes
+        y = np.asarray(labels)
+        unknown = ~np.isin(y, map.classes_)
+        if unknown.any():
+            raise UsageError(f"label {y[unknown][:1].tolist()[0]!r} is not one of the map's classes "
+                             f"{map.classes_.tolist()}")
+        return (y == map.classes_[1]).astype(np.float64), P[:, 1], classes
+    if not hasattr(map, "envelope_fields"):
+        raise UsageError(f"map must be a fitted calibrator, a ClassMap, a map file or a fitted "
+                         f"calibcli.sklearn.Calibrator, got {type(map).__name__}")
+    return _MAP_PREDICTIONS[kind_of(map)](map, labels, scores, classes)
+
+
+def _binary_map_predictions(map: Any, labels: Any, scores: Any, classes: Any) -> tuple[Any, np.ndarray, Any]:
+    if map.uses_features:
+        raise UsageError(f"a {map.name} map reads feature columns: predict with them and pass the probabilities")
+    return labels, map.predict(scores), classes
+
+
+def _kclass_map_predictions(map: Any, labels: Any, scores: Any, classes: Any) -> tuple[Any, np.ndarray, Any]:
+    return labels, map.predict(scores), map.classes_.tolist() if classes is None else classes
+
+
+_MAP_PREDICTIONS = {BINARY: _binary_map_predictions, KCLASS: _kclass_map_predictions}
 
 
 def _evaluate_kclass(labels, probs, *, fields, interval, classes, sample_weight, options) -> dict[str, float]:
@@ -258,3 +328,87 @@ def _evaluate_kclass(labels, probs, *, fields, interval, classes, sample_weight,
 
 
 _EVALUATIONS = {BINARY: _evaluate_binary, KCLASS: _evaluate_kclass}
+
+
+def compare(
+    scores: Sequence[float] | np.ndarray,
+    labels: Sequence[Any] | np.ndarray,
+    methods: str | Sequence[str] | None = None,
+    folds: int = 5,
+    seed: int = 0,
+    metric: str = "log_loss",
+    *,
+    classes: Sequence[Any] | None = None,
+    score_kind: str = "auto",
+    pos_label: Any = None,
+    pick: str = "recommended",
+    out: str | None = None,
+    progress: bool = False,
+) -> Any:
+    """Which method calibrates these scores, if any: `calib compare` on arrays (the same code).
+
+    Every method in `methods` (names, a comma list or a preset: "fast", "default" (None),
+    "all") and the uncalibrated scores, `none`, are scored on the same `folds` (seeded by
+    `seed`) by the out-of-fold `metric`. The result (`fitting.comparison.Comparison`) has
+    `.recommended` (`none` when calibration does not help, else the simplest method tied with
+    the best), `.reason`, `.best`, `.tied`, per-method `.scores` and `.to_json()` (the JSON
+    of `calib compare --json`). `out`: save the `pick` ("recommended" or "best") map refitted
+    on all rows, as `-o` does (nothing is written when it is `none`: `.saved` stays None).
+
+    Binary: scores of shape (n,) and 0/1 labels (or two values with `pos_label`); `none`
+    is the scores when all lie in [0, 1], else sigmoid(score). K classes: scores (n, K),
+    labels any values (`classes`: the class of each column, as in `fit`), `score_kind` as in
+    `fit`; `none` is the probabilities as given or the softmax of logits.
+
+        >>> result = calibcli.compare(scores, labels, methods="fast")
+        >>> result.recommended, result.reason
+    """
+    from calibcli.fitting import compare as comparing
+    from calibcli.requests import CompareRequest
+
+    kind = kind_of(scores)
+    request = CompareRequest.build(folds, seed, metric, _COMPARE_COLUMNS[kind](classes, score_kind, pos_label))
+    chosen = comparing.methods_of([methods] if isinstance(methods, str) else methods, kind)
+    comparing.check_pick(pick)
+    comparing.check_out(out)
+    S, y, extra = _COMPARE_ROWS[kind](scores, labels, classes, score_kind, pos_label)
+    return comparing.compare_arrays("scores", S, y, chosen, request, kind=kind, out=out, pick=pick,
+                                    show_progress=progress, **extra)
+
+
+def _compare_binary_rows(scores, labels, classes, score_kind, pos_label):
+    from calibcli.kinds.labels import BinaryLabels
+
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    y = BinaryLabels(pos_label).read(labels, Where(column="labels"))
+    if s.shape != y.shape:
+        raise UsageError(f"scores and labels must be 1-D of one length, got {s.shape} and {y.shape}")
+    if not np.all(np.isfinite(s)):
+        raise UsageError(f"scores must be finite: row {int(np.argmin(np.isfinite(s)))} is {s[~np.isfinite(s)][0]!r}")
+    return s, y, {}
+
+
+def _compare_kclass_rows(scores, labels, classes, score_kind, pos_label):
+    from calibcli.calibrators import kscores
+    from calibcli.kinds import labels as reading, probabilities
+
+    P = kscores.as_score_matrix(scores)
+    kind, warning = probabilities.resolve_kind(P, score_kind, Where(column="scores"), hint=probabilities.ARRAY_HINT)
+    probabilities.warn(warning, stacklevel=4)
+    names = _class_names(labels, P.shape[1], classes)
+    codes = reading.ClassLabels(names).read(labels, Where(column="labels"))
+    return P, codes, {"score_kind": kind, "classes": names, "training": {"score_kind": kind}}
+
+
+def _compare_columns(kind_columns: str | None):
+    from calibcli.requests import Columns
+
+    def columns(classes, score_kind, pos_label):
+        return Columns(pos_label=pos_label, classes=None if classes is None else tuple(classes),
+                       score_kind=score_kind, score_cols=kind_columns)
+
+    return columns
+
+
+_COMPARE_ROWS = {BINARY: _compare_binary_rows, KCLASS: _compare_kclass_rows}
+_COMPARE_COLUMNS = {BINARY: _compare_columns(None), KCLASS: _compare_columns("scores")}  # the K columns: an array's

@@ -23,9 +23,22 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
+# What X must be, said whenever it is not.
+_WHAT_X = ("one score column for two classes (model.predict_proba(X)[:, 1], or model.decision_function(X)) or the "
+           "K columns of model.predict_proba(X), one per class")
 # The floor of both probabilities in the log-odds: 0 and 1 give -/+708.4, not infinities that
 # scikit-learn's metrics (roc_auc_score, ...) refuse.
 _TINY = np.finfo(np.float64).tiny
+
+
+# What a fit on rows without both classes (or their weight) can do about it: inside
+# cross_val_predict or a search, those rows are one fold's training rows.
+_SPLITS = ("in cross-validation these are one fold's training rows: split with StratifiedKFold (what an "
+           "integer cv does for a classifier) or shuffle=True, use fewer folds, or add rows of the missing class")
+
+
+def _rows(n: int) -> str:
+    return f"the {n} rows given to fit"
 
 
 def _two_classes(est: "Calibrator") -> bool:
@@ -62,6 +75,9 @@ class Calibrator(ClassifierMixin, BaseEstimator):
         """The score columns as float64 (n, k); NaN/inf, sparse, complex or empty input: ValueError."""
         from sklearn.utils.validation import check_array, validate_data
 
+        if hasattr(X, "predict_proba") or hasattr(X, "fit"):
+            raise ValueError(f"X is a {type(X).__name__}, a model: {type(self).__name__} calibrates what a model "
+                             f"predicted, not the model itself: {_WHAT_X}")
         x = check_array(X, ensure_2d=False, dtype=np.float64, ensure_all_finite=True, input_name="X")
         if x.ndim == 1:
             fitted = getattr(self, "n_features_in_", 1)
@@ -70,6 +86,10 @@ class Calibrator(ClassifierMixin, BaseEstimator):
                                  f"{fitted} score columns: Reshape your data to shape (n, {fitted})")
             x = x[:, None]
             X = x  # a 1-D X is one score column: n_features_in_ is 1
+        fitted = getattr(self, "n_features_in_", x.shape[1])
+        if not reset and x.shape[1] != fitted:  # scikit-learn's words first, then what X should be
+            raise ValueError(f"X has {x.shape[1]} features, but {type(self).__name__} is expecting {fitted} features "
+                             f"as input: X is the model's scores (not its features), as at fit: {_WHAT_X}")
         validate_data(self, X, reset=reset, skip_check_array=True)
         return x
 
@@ -81,7 +101,8 @@ class Calibrator(ClassifierMixin, BaseEstimator):
             raise ValueError(f"classes must be distinct labels, got {given!r}")
         if classes.size < 2:
             raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes in the data, "
-                             f"but the data contains only one class: {classes[0]!r}")
+                             f"but the data contains only one class: {classes.tolist()[0]!r} ({_rows(y.size)}); "
+                             f"{_SPLITS}")
         unknown = ~np.isin(y, classes)
         if unknown.any():
             raise ValueError(f"label {y[unknown][:1].tolist()[0]!r} is not one of the classes {classes.tolist()}")
@@ -91,8 +112,8 @@ class Calibrator(ClassifierMixin, BaseEstimator):
         if k != 1 and k != classes.size:
             absent = "; a class without rows here needs classes=[...] naming every column's class" \
                 if given is None and k > classes.size else ""
-            raise ValueError(f"X has {k} score columns for {classes.size} classes: X must be one score "
-                             f"column (two classes) or one column per class{absent}")
+            raise ValueError(f"X has {k} columns for {classes.size} classes: X must be a model's scores, not its "
+                             f"features: {_WHAT_X}{absent}")
         return classes
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "Calibrator":
@@ -109,9 +130,10 @@ class Calibrator(ClassifierMixin, BaseEstimator):
         y = column_or_1d(y, warn=True)
         check_consistent_length(x, y)
         check_classification_targets(y)
+        if sample_weight is not None and np.ndim(sample_weight) == 1 and not np.any(np.asarray(sample_weight) != 0):
+            raise ValueError(f"all sample weights are zero ({_rows(len(y))}): nothing to fit on; {_SPLITS}, "
+                             "or give those rows a positive weight")
         w = None if sample_weight is None else _check_sample_weight(sample_weight, x, dtype=np.float64)
-        if w is not None and not np.any(w > 0):
-            raise ValueError("all sample weights are zero: nothing to fit on")
         classes = self._classes(y, x.shape[1])
         params = {k: v for k, v in self._params.items() if k != "classes"}
         try:
@@ -121,7 +143,8 @@ class Calibrator(ClassifierMixin, BaseEstimator):
             else:
                 self.calibrator_ = api.fit(x, y, method=self.method, classes=classes.tolist(), sample_weight=w, **params)
         except CalibError as exc:
-            raise ValueError(exc.message) from None
+            weighted = "weight" in exc.message
+            raise ValueError(f"{exc.message} ({_rows(len(y))})" + (f"; {_SPLITS}" if weighted else "")) from None
         self.classes_ = classes
         return self
 

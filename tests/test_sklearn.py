@@ -201,7 +201,7 @@ def test_bad_input_raises_value_errors_that_say_what():
     P = np.random.default_rng(0).dirichlet([1, 1, 1], s.size)
     abc = np.array(["a", "b", "c"])[np.arange(s.size) % 3]
     cases = [  # (X, labels, estimator parameters, what the error says)
-        (np.c_[s, s, s], y, {}, "X has 3 score columns for 2 classes"),
+        (np.c_[s, s, s], y, {}, "X has 3 columns for 2 classes: X must be a model's scores, not its features"),
         (s[:, None], three, {}, "one score column calibrates two classes, got 3"),
         (s[:, None], np.full(s.size, "no"), {}, "at least 2 classes"),
         (s[:, None], y, {"classes": ["no", "no"]}, "classes must be distinct"),
@@ -210,7 +210,7 @@ def test_bad_input_raises_value_errors_that_say_what():
         (s[:, None], s, {}, "Unknown label type"),
         (s[:, None], y, {"nonsense": 1}, "no parameter 'nonsense'"),
         (s[:, None] + 1, y, {"method": "beta"}, "needs probability scores in"),
-        (P[:, :2], abc, {}, "X has 2 score columns for 3 classes"),
+        (P[:, :2], abc, {}, "X has 2 columns for 3 classes"),
         (P - 0.1, abc, {"score_kind": "probability"}, "is negative"),
         (P * 2, abc, {"score_kind": "probability"}, "the probabilities sum to"),
         (P, abc, {"classes": ["a", "b", "d"]}, "label 'c' is not one of the classes"),
@@ -303,7 +303,7 @@ _FEEDS = {  # (raw feature columns, classes) -> the checks that fit on such data
 }
 EXPECTED_FAILURES = {
     **{name: (f"fits on {f} raw features for {k} classes: X must be 1 or {k} score columns",
-              f"X has {f} score columns for {k} classes") for (f, k), names in _FEEDS.items() for name in names},
+              f"X has {f} columns for {k} classes") for (f, k), names in _FEEDS.items() for name in names},
     # Two blob coordinates taken as two classes' scores: calibrating a column per class cannot
     # reach the check's training accuracy bar (0.83), which is about learning from features.
     "check_classifiers_train": ("fits on 2 blob coordinates as 2 classes' scores: below its accuracy bar", "^$"),

@@ -93,6 +93,9 @@ class Calibrator(Estimator):
     uses_features: ClassVar[bool] = False  # reads --field-col/--feature-col columns
     resamples_rows: ClassVar[bool] = False  # the fit draws rows: frequency weights are expanded
     extremes: ClassVar[str] = ""  # default behaviour at 0 and 1, for `calib methods` and the README
+    complexity: ClassVar[int]  # place in the simplicity order `calib compare` recommends by (registry docstring)
+    fitted: ClassVar[str]  # what the fitted map holds, in words
+    aliases: ClassVar[tuple[str, ...]] = ()  # other names of the method (a map records `name`)
 
     def __init__(self, **params: Any):
         self._fitted = False

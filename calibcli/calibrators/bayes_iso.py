@@ -86,6 +86,8 @@ class BayesIsoCalibrator(ScoreCalibrator):
     """Posterior mean of isotonic maps under the bounded random-pivot prior (Bayes-Iso)."""
 
     name = "bayes-iso"
+    complexity = 5000
+    fitted = "a posterior mean of sampled isotonic maps (grows with the data)"
     extremes = "inside (0, 1): a posterior mean of sampled maps (no Platt correction needed)"
     description = "Bayes-Iso: posterior mean isotonic map by likelihood-weighted prior sampling"
     params = (

@@ -170,6 +170,8 @@ class BBQCalibrator(StepMap):
     """Bayesian Binning into Quantiles (the paper's, or netcal 1.4's defaults)."""
 
     name = "bbq"
+    complexity = 3000
+    fitted = "an average of binnings, one rate per bin (grows with the data)"
     description = ("BBQ: Bayesian average of equal-frequency binnings scored by BDeu "
                    "(variant=netcal: netcal 1.4's equal-width, BIC, elbow-pruned BBQ)")
     params = (

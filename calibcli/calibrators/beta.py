@@ -282,6 +282,8 @@ class BetaCalibrator(_BetaFamily):
     """Full beta calibration (a, b, c): Algorithm 2, logistic regression on ln s and -ln(1-s)."""
 
     name = "beta"
+    complexity = 3
+    fitted = "3 numbers: a, b, c"
     description = "beta calibration (Kull 2017): sigmoid(a ln s - b ln(1-s) + c), a, b >= 0"
 
     def _fit_coefficients(self, f1, f2, y, w):
@@ -294,6 +296,8 @@ class BetaAMCalibrator(_BetaFamily):
     """Beta calibration with a = b: Algorithm 1, logistic regression on the log-odds."""
 
     name = "beta-am"
+    complexity = 2
+    fitted = "2 numbers: a (= b), c"
     description = "beta calibration with a = b: sigmoid(a ln(s/(1-s)) + c), a >= 0"
 
     def _fit_coefficients(self, f1, f2, y, w):
@@ -306,6 +310,8 @@ class BetaABCalibrator(_BetaFamily):
     """Beta calibration with the midpoint fixed at m = 1/2 (no free intercept)."""
 
     name = "beta-ab"
+    complexity = 2
+    fitted = "2 numbers: a, b"
     description = "beta calibration with m = 1/2: sigmoid(a ln 2s - b ln 2(1-s)), a, b >= 0"
     _has_intercept = False
 

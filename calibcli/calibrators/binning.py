@@ -78,6 +78,8 @@ class BinningCalibrator(StepMap):
     """Histogram binning with equal-frequency or equal-width bins."""
 
     name = "binning"
+    complexity = 10
+    fitted = "one rate per bin and the bin edges (n_bins, 10 by default)"
     description = "histogram binning: positive rate per equal-frequency or equal-width bin"
     params = (
         Param("n_bins", int, 10, "number of bins", low=1, high=1_000_000),

@@ -311,6 +311,8 @@ class BootIsotonicCalibrator(_BootBase, KnotMap):
     """Boot-isotonic regression: bootstrapped isotonic fits, merged bins, PAV over the bins."""
 
     name = "boot-isotonic"
+    complexity = 3000
+    fitted = "the knots of an average of bootstrapped isotonic fits (grows with the data)"
     description = "bootstrapped isotonic regression with Wilcoxon-interval bin merging (Zitnik 2012)"
     params = _common_params()
 
@@ -334,6 +336,8 @@ class BootBinningCalibrator(_BootBase, StepMap):
     """Boot-binning: bootstrapped equal-frequency binning, merged bins, piecewise constant."""
 
     name = "boot-binning"
+    complexity = 3000
+    fitted = "the merged bins of bootstrapped binnings (grows with the data)"
     description = "bootstrapped histogram binning with Wilcoxon-interval bin merging (Zitnik 2012)"
     params = _common_params()[:1] + (
         Param("n_bins", int, 10, "equal-frequency bins per bootstrap round", low=1, high=1_000_000),

@@ -357,6 +357,8 @@ class ENIRCalibrator(_NearIsotonicFamily):
     """ENIR: BIC-weighted average of near-isotonic fits along the whole lambda path."""
 
     name = "enir"
+    complexity = 3000
+    fitted = "the knots of an average of near-isotonic fits (grows with the data)"
     description = "ENIR: BIC-weighted ensemble of near-isotonic regressions along the lambda path"
     params = (
         Param("models", int, 100, "at most this many lambdas from the path (R's maxBreaks)", low=2, high=1000),
@@ -383,6 +385,8 @@ class NearIsotonicCalibrator(_NearIsotonicFamily):
     """Near-isotonic regression at one penalty lambda (on summed weights)."""
 
     name = "near-isotonic"
+    complexity = 1000
+    fitted = "one value per fused block of scores (grows with the data)"
     description = "near-isotonic regression: least squares + lambda * sum of decreases, linear between knots"
     params = (
         Param(

@@ -123,6 +123,35 @@ def encode(values: np.ndarray, vocab: np.ndarray) -> np.ndarray:
     return np.where(vocab[pos] == values, pos + 1, 0).astype(np.int64)
 
 
+def read_features(s: np.ndarray, features: Mapping[str, Any] | None, cat: list[str], num: list[str],
+                  vocab: list[np.ndarray], method: str) -> tuple[np.ndarray, np.ndarray]:
+    """(level codes, raw numeric matrix) of a map's feature columns at predict time; a missing
+    column, a wrong length or a non-finite number is a one-line InputError."""
+    given = features or {}
+    missing = [c for c in cat + num if c not in given]
+    if missing:
+        raise InputError(
+            "missing feature column" + ("s " if len(missing) > 1 else " ") + ", ".join(repr(c) for c in missing),
+            hint=f"this {method} map was fitted with --field-col/--feature-col " + ", ".join(cat + num),
+        )
+    codes = np.zeros((s.size, len(cat)), dtype=np.int64)
+    for f, name in enumerate(cat):
+        col = np.asarray(given[name])
+        if col.shape != s.shape:
+            raise InputError(f"feature column {name!r} has {col.size} values for {s.size} scores")
+        codes[:, f] = encode(col.astype(str), vocab[f])
+    raw = np.zeros((s.size, len(num)))
+    for j, name in enumerate(num):
+        try:
+            col = np.asarray(given[name], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise InputError(f"numeric feature column {name!r} holds non-numbers") from None
+        if col.shape != s.shape or not np.all(np.isfinite(col)):
+            raise InputError(f"numeric feature column {name!r} must hold {s.size} finite numbers")
+        raw[:, j] = col
+    return codes, raw
+
+
 def levels_and_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(sorted distinct levels, codes 1..V per row, rows per code with index 0 = 0).
 
@@ -147,6 +176,8 @@ class FieldAwareCalibrator(FeatureCalibrator):
     """Field-aware calibration: ILPS(logit) + shrunk per-level shifts + linear numeric + MLP."""
 
     name = "field-aware"
+    complexity = 10000
+    fitted = "a piecewise-linear logit, field shifts and a neural network"
     description = "Neural Calibration: sigmoid(ILPS(logit) + field shifts + MLP(features)) (Pan et al. 2020)"
     resamples_rows = True  # random validation split and batches over rows
     extremes = "inside (0, 1): sigmoid of a finite logit (ILPS or linear eta, shifts, network)"
@@ -216,30 +247,8 @@ class FieldAwareCalibrator(FeatureCalibrator):
 
     def _inputs(self, s: np.ndarray, features) -> tuple[np.ndarray, np.ndarray]:
         """(level codes, standardised numeric matrix) for the map's feature columns."""
-        given = features or {}
-        missing = [c for c in self.cat_ + self.num_ if c not in given]
-        if missing:
-            raise InputError(
-                "missing feature column" + ("s " if len(missing) > 1 else " ") + ", ".join(repr(c) for c in missing),
-                hint="this field-aware map was fitted with --field-col/--feature-col "
-                + ", ".join(self.cat_ + self.num_),
-            )
-        codes = np.zeros((s.size, len(self.cat_)), dtype=np.int64)
-        for f, name in enumerate(self.cat_):
-            col = np.asarray(given[name])
-            if col.shape != s.shape:
-                raise InputError(f"feature column {name!r} has {col.size} values for {s.size} scores")
-            codes[:, f] = encode(col.astype(str), self.vocab_[f])
-        xnum = np.zeros((s.size, len(self.num_)))
-        for j, name in enumerate(self.num_):
-            try:
-                col = np.asarray(given[name], dtype=np.float64)
-            except (TypeError, ValueError):
-                raise InputError(f"numeric feature column {name!r} holds non-numbers") from None
-            if col.shape != s.shape or not np.all(np.isfinite(col)):
-                raise InputError(f"numeric feature column {name!r} must hold {s.size} finite numbers")
-            xnum[:, j] = (col - self.mean_[j]) / self.std_[j]
-        return codes, xnum
+        codes, raw = read_features(s, features, self.cat_, self.num_, self.vocab_, self.name)
+        return codes, (raw - self.mean_) / self.std_
 
     def _predict(self, s, features):
         logit = to_logit(s, self.params["score_kind"])

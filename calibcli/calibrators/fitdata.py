@@ -81,6 +81,17 @@ def scaled_weights(w: np.ndarray, kind: str) -> np.ndarray:
     return w
 
 
+def unit_scaled(w: np.ndarray | None) -> np.ndarray | None:
+    """Weights multiplied by the power of two that brings the largest into [1/2, 1): their
+    ratios exact and their sum at most the row count, for weighted means (the training
+    log-loss and Brier of a fit report) that must not overflow whatever the weights' scale."""
+    if w is None or w.size == 0:
+        return w
+    top = float(np.max(w))
+    with np.errstate(under="ignore"):  # a weight 2^-1074 below the largest is none
+        return np.ldexp(w, -math.frexp(top)[1]) if top > 0 and math.isfinite(top) else w
+
+
 # A weight below 2**-NEGLIGIBLE_EXP times the largest counts as 0: its share is far below
 # float64 resolution, and kept it would be a subnormal weight whose reciprocal overflows.
 NEGLIGIBLE_EXP = 600

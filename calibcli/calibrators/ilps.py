@@ -209,7 +209,7 @@ def fit_ilps(logit: np.ndarray, y: np.ndarray, w: np.ndarray, a: np.ndarray, lam
 
     x = np.concatenate([[a[0]], da]) if b0 is None else np.concatenate([[b0[0]], np.diff(b0)])
     fx = value(x)
-    iters, converged = 0, False
+    iters, converged, polished, flat = 0, False, 0, False
     for iters in range(1, max_iter + 1):
         g, hx = smooth_grad(x, True)
         d = x[1:]
@@ -223,16 +223,27 @@ def fit_ilps(logit: np.ndarray, y: np.ndarray, w: np.ndarray, a: np.ndarray, lam
         ge = np.concatenate([[g[0]], np.where(orth < 0, gd - lam, np.where(orth > 0, gd, 0.0))])
         free = np.concatenate([[True], orth != 0])
         gmax = float(np.max(np.abs(ge)))
-        if gmax < 1e-10:
-            converged = True
-            break
         h_ff = hx[np.ix_(free, free)]
         h_ff[np.diag_indices_from(h_ff)] += 1e-12 * (1.0 + np.trace(h_ff))
         step = np.zeros_like(x)
         step[free] = -np.linalg.solve(h_ff, ge[free])
+        orth_full = np.concatenate([[0.0], orth])
+        if gmax < 1e-10 or flat:
+            # Near the optimum the loss is flat to rounding while knots of little weight (flat
+            # directions) can still be 1e-8 from it, where the weights' last bits (w or c w)
+            # would move them: full Newton steps, judged by the gradient, until the step itself
+            # is at rounding level.
+            crossed = (orth_full != 0) & ((x + step) * orth_full < 0)
+            size = np.max(np.abs(step)) / (1.0 + np.max(np.abs(x)))
+            if polished >= 5 or crossed.any() or size <= 1e-12 or size > 1e-6:  # done, or not near enough
+                converged = converged or gmax < 1e-6
+                break
+            x = x + step
+            fx = value(x)
+            polished += 1
+            continue
         if ge @ step >= 0:  # not a descent direction (numerically): fall back to the gradient
             step = -ge
-        orth_full = np.concatenate([[0.0], orth])
         alpha, moved = 1.0, False
         while alpha > 1e-12:
             cand = x + alpha * step
@@ -246,9 +257,8 @@ def fit_ilps(logit: np.ndarray, y: np.ndarray, w: np.ndarray, a: np.ndarray, lam
         decrease = fx - fc if moved else 0.0
         if moved:
             x, fx = cand, fc
-        if decrease <= 1e-15 * max(1.0, abs(fx)):  # no progress left at float precision
-            converged = gmax < 1e-6
-            break
+        if decrease <= 1e-15 * max(1.0, abs(fx)):  # no progress left at float precision: polish
+            converged, flat = gmax < 1e-6, True
     info = {"iterations": iters, "converged": converged, "loss": fx}
     return to_b(x), info
 
@@ -266,6 +276,8 @@ class ILPSCalibrator(ScoreCalibrator):
     """ILPS (Pan et al. 2020, eq. 10-11) solved as a convex problem, projected to be monotone."""
 
     name = "ilps"
+    complexity = 101
+    fitted = "K + 1 knot values of a piecewise-linear logit (K = 100 by default)"
     extremes = "inside (0, 1): sigmoid of a finite piecewise-linear logit"
     description = "isotonic line-plot scaling: monotone piecewise-linear map of the logit (Pan et al. 2020)"
     params = (K_PARAM, LAM_PARAM, RIDGE_PARAM, SCORE_KIND, PLATT_CORRECTION)

@@ -51,6 +51,8 @@ class IsotonicCalibrator(KnotMap):
     """Isotonic regression (PAV) with tied scores pooled and linear interpolation."""
 
     name = "isotonic"
+    complexity = 1000
+    fitted = "one value per pooled block of scores (grows with the data)"
     description = "isotonic regression (weighted PAV), linear between knots, constant outside"
     params = (SAFE_PLATT_CORRECTION,)
 

@@ -68,6 +68,9 @@ class ClassCalibrator(Estimator):
     classes: ClassVar[str] = "native"  # "native" or "one-vs-rest", for `calib methods`
     uses_features: ClassVar[bool] = False
     needs_probabilities: ClassVar[bool] = False
+    complexity: ClassVar[int]  # place in the simplicity order `calib compare` recommends by (registry docstring)
+    fitted: ClassVar[str]  # what the fitted map holds, in words
+    aliases: ClassVar[tuple[str, ...]] = ()  # other names of the method (a map records `name`)
 
     def __init__(self, **params: Any):
         self.n_classes: int | None = None
@@ -83,7 +86,9 @@ class ClassCalibrator(Estimator):
 
         `weight_kind` as for binary methods: "frequency" (weight k = k rows) or "importance"
         (only the ratios matter). A class with no rows (or no weight) is a CalibWarning: the
-        map still gives it a probability.
+        map still gives it a probability. The fitted map is checked on its training rows
+        (`fitcheck.check_kclass`): worse than the scores, or a probability 0 where a class was
+        seen, is a CalibWarning too.
         """
         s = self._checked_scores(scores)
         n, k = s.shape
@@ -115,6 +120,9 @@ class ClassCalibrator(Estimator):
         self.n_classes = k
         self.weight_kind_ = weight_kind
         self._fit(self._inputs(s), y, w)
+        from calibcli.calibrators import fitcheck  # worse than the scores, or 0 where a class was seen
+
+        fitcheck.check_kclass(self, s, y, w, ~present)
         return self
 
     def predict(self, scores: Any) -> np.ndarray:

@@ -91,19 +91,52 @@ def softmax(a: np.ndarray) -> np.ndarray:
     return e
 
 
+HALF_MAX = float(np.finfo(np.float64).max) / 2
+DIRECTION_SCALE = 1e300  # the logits of an extreme row: its direction, scaled so the softmax is its limit
+
+
+def overflow_bound(row_sums: float, intercept: float = 0.0) -> float:
+    """The largest |score| below which no logit of a map can overflow: with each logit a_k a
+    sum of score times coefficient plus an intercept, |a_k| <= R M + |b|, R the largest row
+    sum of |coefficients| and M the row's largest |score|, which stays below half the float64
+    range (so a_k - max a fits too) while M <= (max / 2 - |b|) / R."""
+    if not row_sums > 0:
+        return float("inf")
+    return max((HALF_MAX - intercept) / row_sums, 0.0)
+
+
+def extreme_rows(z: np.ndarray, bound: float) -> np.ndarray:
+    """Of class-major (K, n) scores, the predictions whose largest |score| passes `bound`."""
+    if bound == float("inf"):
+        return np.zeros(z.shape[1], dtype=bool)
+    return np.max(np.abs(z), axis=0) > bound
+
+
+def direction(z: np.ndarray, coefficients: np.ndarray | None, row_sums: float) -> np.ndarray:
+    """The logits of extreme predictions (class-major (K, m) scores): the map's linear part
+    applied to the scores divided by their largest |score| (each in [-1, 1]), times
+    1e300 / (the largest row sum of |coefficients|), so every logit is within 1e300 and the
+    softmax is the limit of the map's as the scores grow along that direction: the classes of
+    the largest linear term share the row. `coefficients` None: the identity (temperature,
+    whose positive 1/T does not change the direction). `calib export --sql` writes the same
+    arithmetic."""
+    zb = z / np.max(np.abs(z), axis=0)
+    if coefficients is None:
+        return zb * DIRECTION_SCALE
+    d = zb * coefficients[:, None] if coefficients.ndim == 1 else coefficients @ zb
+    return d * (DIRECTION_SCALE / row_sums)
+
+
 def affine_logits(z: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
     """W z + b of class-major (K, n) logits z (w (K, K) full or (K,) diagonal); predictions
-    whose extreme logits overflow are recomputed from z scaled by a power of two, keeping their
-    direction (the limit of the softmax as the logits grow), so they are never inf - inf = NaN."""
+    whose largest |logit| passes the map's `overflow_bound` (beyond which a logit could
+    overflow) get the logits of their `direction` (the limit of the softmax as the logits grow
+    that way), so they are never inf - inf = NaN, and SQL can test the same bound."""
+    row_sums = float(np.max(np.abs(w) if w.ndim == 1 else np.abs(w).sum(axis=1)))
+    bad = extreme_rows(z, overflow_bound(row_sums, float(np.max(np.abs(b)))))
     with np.errstate(over="ignore", invalid="ignore"):
         a = z * w[:, None] if w.ndim == 1 else w @ z
         a += b[:, None]
-    bad = ~np.all(np.isfinite(a), axis=0)
     if bad.any():
-        zb = z[:, bad]
-        scale = np.ldexp(1.0, -np.frexp(np.max(np.abs(zb), axis=0))[1])
-        zb = zb * scale
-        d = zb * w[:, None] if w.ndim == 1 else w @ zb
-        top = np.max(np.abs(d), axis=0)
-        a[:, bad] = d / np.where(top > 0, top, 1.0) * 1e300
+        a[:, bad] = direction(z[:, bad], w, row_sums)
     return a

@@ -153,6 +153,9 @@ class LogisticCalibrator(ScoreCalibrator):
     """Platt scaling on the raw score."""
 
     name = "logistic"
+    complexity = 2
+    fitted = "2 numbers: slope a, intercept b"
+    aliases = ("sigmoid", "platt")
     extremes = ("inside (0, 1) up to float64 rounding (|a*score + b| > 37 rounds to 0 or 1); Platt's "
                 "targets (the default) keep a and b finite on separated classes, where "
                 "platt_correction=false diverges (warns) and gives 0 and 1")

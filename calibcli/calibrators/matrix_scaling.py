@@ -82,6 +82,8 @@ class VectorScaling(_AffineSoftmax):
     """softmax(v * z + b): a scale and an intercept per class."""
 
     name = "vector"
+    complexity = 2
+    fitted = "2 numbers per class: a scale and an intercept"
     description = ("vector scaling: softmax(v*z + b), a scale and intercept per class, L-BFGS with the ODIR "
                    "intercept penalty reg_mu chosen on held-out folds")
     params = (KCLASS_SCORE_KIND, REG_MU, FOLDS, SEED)
@@ -93,6 +95,8 @@ class DirichletCalibration(_AffineSoftmax):
     """softmax(W ln p + b) with a full W (matrix scaling on logits), ODIR-regularised."""
 
     name = "dirichlet"
+    complexity = 4
+    fitted = "K + 1 numbers per class: a K x K matrix and K intercepts"
     description = ("Dirichlet calibration (Kull et al. 2019): softmax(W ln p + b), full W (matrix scaling on "
                    "logits), L-BFGS with ODIR penalties reg_lambda, reg_mu chosen on held-out folds")
     params = (KCLASS_SCORE_KIND, REG_LAMBDA, REG_MU, FOLDS, SEED)

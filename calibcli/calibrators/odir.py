@@ -17,6 +17,13 @@ scored by the held-out weighted log-loss, the search stopping once that has rise
 row; the candidate with the lowest mean wins (the stronger penalty on a tie), and the map is
 then fitted on every row, starting from the mean of the winner's fold fits.
 
+A class with no (weighted) rows in the rows fitted has no evidence for its scale: the
+likelihood alone would run its scale v_k (row k of W) to infinity, driving its logit, and so
+its probability, to exactly 0 on most rows (the logs of its probabilities are negative). Its
+scale row is therefore held at the identity (v_k = 1; W_kk = 1, W_kj = 0), so its logit stays
+its own score plus an intercept b_k, which the ODIR penalty mu keeps finite: the class gets a
+small probability, never a degenerate 0 (docs/algorithms.md, "K classes").
+
 Above `CV_VALUES` (2^19) scores (rows x K) the choice is made on an evenly spaced subsample of m
 rows and the chosen strengths are scaled by m / n for the fit on all n rows: the penalty is
 a prior on W and b (the mean loss times n plus n * lambda * penalty is the negative log
@@ -56,6 +63,7 @@ class Problem:
         self.full = full
         self.k = z.shape[1]
         self.total = float(y.size if w is None else np.sum(w))
+        self.absent = np.bincount(y, weights=w, minlength=self.k) <= 0  # classes without weighted rows
 
     def rows(self, keep: np.ndarray) -> "Problem":
         return Problem(self.z[keep], self.y[keep], None if self.w is None else self.w[keep], self.full)
@@ -67,6 +75,21 @@ class Problem:
 
     def identity(self) -> np.ndarray:
         return np.concatenate([np.eye(self.k).ravel() if self.full else np.ones(self.k), np.zeros(self.k)])
+
+    def bounds(self) -> list[tuple[float | None, float | None]] | None:
+        """L-BFGS-B bounds holding the scale row of each absent class at the identity (None:
+        every class has rows, nothing held)."""
+        if not self.absent.any():
+            return None
+        fixed = self.identity()
+        held = np.zeros(fixed.size, dtype=bool)
+        k = self.k
+        for j in np.flatnonzero(self.absent):
+            if self.full:
+                held[j * k:(j + 1) * k] = True  # row j of W
+            else:
+                held[j] = True
+        return [(float(v), float(v)) if h else (None, None) for v, h in zip(fixed, held)]
 
     def loss(self, theta: np.ndarray, gradient: bool = True) -> tuple[float, np.ndarray | None]:
         """Weighted mean log-loss of the map (and its gradient in theta)."""
@@ -122,8 +145,11 @@ def fit(problem: Problem, lam: float, mu: float, x0: np.ndarray | None = None,
         return value + pv, grad + pg
 
     start = problem.identity() if x0 is None else x0
+    bounds = problem.bounds()
+    if bounds is not None:  # a warm start from rows where the class was present: back to the identity
+        start = np.array([v if lo is None else lo for v, (lo, _) in zip(start, bounds)])
     with one_blas_thread():
-        result = minimize(objective, start, jac=True, method="L-BFGS-B", options=options or TIGHT)
+        result = minimize(objective, start, jac=True, method="L-BFGS-B", bounds=bounds, options=options or TIGHT)
     return result.x if np.all(np.isfinite(result.x)) else start
 
 

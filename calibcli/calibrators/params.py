@@ -155,6 +155,8 @@ CALBIN_WINDOW = 100
 ECE_BINS = 10
 ECE_STRATEGIES = ("uniform", "quantile")
 SQL_DIALECTS = ("ansi", "spark")  # `calib export --dialect`: how identifiers and strings are quoted
+# `calib evaluate --step`: the metrics no bound from the bucketed p covers, n/a (null) there and
+# refused as gates (docs/algorithms.md, "Evaluation state": what --step does to each metric)
 COMPARED = ("log_loss", "brier", "ece", "calbin")  # `calib compare`: each fold's metrics, --metric picks one
 KCLASS_COMPARED = ("log_loss", "brier", "top_label_ece", "classwise_ece")  # the same with --score-cols
 SEED = Param("seed", int, 0, "random seed; the same seed gives the same map", low=0, high=SEED_MAX)

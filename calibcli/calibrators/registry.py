@@ -6,6 +6,17 @@ columns, e.g. `temperature`). `available()` lists the binary ones, `kclass_nativ
 K-class ones, `names()` both; `calibrator(name, kind, ...)` builds either kind's calibrator
 with the user's parameters, the one path for every door (score-only binary methods take K
 columns through one-vs-rest).
+
+Every method class declares, besides `name`, `description` and `params`:
+
+- `complexity` (int): its place in the simplicity order `calib compare` recommends by (the
+  simplest of the methods tied with the best): the number of fitted parameters per class
+  column for a map of fixed shape (logistic 2, beta 3), and for maps whose size grows with
+  the data a rank above every fixed one (docs/algorithms.md, "Which method: the
+  recommendation", has the whole table); 0 is the uncalibrated scores;
+- `fitted` (str): what the fitted map holds, in words (`calib methods`);
+- `aliases` (optional tuple of str): other names accepted wherever a method name is (`sigmoid`
+  and `platt` for `logistic`); a map records the canonical `name`.
 """
 
 from __future__ import annotations
@@ -18,6 +29,7 @@ from calibcli.errors import UsageError
 
 _REGISTRY: dict[str, Any] = {}  # every method, binary and K-class
 _ONE_VS_REST: list[type[ClassCalibrator]] = []  # the one-vs-rest wrapper, once registered
+_ALIASES: dict[str, str] = {}  # alias -> canonical method name
 
 
 def register(cls: Any) -> Any:
@@ -26,9 +38,21 @@ def register(cls: Any) -> Any:
         raise ValueError(f"{cls.__name__} has no name")
     if not issubclass(cls, (ScoreCalibrator, FeatureCalibrator, ClassCalibrator)):
         raise ValueError(f"{cls.__name__} must derive from ScoreCalibrator, FeatureCalibrator or ClassCalibrator")
-    if cls.name in _REGISTRY:
+    if cls.name in _REGISTRY or cls.name in _ALIASES:
         raise ValueError(f"method {cls.name!r} is registered twice")
+    complexity = getattr(cls, "complexity", None)
+    if not isinstance(complexity, int) or isinstance(complexity, bool) or complexity < 1:
+        raise ValueError(f"{cls.__name__} declares no complexity (a positive int: its place in the simplicity order)")
+    if not isinstance(getattr(cls, "fitted", None), str):
+        raise ValueError(f"{cls.__name__} must declare `fitted`: what its map holds, in words")
+    aliases = tuple(getattr(cls, "aliases", ()))
+    if "none" in (cls.name, *aliases):
+        raise ValueError("'none' is the uncalibrated scores' row of `calib compare`, not a method name")
+    taken = [a for a in aliases if a in _REGISTRY or a in _ALIASES]
+    if taken:
+        raise ValueError(f"alias {taken[0]!r} of {cls.name!r} is already a method name or alias")
     _REGISTRY[cls.name] = cls
+    _ALIASES.update(dict.fromkeys(aliases, cls.name))
     return cls
 
 
@@ -53,15 +77,26 @@ def names() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def canonical(name: str) -> str:
+    """The method name `name` stands for: itself, or the method it is an alias of."""
+    return _ALIASES.get(name, name)
+
+
+def aliases(name: str) -> list[str]:
+    """The aliases of method `name` (canonical), sorted."""
+    return sorted(a for a, to in _ALIASES.items() if to == name)
+
+
 def get(name: str) -> Any:
-    """The class for a method name (a `Calibrator` or a `ClassCalibrator`); unknown names get
-    the closest match as a hint."""
+    """The class for a method name or alias (a `Calibrator` or a `ClassCalibrator`); unknown
+    names get the closest match as a hint."""
+    name = canonical(name)
     try:
         return _REGISTRY[name]
     except KeyError:
         import difflib  # only for this message
 
-        close = difflib.get_close_matches(name, names(), n=1)
+        close = difflib.get_close_matches(name, [*names(), *_ALIASES], n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise UsageError(
             f"unknown method {name!r}",
@@ -89,6 +124,7 @@ def classes(name: str) -> str:
 def kclass(name: str, params: Mapping[str, Any] | None = None) -> ClassCalibrator:
     """An unfitted K-class calibrator for method `name`: the native method, or one-vs-rest of a
     score-only binary method; a UsageError for a method that cannot take K columns."""
+    name = canonical(name)
     kind = classes(name)
     if kind == "native":
         return _REGISTRY[name](**dict(params or {}))
@@ -123,6 +159,9 @@ def catalogue() -> list[tuple[str, str, list[str]]]:
         description = f"{cls.description}; at 0/1: {extremes}" if extremes else cls.description
         if classes(name) != "binary-only":
             description += f"; K classes: {classes(name)}"
+        description += f"; fitted: {cls.fitted} (complexity {cls.complexity})"
+        if aliases(name):
+            description += f"; aliases: {', '.join(aliases(name))}"
         out.append((name, description, [p.describe() for p in cls.params]))
     return out
 
@@ -134,8 +173,9 @@ def _extremes(cls: Any) -> str:
 def catalogue_json() -> list[dict[str, Any]]:
     """Every registered method as data, for `calib methods --json` and tools built on it."""
     return [{
-        "name": name, "description": get(name).description, "extremes": _extremes(get(name)),
-        "classes": classes(name),
+        "name": name, "aliases": aliases(name), "description": get(name).description,
+        "extremes": _extremes(get(name)), "classes": classes(name),
+        "complexity": get(name).complexity, "fitted": get(name).fitted,
         "monotone": get(name).monotone, "needs_probabilities": get(name).needs_probabilities,
         "uses_features": get(name).uses_features,
         "params": [{"name": p.name, "type": p.type.__name__, "default": p.default, "low": p.low,

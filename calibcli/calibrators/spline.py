@@ -179,6 +179,8 @@ class SplineCalibrator(ScoreCalibrator):
     """Penalised natural cubic spline on the logit, smoothing chosen by CV log-loss."""
 
     name = "spline"
+    complexity = 30
+    fitted = "a penalised natural cubic spline of the logit (n_knots, 30 by default)"
     description = ("spline calibration: sigmoid of a penalised natural cubic spline of the logit, "
                    "smoothing chosen by cross-validated log-loss")
     params = (

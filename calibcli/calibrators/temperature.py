@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from calibcli.calibrators.kclass import KCLASS_SCORE_KIND, N_CLASSES, ClassCalibrator
-from calibcli.calibrators.kscores import softmax
+from calibcli.calibrators.kscores import direction, extreme_rows, overflow_bound, softmax
 from calibcli.calibrators.registry import register
 from calibcli.calibrators.statespec import Field, StateSpec
 
@@ -110,6 +110,8 @@ class TemperatureScaling(ClassCalibrator):
     """softmax(z / T) with T fitted by Newton's method (Guo et al. 2017)."""
 
     name = "temperature"
+    complexity = 1
+    fitted = "1 number: the temperature T, shared by every class"
     description = "temperature scaling (Guo et al. 2017): softmax(z / T), one T for all classes, Newton fit"
     params = (KCLASS_SCORE_KIND,)
     state_spec = StateSpec(N_CLASSES, Field("temperature", kind="number", low=1 / B_MAX, high=1 / B_MIN))
@@ -118,7 +120,12 @@ class TemperatureScaling(ClassCalibrator):
         self.temperature_ = 1.0 / fit_inverse_temperature(z, y, w)
 
     def _predict(self, z):
-        return softmax(z / self.temperature_)
+        with np.errstate(over="ignore"):
+            a = z / self.temperature_
+        bad = extreme_rows(z, overflow_bound(1.0 / self.temperature_))
+        if bad.any():  # logits that could overflow: the limit along their direction (kscores.direction)
+            a[:, bad] = direction(z[:, bad], None, 1.0)
+        return softmax(a)
 
     def _get_state(self) -> dict[str, Any]:
         return {"temperature": float(self.temperature_)}

@@ -30,8 +30,10 @@ CVAP (`variant=cvap`): the rows are dealt to `folds` stratified folds (seeded, i
 row order: rows are put in (label, score) order before the seeded shuffle); each fold is
 an IVAP calibration set of its own, and the folds' pairs are merged as in the paper:
 p1 = GM(p1_k), 1 - p0 = GM(1 - p0_k) (geometric means over folds), p = p1 / (1 - p0 + p1).
-With `loss=brier`, p = mean_k(p1_k + (p0_k^2 - p1_k^2) / 2). The interval of a CVAP map is
-[1 - GM(1 - p0_k), GM(p1_k)]; unlike IVAP's it carries no validity guarantee.
+With `loss=brier`, p = mean_k(p1_k + (p0_k^2 - p1_k^2) / 2). The interval of a CVAP map merges
+the pairs as the point does: `loss=log` the numbers 1 - GM(1 - p0_k) and GM(p1_k) in order,
+`loss=brier` [mean_k p0_k, mean_k p1_k]; the point always lies inside (`predict_interval`).
+Unlike IVAP's, it carries no validity guarantee.
 
 Weights are frequency weights: counts in the calibration set (a whole number k is k
 duplicated rows, for CVAP too: such weights are expanded into rows before the fold split);
@@ -283,6 +285,8 @@ class VennAbersCalibrator(ScoreCalibrator):
     """Venn-Abers predictor: point prediction from the isotonic pair (p0, p1), and the interval."""
 
     name = "venn-abers"
+    complexity = 2000
+    fitted = "two isotonic step functions (p0, p1) per fold (grows with the data)"
     description = ("Venn-Abers predictor (inductive or cross): p1/(1-p0+p1) from the isotonic fits "
                    "with the test score labelled 0 and 1; [p0, p1] is a valid interval (apply --interval)")
     params = (
@@ -339,13 +343,24 @@ class VennAbersCalibrator(ScoreCalibrator):
             self._point_ = (self._point([p0], [p1]), self._point([p0[1:]], [p1[:-1]]))
 
     def predict_interval(self, scores: Any) -> tuple[np.ndarray, np.ndarray]:
-        """(low, high): p0 and p1 for IVAP; 1 - GM(1 - p0_k) and GM(p1_k) for CVAP. NaN for NaN."""
+        """(low, high) around the point prediction `predict` gives, which it always holds. IVAP:
+        p0 and p1. CVAP: the folds' pairs merged as the point merges them: `loss=log` the two
+        numbers 1 - GM(1 - p0_k) and GM(p1_k), in order (when the folds disagree, GM(p1_k) can
+        be the lower one; the point lies between them either way), `loss=brier` the means of
+        p0_k and of p1_k. Exact arithmetic puts the point inside; the ends are widened to it
+        where float rounding does not (by an ulp). NaN for NaN."""
         self._check_fitted()
         s = np.asarray(scores, dtype=np.float64)
-        p0, p1 = self._pairs(s)
-        if len(p0) == 1:
-            return p0[0], p1[0]
-        return 1.0 - _geo_mean(1.0 - np.array(p0)), _geo_mean(np.array(p1))
+        lows, highs = self._pairs(s)
+        point = np.clip(self._point(lows, highs), 0.0, 1.0)  # `predict`'s bits: the same operations
+        if len(lows) == 1:
+            low, high = lows[0], highs[0]
+        elif self.params["loss"] == "brier":
+            low, high = np.mean(lows, axis=0), np.mean(highs, axis=0)
+        else:
+            a, b = 1.0 - _geo_mean(1.0 - np.array(lows)), _geo_mean(np.array(highs))
+            low, high = np.minimum(a, b), np.maximum(a, b)
+        return np.minimum(low, point), np.maximum(high, point)
 
     def _pairs(self, s: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
         nan = np.isnan(s)

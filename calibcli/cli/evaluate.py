@@ -132,12 +132,13 @@ def _report_gates(gate) -> None:
 @reports_errors
 def compare(
     input: InputArg,
-    method: Annotated[List[str], typer.Option("--method", "-m", help="Method to compare; repeatable (default: every score-only method).")] = [],
+    method: Annotated[List[str], typer.Option("--method", "-m", "--methods", metavar="NAME|LIST|fast|default|all", help="Methods to compare: a name (repeatable), a comma list, or a preset: fast, default (without -m: every score-only method but the slow bayes-iso; K classes: temperature, dirichlet and one-vs-rest logistic, beta, isotonic), all. The uncalibrated scores (none) are always compared.")] = [],
     folds: Annotated[int, typer.Option("--folds", help="Number of cross-validation folds." + option_range("--folds"))] = 5,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the fold split and of the methods that sample." + option_range("--seed"))] = 0,
     metric: Annotated[str, typer.Option("--metric", help="Metric that picks the best: log_loss, brier, ece or calbin (K classes: log_loss, brier, top_label_ece or classwise_ece).")] = "log_loss",
-    output: Annotated[Optional[str], typer.Option("--output", "-o", help="Save the best method's map, refitted on all rows (.json or .parquet).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    output: Annotated[Optional[str], typer.Option("--output", "-o", help="Save the chosen method's map (--pick), refitted on all rows (.json or .parquet); when it is none (calibration does not help), no map is written and stderr says why.")] = None,
+    pick: Annotated[str, typer.Option("--pick", metavar="recommended|best", help="What -o saves: the recommended method (the simplest tied with the best) or the best mean.")] = "recommended",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON (with recommended and reason).")] = False,
     score_col: ScoreCol = "score",
     score_cols: ScoreColsOpt = None,
     classes: ClassesOpt = None,
@@ -146,30 +147,40 @@ def compare(
     pos_label: PosLabelOpt = None,
     format: FormatOpt = None,
 ) -> None:
-    """Which method calibrates these scores best? Out-of-fold metrics per method, mean ± sd.
+    """Which method calibrates these scores, if any? Out-of-fold metrics per method, mean ± sd, and a recommendation.
 
-    With --score-cols, K-class methods (temperature, vector, dirichlet and one-vs-rest binary
-    methods; default the native ones and isotonic) are compared on the same folds.
+    The first row, none, is the uncalibrated scores on the same folds. The recommendation is
+    none when they are tied with the best (calibration does not help), else the simplest
+    method tied with the best (calib methods --json: complexity). With --score-cols, K-class
+    methods (temperature, vector, dirichlet and one-vs-rest binary methods) are compared.
 
     \b
     calib compare cal.csv
-    calib compare cal.csv -m isotonic -m bayes-iso -m beta --folds 10 -o best.json
+    calib compare cal.csv -m fast --folds 10 -o chosen.json
+    calib compare cal.csv -m isotonic,bayes-iso,beta --pick best -o best.json
     calib compare digits_scores.csv --score-cols 'p_*' -m temperature -m dirichlet
     """
-    from calibcli.fitting import compare as comparing
+    from calibcli.fitting import compare as comparing, comparison
     from calibcli.kinds.names import parse_classes
     from calibcli.requests import Columns, CompareRequest
 
     cols = Columns(score_col, label_col, pos_label=pos_label, score_cols=score_cols, classes=parse_classes(classes),
                    score_kind=score_kind)
     request = CompareRequest.build(folds, seed, metric, cols)
-    result = comparing.compare_file(input, request, method, format, output)
+    comparing.check_pick(pick)
+    result = comparing.compare_file(input, request, method, format, output, pick)
     with console.data_output():
         if as_json:
             typer.echo(json.dumps(result.to_json(), indent=2))
         else:
+            from rich.text import Text
+
             from calibcli.evaluation.render import report as render
 
-            render.print_grid(render.stdout_console(), comparing.grid(result))
-    if output is not None:
-        console.info(f"saved the {result.best.method} map, refitted on all {result.rows} rows, to {output}")
+            out = render.stdout_console()
+            render.print_grid(out, comparison.grid(result))
+            out.print(Text(render.wrapped(result.sentence().split(" "), out.width)), soft_wrap=True)
+    if output is not None and result.saved is not None:
+        console.info(f"saved the {result.saved['method']} map, refitted on all {result.rows} rows, to {output}")
+    elif output is not None:  # never hidden by --quiet: -o asked for a file that is not there
+        console.err().print(console.safe(comparing.not_saved(result, output)), markup=False, highlight=False)

@@ -61,7 +61,7 @@ def fit(
 
     fit_inputs(input, from_summary, score_cols=score_cols, score_col=score_col, weight_col=weight_col,
                field_col=field_col, feature_col=feature_col, fmt=format, pos_label=pos_label)
-    cols = Columns(score_col or "score", label_col, weight_col, tuple(field_col), tuple(feature_col), pos_label,
+    cols = Columns("score" if score_col is None else score_col, label_col, weight_col, tuple(field_col), tuple(feature_col), pos_label,
                    score_cols, parse_classes(classes), score_kind)
     request = FitRequest.build(method, param, texts=True, seed=seed, weight_kind=weight_kind, columns=cols,
                                from_summary=from_summary is not None)

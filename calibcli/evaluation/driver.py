@@ -17,6 +17,7 @@ from calibcli.evaluation import gates
 from calibcli.evaluation.baseline import load_baseline
 from calibcli.evaluation.results import Evaluation
 from calibcli.evaluation.runs import RUNS
+from calibcli.evaluation.weighttotal import WeightTotal
 from calibcli.requests import EvaluateOptions
 
 
@@ -52,14 +53,17 @@ def _evaluate_file(path: str, opts: EvaluateOptions, fmt: str | None) -> Evaluat
     name = source.name
     run.check(schema, name)
     offset = 0
+    weight_total = WeightTotal(opts.weight_col, name)
     for batch in batches:
         if batch.num_rows == 0:
             continue
         w = io.weights_from(batch, opts.weight_col, name, offset) if opts.weight_col else None
+        weight_total.add(w)
         run.add(batch, w, name, offset)
         offset += batch.num_rows
     if offset == 0:
         raise InputError(f"{name}: no data rows")
+    weight_total.check()
     results = run.results()
     header = run.header()
     report = Evaluation(name, offset, header["positives"], header["field_col"], opts.calbin_window, results,

@@ -79,6 +79,7 @@ class BinaryRun:
                 low, high = (io.scores_from(batch, c, source, offset, flag="--interval-cols") for c in self.pairs[col])
                 for c, v in zip(self.pairs[col], (low, high)):
                     _check_probabilities(v, c, source, offset)
+                intervals.check_order(low, high, self.pairs[col], source, offset)
                 self.bounds[col].add(p, y, w, low, high)
         if self.loaded:
             s = io.scores_from(batch, opts.score_col, source, offset)

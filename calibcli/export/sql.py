@@ -240,7 +240,7 @@ def score_sql(request: ExportRequest) -> str:
     by `ExportRequest.build`)."""
     if request.expression is not None:
         return f"({request.expression.strip()})"
-    return quote_identifier(request.column or "score", request.dialect)
+    return quote_identifier("score" if request.column is None else request.column, request.dialect)
 
 
 def sql_expression(cal: Calibrator, score: str = '"score"') -> str:

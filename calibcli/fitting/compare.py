@@ -1,238 +1,90 @@
-"""`calib compare`: which method calibrates these scores best? k-fold cross-validation.
+"""`calib compare` and `calibcli.compare`: which method calibrates these scores, if any? k-fold
+cross-validation, one driver for both kinds of scores.
 
 Every method is fitted on k-1 folds and scored on the held-out fold with the same shuffled
 split (one `--seed`), so the methods are compared on identical data. Per method the
-out-of-fold log-loss, Brier, ECE and CalBin are reported as mean ± sd over the folds; the
-best mean of the chosen metric wins, and its map can be refitted on all rows and saved.
-A method that cannot fit a fold (one class in it, say) is reported as failed, not fatal.
+out-of-fold metrics (binary: log-loss, Brier, ECE, CalBin; K classes: log-loss, Brier,
+top-label and classwise ECE) are reported as mean ± sd over the folds. The first row, `none`,
+is the uncalibrated scores scored on the same folds, so the comparison also says whether
+calibrating helps at all; the recommendation and its reason are `comparison.Comparison`'s. A
+method that cannot fit a fold (one class in it, say) is reported as failed, not fatal.
 
-A best mean alone overstates a win that the folds cannot resolve, so each method also gets
-its paired difference to the best in the chosen metric, fold by fold on the same held-out
-rows: d_k = m_k - best_k (oriented so that positive is worse), its mean and standard error
-sd(d) / sqrt(k). A method is clearly worse when the paired t statistic mean / se passes
-the two-sided 5 % Student t quantile with k - 1 degrees of freedom (or, every d_k equal,
-when they are positive); every other method is tied with the best.
+What differs between the kinds (the default methods, what `none` predicts, the fold metrics,
+what a refitted map is saved as) is in the tables keyed by `kinds.BINARY` and `kinds.KCLASS`.
 """
 
 from __future__ import annotations
 
 import copy
+import os
 import warnings
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from calibcli.calibrators import registry
+from calibcli.calibrators.params import COMPARED, KCLASS_COMPARED
 from calibcli.errors import CalibError, CalibWarning, InputError, UsageError
 from calibcli.evaluation.metrics import binary as metrics, kclass as kclass_metrics
+from calibcli.fitting.comparison import (NAMES, NONE, PICKS, Comparison, Difference, MethodScore,  # noqa: F401
+                                        complexity, grid, paired_difference, table)
 from calibcli.fitting.rows import read_rows
-from calibcli.io import targets
+from calibcli.io import progress, targets
 from calibcli.kinds import BINARY, KCLASS, kind_of
 from calibcli.maps import envelope as maps
 from calibcli.maps.classmap import ClassMap
 from calibcli.requests import CompareRequest
-from calibcli.calibrators.params import COMPARED, KCLASS_COMPARED
 
-LOWER_IS_BETTER = {"log_loss": True, "brier": True, "ece": True, "calbin": True, "top_label_ece": True,
-                   "classwise_ece": True}
-TIE_LEVEL = 0.05  # two-sided level of the paired t test that makes a method clearly worse
-
-
-@dataclass
-class Difference:
-    """A method's paired difference to the best over the same folds (positive: worse)."""
-
-    mean: float
-    se: float
-    tied: bool
-
-    def to_json(self) -> dict[str, Any]:
-        return {"mean": self.mean, "se": None if self.se != self.se else self.se, "tied": self.tied}
+# Method presets of `-m` (docs/algorithms.md, "Which method"; timings: benchmarks/bench_compare.py).
+# Binary: `fast` are the methods whose 5 folds at 1e5 rows take about a second or less each;
+# the default is every score-only method but those in SLOW; `all` every score-only method.
+FAST = ("logistic", "beta", "beta-ab", "beta-am", "binning", "isotonic", "bbq", "venn-abers")
+SLOW = ("bayes-iso",)
+# K classes (5 folds at 1e5 rows, 10 classes): one-vs-rest costs K binary fits a fold.
+KCLASS_FAST = ("temperature", "logistic", "isotonic")
+KCLASS_DEFAULT = ("temperature", "dirichlet", "logistic", "beta", "isotonic")
+PRESETS = ("fast", "default", "all")
 
 
-def paired_difference(values: Sequence[float], best: Sequence[float], lower_is_better: bool = True,
-                      level: float = TIE_LEVEL) -> Difference:
-    """`values` against `best` fold by fold (module docstring): mean and standard error of the
-    differences, and whether a paired t test at `level` leaves them tied."""
-    from scipy.stats import t as student_t
-
-    d = np.asarray(values, dtype=np.float64) - np.asarray(best, dtype=np.float64)
-    d = d if lower_is_better else -d
-    mean = float(np.mean(d))
-    se = float(np.std(d, ddof=1) / np.sqrt(d.size)) if d.size > 1 else float("nan")
-    if not se > 0:  # every fold the same difference (or one fold): worse only when it is positive
-        return Difference(mean, se, not mean > 0)
-    return Difference(mean, se, bool(mean / se <= student_t.ppf(1 - level / 2, d.size - 1)))
+def _score_only() -> list[str]:
+    return [m for m in registry.available() if not registry.get(m).uses_features]
 
 
-@dataclass
-class MethodScore:
-    """Out-of-fold results of one method: per-fold metric values, or why it failed."""
-
-    method: str
-    folds: dict[str, list[float]] = field(default_factory=dict)
-    error: str | None = None
-
-    def mean(self, metric: str) -> float:
-        return float(np.mean(self.folds[metric])) if not self.error else float("nan")
-
-    def sd(self, metric: str) -> float:
-        values = self.folds.get(metric, [])
-        return float(np.std(values, ddof=1)) if not self.error and len(values) > 1 else float("nan")
-
-    def to_json(self) -> dict[str, Any]:
-        if self.error:
-            return {"method": self.method, "error": self.error}
-        return {"method": self.method, "folds": self.folds,
-                "mean": {m: self.mean(m) for m in self.folds}, "sd": {m: self.sd(m) for m in self.folds}}
+def preset(name: str, kind: str = BINARY) -> list[str]:
+    """The methods of preset `name` (`fast`, `default`, `all`) for scores of `kind`."""
+    return _PRESETS[kind][name]()
 
 
-@dataclass
-class Comparison:
-    input: str
-    rows: int
-    folds: int
-    seed: int
-    metric: str
-    scores: list[MethodScore]
-    compared: tuple[str, ...] = COMPARED  # the metrics each fold reports (KCLASS_COMPARED for K classes)
-
-    @property
-    def best(self) -> MethodScore | None:
-        ok = [s for s in self.scores if not s.error]
-        if not ok:
-            return None
-        sign = 1 if LOWER_IS_BETTER[self.metric] else -1
-        return min(ok, key=lambda s: sign * s.mean(self.metric))
-
-    def difference(self, score: MethodScore) -> Difference | None:
-        """`score`'s paired difference to the best in the chosen metric (None when it failed)."""
-        best = self.best
-        if best is None or score.error:
-            return None
-        return paired_difference(score.folds[self.metric], best.folds[self.metric], LOWER_IS_BETTER[self.metric])
-
-    @property
-    def tied(self) -> list[str]:
-        """The methods not clearly worse than the best (the best among them)."""
-        return [s.method for s in self.scores if (d := self.difference(s)) is not None and d.tied]
-
-    def to_json(self) -> dict[str, Any]:
-        """Version 1 schema; `tied` and each method's `difference_to_best` {mean, se, tied} were added to it."""
-        best = self.best
-        methods = []
-        for s in self.scores:
-            entry = s.to_json()
-            if (d := self.difference(s)) is not None:
-                entry["difference_to_best"] = d.to_json()
-            methods.append(entry)
-        return {"format": "calibcli.comparison", "schema_version": 1, "input": self.input,
-                "rows": self.rows, "folds": self.folds, "seed": self.seed, "metric": self.metric,
-                "best": best.method if best else None, "tied": self.tied, "methods": methods}
-
-
-def _default_methods(kind: str) -> list[str]:
-    """What `compare` compares by default: every score-only binary method; for K classes the
-    native K-class methods and one-vs-rest isotonic."""
-    return _DEFAULTS[kind]()
-
-
-_DEFAULTS = {BINARY: lambda: [m for m in registry.available() if not registry.get(m).uses_features],
-             KCLASS: lambda: [*registry.kclass_native(), "isotonic"]}
+_PRESETS = {
+    BINARY: {"fast": lambda: list(FAST), "default": lambda: [m for m in _score_only() if m not in SLOW],
+             "all": _score_only},
+    KCLASS: {"fast": lambda: list(KCLASS_FAST), "default": lambda: list(KCLASS_DEFAULT),
+             "all": lambda: [*registry.kclass_native(),
+                             *(m for m in _score_only() if registry.classes(m) == "one-vs-rest")]},
+}
 
 
 def default_methods() -> list[str]:
-    """Every registered method that needs only the score (binary comparisons' default)."""
-    return _default_methods(BINARY)
+    """What `calib compare` compares without `-m`: the `default` preset (binary scores)."""
+    return preset("default")
 
 
-def fold_ids(n: int, k: int, seed: int) -> np.ndarray:
-    """Fold number of each row: a seeded shuffle cut into k near-equal folds."""
-    ids = np.empty(n, dtype=np.int64)
-    ids[np.random.default_rng(seed).permutation(n)] = np.arange(n) % k
-    return ids
-
-
-def _fold_metrics(y: np.ndarray, p: np.ndarray, calbin_window: int) -> dict[str, float]:
-    return {"log_loss": metrics.log_loss(y, p), "brier": metrics.brier(y, p),
-            "ece": metrics.prob_ece(y, p), "calbin": metrics.calbin(y, p, min(calbin_window, y.size))}
-
-
-def _kclass_fold_metrics(y: np.ndarray, P: np.ndarray, calbin_window: int) -> dict[str, float]:
-    return {"log_loss": kclass_metrics.log_loss(y, P), "brier": kclass_metrics.brier(y, P),
-            "top_label_ece": kclass_metrics.top_label_ece(y, P), "classwise_ece": kclass_metrics.classwise_ece(y, P)}
-
-
-def unfitted(build, seed: int):
-    """`make(method)`: a fresh unfitted calibrator of `method`, a copy of one built by
-    `build(method)` on first use (one look-up per method), `seed` (checked by `CompareRequest`)
-    set where the method samples (`Estimator.configured`, the one path a seed takes)."""
-    built: dict[str, Any] = {}
-
-    def make(method: str):
-        if method not in built:
-            cal = build(method)
-            built[method] = cal.configured(seed=seed) if "seed" in cal.params else cal
-        return copy.deepcopy(built[method])
-
-    return make
-
-
-def compare(s: np.ndarray, y: np.ndarray, methods: Sequence[str], folds: int, seed: int,
-            calbin_window: int = metrics.CALBIN_WINDOW, make=None, fold_metrics=None) -> list[MethodScore]:
-    """Cross-validated scores of each method on scores `s` ((n,), or (n, K) with class codes
-    `y`) and labels `y`. `make(method)` gives an unfitted calibrator (default: the binary
-    method with `seed`), `fold_metrics(y, p)` a fold's metrics (default: `COMPARED`)."""
-    make = make or unfitted(lambda m: registry.calibrator(m, BINARY), seed)
-    fold_metrics = fold_metrics or (lambda y_test, p: _fold_metrics(y_test, p, calbin_window))
-    ids = fold_ids(len(s), folds, seed)
-    results = []
-    for method in methods:
-        score = MethodScore(method, {})
-        try:
-            for k in range(folds):
-                test = ids == k
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", CalibWarning)
-                    cal = make(method).fit(s[~test], y[~test])
-                    p = cal.predict(s[test])
-                for m, v in fold_metrics(y[test], p).items():
-                    score.folds.setdefault(m, []).append(v)
-        except CalibError as exc:
-            score.error = exc.message
-        results.append(score)
-    return results
-
-
-def compare_file(path: str, request: CompareRequest, methods: Sequence[str] | None = None, fmt: str | None = None,
-                 out: str | None = None, calbin_window: int = metrics.CALBIN_WINDOW) -> Comparison:
-    """Compare methods on a score file (one score column, or K with `request.columns.score_cols`)
-    on the same folds; with `out`, save the best method's map fitted on all rows."""
-    folds, seed, metric, columns = request
-    kind = kind_of(columns)
-    chosen = list(methods) if methods else _default_methods(kind)
+def methods_of(given: Sequence[str] | None, kind: str = BINARY) -> list[str]:
+    """The methods `-m` names, in order, canonical names, each once: method names, comma lists
+    and the presets `fast`, `default` and `all` (no `-m`: `default`); `none` is always compared."""
+    chosen: list[str] = []
+    for item in given or ["default"]:
+        for name in (part.strip() for part in str(item).split(",")):
+            if not name or name == NONE:
+                continue
+            names = preset(name, kind) if name in PRESETS else [registry.canonical(name)]
+            chosen.extend(n for n in names if n not in chosen)
+    if not chosen:
+        raise UsageError("-m none alone compares nothing: the uncalibrated scores (none) are always compared",
+                         hint="name methods to compare with them, or a preset: fast, default, all")
     for m in chosen:
         _CHECKS[kind](m)
-    if out is not None:
-        targets.check_output(out, [path])
-        maps.map_format(out)
-        maps.source_date_epoch()
-    rows = read_rows(path, columns, fmt, kind)
-    if rows.n < 2 * folds:
-        raise InputError(f"{rows.source}: {rows.n} rows are too few for {folds} folds")
-    make = unfitted(lambda m: registry.calibrator(m, kind, score_kind=rows.score_kind), seed)
-    fold_metrics, compared = _FOLD_METRICS[kind]
-    scores = compare(rows.scores, rows.labels, chosen, folds, seed, make=make,
-                     fold_metrics=lambda y, p: fold_metrics(y, p, calbin_window))
-    result = Comparison(rows.source, rows.n, folds, seed, metric, scores, compared)
-
-    def refit(method: str) -> Any:
-        fitted = make(method).fit(rows.scores, rows.labels)
-        return _SAVED[kind](fitted, rows)
-
-    extra = {k: rows.training[k] for k in ("score_kind", "labels_read_as", "score_list_col") if k in rows.training}
-    return save_best(result, out, refit, extra)
+    return chosen
 
 
 def _check_binary(method: str) -> None:
@@ -245,51 +97,223 @@ def _check_kclass(method: str) -> None:
 
 
 _CHECKS = {BINARY: _check_binary, KCLASS: _check_kclass}
-_FOLD_METRICS = {BINARY: (_fold_metrics, COMPARED), KCLASS: (_kclass_fold_metrics, KCLASS_COMPARED)}
-_SAVED = {BINARY: lambda fitted, rows: fitted,
-          KCLASS: lambda fitted, rows: ClassMap(fitted, rows.classes, rows.score_cols or None)}
 
 
-def save_best(result: Comparison, out: str | None, refit, training: dict[str, Any] | None = None) -> Comparison:
-    """A comparison's tail: no method fitted is an error; with `out`, the best method refitted on
-    every row (`refit(method)`: the fitted map) is saved with how it was chosen."""
-    best = result.best
-    if best is None:
-        raise InputError(f"{result.input}: no method could be fitted: {result.scores[0].error}")
+class Uncalibrated:
+    """The `none` row: the scores through a fixed map (`transform`), nothing fitted."""
+
+    name = NONE
+
+    def __init__(self, transform: Callable[[np.ndarray], np.ndarray]):
+        self.transform = transform
+
+    def fit(self, scores: Any, labels: Any) -> "Uncalibrated":
+        return self
+
+    def predict(self, scores: np.ndarray) -> np.ndarray:
+        return self.transform(scores)
+
+
+def _binary_none(s: np.ndarray, score_kind: str) -> tuple[str, Callable[[np.ndarray], np.ndarray]]:
+    """What `none` predicts for binary scores: the scores themselves when every one lies in
+    [0, 1] (probabilities), else sigmoid(score) (log-odds, as `--score-kind auto` reads K-class
+    scores that are not probabilities as logits)."""
+    if s.size and float(s.min()) >= 0 and float(s.max()) <= 1:
+        return "the scores as they are (probabilities)", lambda x: x
+    from scipy.special import expit
+
+    return "sigmoid(score): the scores are not all in [0, 1], so they are read as log-odds", expit
+
+
+def _kclass_none(P: np.ndarray, score_kind: str) -> tuple[str, Callable[[np.ndarray], np.ndarray]]:
+    """What `none` predicts from (n, K) scores: the probabilities as given, or the softmax of
+    logits (temperature scaling with T = 1)."""
+    if score_kind == "probability":
+        return "the probabilities as given", lambda P: P
+    from calibcli.calibrators import kscores
+
+    return "softmax of the logits as given", lambda Z: kscores.softmax(np.ascontiguousarray(Z.T)).T
+
+
+def _binary_fold(y: np.ndarray, p: np.ndarray, calbin_window: int) -> dict[str, float]:
+    return {"log_loss": metrics.log_loss(y, p), "brier": metrics.brier(y, p),
+            "ece": metrics.prob_ece(y, p), "calbin": metrics.calbin(y, p, min(calbin_window, y.size))}
+
+
+def _kclass_fold(y: np.ndarray, P: np.ndarray, calbin_window: int) -> dict[str, float]:
+    return {"log_loss": kclass_metrics.log_loss(y, P), "brier": kclass_metrics.brier(y, P),
+            "top_label_ece": kclass_metrics.top_label_ece(y, P), "classwise_ece": kclass_metrics.classwise_ece(y, P)}
+
+
+# Per kind: what `none` predicts, each fold's metrics and their names, what a refitted map is saved as.
+_KINDS = {
+    BINARY: (_binary_none, _binary_fold, COMPARED, lambda fitted, classes, cols: fitted),
+    KCLASS: (_kclass_none, _kclass_fold, KCLASS_COMPARED, lambda fitted, classes, cols: ClassMap(fitted, classes, cols)),
+}
+
+
+def fold_ids(n: int, k: int, seed: int) -> np.ndarray:
+    """Fold number of each row: a seeded shuffle cut into k near-equal folds."""
+    ids = np.empty(n, dtype=np.int64)
+    ids[np.random.default_rng(seed).permutation(n)] = np.arange(n) % k
+    return ids
+
+
+def unfitted(build, seed: int, uncalibrated: Callable[[np.ndarray], np.ndarray] | None = None):
+    """`make(method)`: a fresh unfitted calibrator of `method`, a copy of one built by
+    `build(method)` on first use (one look-up per method), `seed` (checked by `CompareRequest`)
+    set where the method samples (`Estimator.configured`, the one path a seed takes); `none`
+    is `Uncalibrated(uncalibrated)`."""
+    built: dict[str, Any] = {}
+
+    def make(method: str):
+        if method == NONE:
+            return Uncalibrated(uncalibrated or (lambda x: x))
+        if method not in built:
+            cal = build(method)
+            built[method] = cal.configured(seed=seed) if "seed" in cal.params else cal
+        return copy.deepcopy(built[method])
+
+    return make
+
+
+def compare(s: np.ndarray, y: np.ndarray, methods: Sequence[str], folds: int, seed: int,
+            calbin_window: int = metrics.CALBIN_WINDOW, make=None, fold_metrics=None,
+            steps: progress.Steps | None = None) -> list[MethodScore]:
+    """Cross-validated scores of each method on scores `s` ((n,), or (n, K) with class codes
+    `y`) and labels `y`. `make(method)` gives an unfitted calibrator (default: the binary
+    method with `seed`; `none` the scores as they are), `fold_metrics(y, p)` a fold's metrics
+    (default: `COMPARED`); `steps` counts the fits done (a progress bar)."""
+    make = make or unfitted(lambda m: registry.calibrator(m, BINARY), seed)
+    fold_metrics = fold_metrics or (lambda y_test, p: _binary_fold(y_test, p, calbin_window))
+    steps = steps or progress.Steps()
+    ids = fold_ids(len(s), folds, seed)
+    results = []
+    for method in methods:
+        score = MethodScore(method, {})
+        done = k = 0
+        try:
+            for k in range(folds):
+                steps.start(f"{method}, fold {k + 1} of {folds}")
+                test = ids == k
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", CalibWarning)
+                    cal = make(method).fit(s[~test], y[~test])
+                    p = cal.predict(s[test])
+                for m, v in fold_metrics(y[test], p).items():
+                    score.folds.setdefault(m, []).append(v)
+                done += 1
+                steps.advance()
+        except CalibError as exc:
+            score.error = fold_error(exc.message, k, folds, y, ids)
+            steps.advance(folds - done)
+        results.append(score)
+    return results
+
+
+def fold_error(message: str, k: int, folds: int, y: np.ndarray, ids: np.ndarray) -> str:
+    """A fold's fit error said as the fold's: a training set (the other folds) without one
+    class is named with the counts that explain it and what to do; others get the fold number."""
+    train = y[ids != k]
+    classes, counts = np.unique(y, return_counts=True)
+    if np.unique(train).size < classes.size:
+        missing = [c for c in classes.tolist() if c not in set(np.unique(train).tolist())]
+        fewest = int(counts.min())
+        name = ("positives" if missing == [1] else "negatives" if missing == [0]
+                else "rows of class " + ", ".join(map(str, missing[:3])))
+        if fewest < 2:
+            return (f"fold {k + 1} of {folds}: its training rows (the other folds) have no {name}: the file has "
+                    f"{fewest}, and every split leaves a fold without it; add rows of that class to compare methods")
+        return (f"fold {k + 1} of {folds}: its training rows (the other folds) have no {name}: the file's "
+                f"{fewest} all fell in this fold; try another --seed, fewer --folds, or more data")
+    return f"fold {k + 1} of {folds}: {message}"
+
+
+def compare_file(path: str, request: CompareRequest, methods: Sequence[str] | None = None, fmt: str | None = None,
+                 out: str | None = None, pick: str = "recommended", show_progress: bool = True,
+                 calbin_window: int = metrics.CALBIN_WINDOW) -> Comparison:
+    """Compare methods on a score file (one score column, or K with `request.columns.score_cols`)
+    on the same folds; with `out`, save the chosen method's map (`pick`) refitted on all rows."""
+    kind = kind_of(request.columns)
+    chosen = methods_of(methods, kind)
+    check_pick(pick)
     if out is not None:
+        targets.check_output(out, [path])
+        check_out(out)
+    rows = read_rows(path, request.columns, fmt, kind)
+    extra = {k: rows.training[k] for k in ("score_kind", "labels_read_as", "score_list_col") if k in rows.training}
+    return compare_arrays(rows.source, rows.scores, rows.labels, chosen, request, kind=kind,
+                          score_kind=rows.score_kind, classes=rows.classes, score_cols=rows.score_cols or None,
+                          out=out, pick=pick, training=extra, show_progress=show_progress, calbin_window=calbin_window)
+
+
+def compare_arrays(source: str, scores: np.ndarray, labels: np.ndarray, methods: Sequence[str],
+                   request: CompareRequest, *, kind: str = BINARY, score_kind: str = "probability",
+                   classes: Sequence[Any] = (), score_cols: Sequence[str] | None = None, out: str | None = None,
+                   pick: str = "recommended", training: dict[str, Any] | None = None, show_progress: bool = True,
+                   calbin_window: int = metrics.CALBIN_WINDOW) -> Comparison:
+    """The comparison both kinds share, on checked arrays (scores of `kind` and 0/1 labels or
+    class codes): `none` and `methods` on the same folds, then with `out` the chosen method's
+    map refitted on every row and saved. The one path of `calib compare` and `calibcli.compare`."""
+    folds, seed, metric, _ = request
+    none, fold_metrics, compared, saved = _KINDS[kind]
+    if labels.size < 2 * folds:
+        raise InputError(f"{source}: {labels.size} rows are too few for {folds} folds")
+    described, transform = none(scores, score_kind)
+    make = unfitted(lambda m: registry.calibrator(m, kind, score_kind=score_kind), seed, transform)
+    rows = [NONE, *(m for m in methods if m != NONE)]
+    with progress.steps("compare", len(rows) * folds + (out is not None), "fits", show_progress) as steps:
+        found = compare(scores, labels, rows, folds, seed, calbin_window, make=make,
+                        fold_metrics=lambda y, p: fold_metrics(y, p, calbin_window), steps=steps)
+        result = Comparison(source, int(labels.size), folds, seed, metric, found, compared, described, pick)
+        return save_best(result, out, lambda method: saved(make(method).fit(scores, labels), classes, score_cols),
+                         training, steps)
+
+
+def check_pick(pick: str) -> str:
+    if pick not in PICKS:
+        raise UsageError(f"--pick {pick!r}: expected recommended or best")
+    return pick
+
+
+def check_out(out: str | None) -> None:
+    """`out` checked as every map output is, before any fit (its format, SOURCE_DATE_EPOCH)."""
+    if out is not None:
+        maps.map_format(out)
+        maps.source_date_epoch()
+
+
+def save_best(result: Comparison, out: str | None, refit, training: dict[str, Any] | None = None,
+              steps: progress.Steps | None = None) -> Comparison:
+    """A comparison's tail: no method fitted is an error; with `out`, the chosen method (`pick`)
+    refitted on every row (`refit(method)`: the fitted map) is saved with how it was chosen.
+    When the choice is `none` no map is written (`result.saved` stays None): the caller says so."""
+    fitted_any = [s for s in result.scores if s.method != NONE and not s.error]
+    if not fitted_any:
+        failed = next((s for s in result.scores if s.error), None)
+        why = f": {failed.error}" if failed else " (none was given)"
+        raise InputError(f"{result.input}: no method could be fitted{why}")
+    chosen = result.chosen
+    if out is not None and chosen is not None and chosen != NONE:
+        if steps is not None:
+            steps.start(f"{chosen} refitted on all {result.rows} rows")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", CalibWarning)
-            fitted = refit(best.method)
+            fitted = refit(chosen)
         maps.save_map(fitted, out, {"input": result.input, "rows": result.rows, **(training or {}), "chosen_by": {
-            "compare": result.metric, "folds": result.folds, "seed": result.seed}})
+            "compare": result.metric, "folds": result.folds, "seed": result.seed, "pick": result.pick}})
+        result.saved = {"method": chosen, "path": out}
     return result
 
 
-def grid(result: Comparison):
-    """The comparison as a `report.Grid`: mean ± sd per metric, the best method marked with *,
-    then each method's paired difference to the best ± its standard error, `tied` or `worse`."""
-    from calibcli.io.console import cell
-    from calibcli.evaluation.render.report import Grid
-
-    best = result.best
-    names = {"log_loss": "log-loss", "brier": "Brier", "ece": "ECE", "calbin": "CalBin",
-             "top_label_ece": "top-label ECE", "classwise_ece": "classwise ECE"}
-    title = [f"{cell(result.input)}:", *(f"{result.rows} rows, {result.folds}-fold cross-validation "
-                                           f"(seed {result.seed}), best by {names[result.metric]}; tied: not "
-                                           f"clearly worse than the best (paired t test, 5%)").split()]
-    rows = []
-    for s in result.scores:
-        mark = " *" if best is not None and s.method == best.method else ""
-        d = result.difference(s)
-        if s.error or d is None:
-            rows.append([s.method, f"failed: {cell(s.error)}", *[""] * len(result.compared)])
-        else:
-            versus = f"{d.mean:+.4f} ± {d.se:.4f} {'tied' if d.tied else 'worse'}"
-            rows.append([s.method + mark, *[f"{s.mean(m):.4f} ± {s.sd(m):.4f}" for m in result.compared], versus])
-    heads = [*(f"{names[m]} ↓" for m in result.compared), f"Δ {names[result.metric]} to best ± se"]
-    return Grid(title, ["method", *heads], rows, left=1)
+def not_saved(result: Comparison, out: str) -> str:
+    """What `-o FILE` did when the choice was `none`: no map, and why (stderr; exit 0)."""
+    which = "the recommendation" if result.pick == "recommended" else "the best out-of-fold mean"
+    kept = f"; {out} already exists and was left as it was, not this run's map" if os.path.exists(out) else ""
+    return (f"calibration does not help here ({which} is none, the uncalibrated scores): no map written to "
+            f"{out}{kept}; use the scores as they are, or --pick best to save the best method's map anyway")
 
 
-def table(result: Comparison):
-    """The comparison as a rich Table (`grid`)."""
-    return grid(result).table()
+__all__ = ["FAST", "KCLASS_DEFAULT", "KCLASS_FAST", "PRESETS", "SLOW", "Uncalibrated", "check_out", "check_pick",
+           "compare", "compare_arrays", "compare_file", "default_methods", "fold_ids", "methods_of", "not_saved",
+           "preset", "save_best", "unfitted"]

@@ -16,7 +16,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from calibcli import io
-from calibcli.calibrators import Calibrator
+from calibcli.calibrators import Calibrator, fitcheck
+from calibcli.calibrators.fitdata import unit_scaled
 from calibcli.errors import CalibWarning, FitError, InputError
 from calibcli.evaluation.metrics import binary as metrics, kclass as kclass_metrics
 from calibcli.fitting import summary
@@ -74,7 +75,7 @@ def _fit_binary(rows: Rows, request: FitRequest, strict: bool, out: str | None, 
 
     return _fit_and_save(calibrator, rows.source, dict(scores=s, labels=y, sample_weight=w, features=feats,
                                                        weight_kind=weight_kind),
-                         rows.training, rows.notes, strict, out, out_format, quality, s, predict)
+                         rows.training, rows.notes, strict, out, out_format, quality, s, predict, check_report=True)
 
 
 def _fit_kclass(rows: Rows, request: FitRequest, strict: bool, out: str | None, out_format: str | None) -> FitResult:
@@ -96,7 +97,9 @@ _FITS = {BINARY: _fit_binary, KCLASS: _fit_kclass}
 
 def _quality(of: Any, y: np.ndarray, w: np.ndarray | None):
     """`quality(p, part)`: the training log-loss and Brier score (`of`'s definitions, binary or
-    K-class) of the rows `part` predicted `p`, weighted like the fit, and their weight."""
+    K-class) of the rows `part` predicted `p`, weighted like the fit (the weights brought near 1,
+    so the weighted means hold whatever their scale), and their weight."""
+    w = unit_scaled(w)
 
     def quality(p: np.ndarray, part: slice) -> tuple[dict[str, float], float]:
         sw = None if w is None else w[part]
@@ -133,7 +136,8 @@ def fit_summary(summ: summary.ScoreSummary, request: FitRequest, source: str, *,
         raise InputError(f"{source}: the summary holds no scores")
     _check_summary_classes(summ, calibrator, source)
     s, y, w = summary.fit_rows(summ)
-    n0, n1 = summ.n0, summ.n1
+    scale = unit_scaled(np.concatenate([summ.n0, summ.n1]))  # the report's means, whatever the counts' scale
+    n0, n1 = scale[:summ.size], scale[summ.size:]
     training: dict[str, Any] = {
         "input": source,
         "from_summary": {"entries": summ.size, "step": summ.step, "weighted": summ.weighted},
@@ -175,7 +179,7 @@ def _check_summary_classes(summ: summary.ScoreSummary, calibrator: Calibrator, s
 def _fit_and_save(calibrator: Calibrator, source: str, fit_args: dict[str, Any], training: dict[str, Any],
                   notes: list[str], strict: bool, out: str | None, out_format: str | None,
                   quality, scores: np.ndarray, predict, saved: Any = None, raw: bool | None = None,
-                  said: str | None = None) -> FitResult:
+                  said: str | None = None, check_report: bool = False) -> FitResult:
     """The tail every fit shares: fit with warnings collected, --strict, the training block, save.
 
     `quality(p, part)` gives the training log-loss and Brier of probabilities `p` for the rows
@@ -208,7 +212,8 @@ def _fit_and_save(calibrator: Calibrator, source: str, fit_args: dict[str, Any],
             except FitError as exc:
                 raise FitError(f"{source}: cannot fit {calibrator.name}: {exc.message}", hint=exc.hint) from None
         messages = [str(c.message) for c in caught if issubclass(c.category, CalibWarning)
-                    and (said is None or said not in str(c.message))] + notes
+                    and (said is None or said not in str(c.message))]
+        messages += [note(calibrator) if callable(note) else note for note in notes]
         if strict and messages:
             raise FitError(f"{source}: {calibrator.name}: {messages[0]} (an error with --strict)")
         training["seed"] = calibrator.params.get("seed")
@@ -216,6 +221,14 @@ def _fit_and_save(calibrator: Calibrator, source: str, fit_args: dict[str, Any],
         if before is not None:
             training["before"] = before.result()
         training["after"] = report(predict, pool.map)
+    if before is not None and check_report:  # worse than the scores, from the report (K-class fits check themselves)
+        cause = fitcheck.weights_cause(fit_args.get("sample_weight"), fit_args.get("weight_kind", "frequency"))
+        worse = fitcheck.worse_than_scores(calibrator.name, training["before"]["log_loss"],
+                                           training["after"]["log_loss"], cause)
+        if worse is not None:
+            if strict:
+                raise FitError(f"{source}: {calibrator.name}: {worse} (an error with --strict)")
+            messages.append(worse)
     result = FitResult(calibrator, training, warnings=messages)
     if out is not None:
         result.envelope = maps.save_map(calibrator if saved is None else saved, out, training, out_format)

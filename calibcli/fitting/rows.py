@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from calibcli import io
+from calibcli.calibrators import fitcheck
 from calibcli.errors import InputError, Where
 from calibcli.kinds import BINARY, KCLASS, labels, probabilities
 from calibcli.kinds import columns as score_columns
@@ -32,7 +33,7 @@ class Rows:
     weights: np.ndarray | None = None
     features: dict[str, np.ndarray] | None = None
     training: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+    notes: list[Any] = field(default_factory=list)  # texts, or callables of the fitted map
     classes: tuple = ()  # K classes: their names, in column order
     score_cols: tuple[str, ...] = ()  # K classes: the columns read (none for a list column)
     score_kind: str = "probability"  # K classes: the kind the scores were read as
@@ -54,9 +55,9 @@ def binary_rows(table: Any, columns: Any, source: str) -> Rows:
     }
     if columns.pos_label is not None:
         training["pos_label"] = columns.pos_label
-    notes = []
-    if s.size > 1 and s.min() == s.max():
-        notes.append(f"all {s.size} scores equal {float(s[0]):g}: the map is a constant")
+    notes: list[Any] = []
+    if s.size > 1 and s.min() == s.max():  # said once the map is fitted: is it a constant?
+        notes.append(lambda fitted, n=s.size, x=float(s[0]): fitcheck.equal_scores_note(fitted, n, x))
     return Rows(source, s, y, w, feats, training, notes)
 
 

@@ -291,7 +291,8 @@ def _from_columns(score: Any, n0: Any, n1: Any, header: dict[str, Any] | None, s
     if not arrays[0].size == arrays[1].size == arrays[2].size:
         raise _refuse(source, "columns score, n0, n1 differ in length")
     xs, n0_, n1_ = aggregate(*arrays)
-    total0, total1 = float(np.sum(n0_)), float(np.sum(n1_))
+    with np.errstate(over="ignore"):
+        total0, total1 = float(np.sum(n0_)), float(np.sum(n1_))
     if not np.isfinite(total0 + total1):
         raise _refuse(source, "the counts n0 + n1 add up to more than a float64 holds")
     if header is None:
@@ -432,22 +433,37 @@ def summarize_file(path: str, *, score_col: str = "score", label_col: str = "lab
                    on_batch: Callable[[int], None] | None = None, pos_label: str | None = None) -> ScoreSummary:
     """Stream a score/label file (or a directory, glob or URI of Parquet parts) into a summary."""
     from calibcli import io
+    from calibcli.requests.names import column_options
 
     from calibcli.kinds import labels
+    from calibcli.requests.names import column_options
 
+    column_options([("--score-col", score_col), ("--label-col", label_col), ("--weight-col", weight_col)])
     reader = labels.BinaryLabels(pos_label)
 
     def chunks():
         source, _, batches = io.iter_batches(path, fmt)  # a directory, glob or URI of parts is one dataset
         rows = 0
+        total = 0.0
         for batch in batches:
             s = io.scores_from(batch, score_col, source.name, offset=rows)
             y = labels.from_file(batch, label_col, source.name, reader, offset=rows)
             w = io.weights_from(batch, weight_col, source.name, offset=rows) if weight_col else None
+            if w is not None:
+                with np.errstate(over="ignore"):
+                    total += float(np.sum(w))
+                if not np.isfinite(total):  # a summary holds the sums: they must be float64 numbers
+                    raise InputError(f"{source.name}: column {weight_col!r}: the weights add up to more than the "
+                                     "largest float64 (1.8e+308), which a summary's counts cannot hold",
+                                     hint="divide the weights by a common factor (a fit's map is the same for "
+                                     "--weight-kind importance)")
             rows += batch.num_rows
             if on_batch is not None:
                 on_batch(batch.num_rows)
             yield s, y, w
+        if weight_col and rows and total == 0:
+            raise InputError(f"{source.name}: column {weight_col!r}: all weights are zero: a summary needs weighted rows",
+                             hint="check --weight-col")
 
     result = summarize_batches(chunks(), step=step)
     if result.rows == 0:

@@ -77,15 +77,11 @@ def to_float(col: pa.ChunkedArray, name: str, source: str, offset: int) -> np.nd
         trimmed = _pc().utf8_trim_whitespace(col)
         with contextlib.suppress(pa.ArrowInvalid):  # numbers stored as text parse here
             return np.asarray(_pc().cast(trimmed, pa.float64()), dtype=np.float64)
-        text = trimmed.to_numpy(zero_copy_only=False)
-        for i, value in enumerate(text):  # error path only: find the first unparseable row
-            try:
-                float(value)
-            except ValueError:
-                raise InputError(
-                    f"{source}: column {shown(name)}, row {i + 1 + offset}: {shown(value)} is not a number"
-                ) from None
-        raise InputError(f"{source}: column {shown(name)} holds values that are not numbers")
+        i = _first_not_number(trimmed)  # error path only: the first row pyarrow does not read as a number
+        value = trimmed[i].as_py() if isinstance(trimmed, pa.Array) else trimmed.combine_chunks()[i].as_py()
+        raise InputError(f"{source}: column {shown(name)}, row {i + 1 + offset}: {shown(value)} is not a number",
+                         hint="numbers are written like 1000, -0.25 or 1e-3 (no digit separators such as 1_000 "
+                         "or 1,000)" if isinstance(value, str) and any(c in value for c in "_,'") else None)
     if pa.types.is_binary(typ) or pa.types.is_large_binary(typ):
         for i, value in enumerate(col.to_pylist()):  # error path only: the first non-UTF-8 row
             try:
@@ -127,6 +123,22 @@ def scores_or_nan(table: pa.Table | pa.RecordBatch, name: str, source: str, offs
     s = np.array(to_float(filled, name, source, offset), dtype=np.float64)
     s[nulls] = np.nan
     return s
+
+
+def _first_not_number(text: Any) -> int:
+    """The index of the first value of a text column that pyarrow's cast to float64 refuses
+    (the cast itself decides, not Python's float, which reads `1_000`), by bisection: about
+    log2(n) casts of halves."""
+    arr = text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text
+    lo, hi = 0, len(arr)  # the first bad value lies in [lo, hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        try:
+            _pc().cast(arr.slice(lo, mid - lo), pa.float64())
+            lo = mid
+        except pa.ArrowInvalid:
+            hi = mid
+    return lo
 
 
 def weights_from(table: pa.Table | pa.RecordBatch, name: str, source: str, offset: int = 0) -> np.ndarray:

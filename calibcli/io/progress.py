@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from calibcli.io import console
 
@@ -56,3 +56,36 @@ def working(description: str) -> Iterator[None]:
                   console=console.err(), transient=True) as bar:
         bar.add_task(description, total=None)
         yield
+
+
+class Steps:
+    """What a step counter yields: `start(label)` names the step now running, `advance(n)`
+    counts steps done (both do nothing when no bar is drawn)."""
+
+    def __init__(self, bar: Any = None, task: Any = None, description: str = ""):
+        self._bar, self._task, self._description = bar, task, description
+
+    def start(self, label: str) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, description=f"{self._description}: {label}")
+
+    def advance(self, n: int = 1) -> None:
+        if self._bar is not None:
+            self._bar.advance(self._task, n)
+
+
+@contextlib.contextmanager
+def steps(description: str, total: int, what: str = "steps", show: bool = True) -> Iterator[Steps]:
+    """A counter of `total` steps (`calib compare`: method x fold fits) with what is running,
+    a bar, elapsed and remaining time; transient, like `rows`. `show=False` (a library call
+    that did not ask for one) or `enabled()` false: no bar."""
+    if not (show and enabled()):
+        yield Steps()
+        return
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
+
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn(what),
+               TimeElapsedColumn(), TimeRemainingColumn()]
+    with Progress(*columns, console=console.err(), transient=True) as bar:
+        yield Steps(bar, bar.add_task(description, total=total), description)

@@ -130,6 +130,30 @@ def _bad_json(line: str, header: Any) -> bool:
         return True
 
 
+_JSON_KINDS = {type(None): "null", bool: "boolean", int: "number", float: "number", str: "string",
+               list: "array", dict: "object"}
+
+
+def _json_type_is(path: str, kind: str) -> Callable[[Any, Any], bool]:
+    """A `_find_row` test: the JSON line is an object whose value at `path` (pyarrow's
+    "/key/inner") has the JSON type `kind` (a column that changed type: the first such row is
+    the one to name)."""
+    keys = [k for k in path.split("/") if k]
+
+    def bad(line: str, header: Any) -> bool:
+        try:
+            value: Any = json.loads(line)
+        except ValueError:
+            return True
+        for key in keys:
+            if not isinstance(value, dict) or key not in value:
+                return False
+            value = value[key]
+        return _JSON_KINDS.get(type(value)) == kind
+
+    return bad
+
+
 def text_error(source: Source, exc: Exception, done: int, block: int, block_start: int | None = None,
                 names: list[str] | None = None, limit: int = MAX_BLOCK) -> InputError:
     """A CSV/TSV/JSON lines read error naming the true 1-based data row when it can be found.
@@ -150,9 +174,16 @@ def text_error(source: Source, exc: Exception, done: int, block: int, block_star
     if source.format == "jsonl":
         found = re.search(r"^(JSON parse error: .*?) in row (\d+)$", text.strip().splitlines()[0] if text.strip() else "")
         if found:
+            changed = re.search(r"Column\((/[^)]*)\) changed from (\w+) to (\w+)", found.group(1))
+            bad = _bad_json if changed is None else _json_type_is(changed.group(1), changed.group(3))
             row = (block_start + int(found.group(2)) + 1 if block_start is not None
-                   else _find_row(source, done, _bad_json))
+                   else _find_row(source, done, bad))
             where = f"row {row}" if row is not None else f"a row after row {done}"
+            if changed is not None:  # a value of another JSON type than the rows before it
+                key = shown(changed.group(1).strip("/").replace("/", "."))
+                return InputError(f"{source.name}: {where}: key {key} holds a {changed.group(3)} where the rows "
+                                  f"before it hold a {changed.group(2)}",
+                                  hint="give a key one type in every row (numbers unquoted, e.g. 0.25, not \"0.25\")")
             return InputError(f"{source.name}: {where}: {found.group(1)}")
         if "unexpected field" in text and names:
             known = set(names)

@@ -231,7 +231,7 @@ def _foreign(path: str) -> str | None:
         if doc.get("format") != _MARKER_FORMAT or not isinstance(files, dict):
             raise ValueError
     except FileNotFoundError:
-        return f"has no {MARKER} marker, so calib did not write it"
+        return f"holds {_first_entry(path)} and no {MARKER} marker, so calib did not write it"
     except (OSError, ValueError, KeyError, TypeError):
         return f"its {MARKER} marker is not one calib wrote"
     folders = {os.path.dirname(name) for name in files if isinstance(name, str)}
@@ -248,6 +248,18 @@ def _foreign(path: str) -> str | None:
             what = "changed" if rel in files else "not written by calib"
             return f"holds {rel} ({what})"
     return None
+
+
+def _first_entry(path: str) -> str:
+    """What is in the way in a non-empty directory: its first entry by name (a folder with a
+    slash), and how many more there are."""
+    try:
+        names = sorted(os.listdir(path))
+    except OSError:
+        return "files"
+    first = names[0] + ("/" if os.path.isdir(os.path.join(path, names[0])) else "")
+    more = f" (and {len(names) - 1} more)" if len(names) > 1 else ""
+    return first + more
 
 
 def _parents(rel: str) -> list[str]:

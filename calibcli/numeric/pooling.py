@@ -243,8 +243,18 @@ def aggregate(keys: np.ndarray, w0: np.ndarray, w1: np.ndarray) -> tuple[np.ndar
 
 
 def bucket(s: np.ndarray, w0: np.ndarray, w1: np.ndarray, step: float) -> tuple[np.ndarray, ...]:
-    """Aggregate on the grid of multiples of `step`; a bincount when the grid span is small."""
-    k = np.rint(s / step)
+    """Aggregate on the grid of multiples of `step`; a bincount when the grid span is small.
+
+    A score of magnitude 2^52 steps or more is its own bucket: float64's spacing there is at
+    least the step, so the grid point rint(s / step) * step is s itself up to rounding (and
+    s / step may overflow): such scores keep their value, and every bucket stays finite."""
+    with np.errstate(over="ignore"):
+        k = np.rint(s / step)
+    far = ~(np.abs(k) < 2.0**52)
+    if far.any():
+        with np.errstate(over="ignore"):
+            grid = np.where(far, 0.0, k) * step
+        return aggregate(np.where(far, s, grid), w0, w1)
     lo, hi = float(k.min()), float(k.max())
     if hi - lo < BINCOUNT_SPAN:
         idx = (k - lo).astype(np.int64)

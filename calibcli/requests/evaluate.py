@@ -17,8 +17,9 @@ from calibcli.kinds import BINARY, KCLASS, kind_of
 from calibcli.requests import bounds
 from calibcli.requests.bounds import step_option, whole
 from calibcli.requests.gates import GateSpec, parse_limits, refuse_targets, require_field_col
-from calibcli.requests.metrics import (HL_GROUPS, KCLASS_METRICS, METRICS, NO_INTERVAL, MetricChoice,
+from calibcli.requests.metrics import (HL_GROUPS, KCLASS_METRICS, METRICS, NO_INTERVAL, STEP_NA, MetricChoice,
                                        withheld_reason)
+from calibcli.requests.names import column_options
 from calibcli.calibrators.params import CALBIN_WINDOW, ECE_BINS, ECE_STRATEGIES
 
 DIAGRAMS = ("corp", "smooth", "binned")  # `calib evaluate --diagram`: what --plot draws
@@ -88,6 +89,8 @@ class EvaluateOptions:
         `--interval-cols LOW,HIGH`; `diagram` (what `--plot` draws) is kept with
         `reliability_bins` (a plot) only; the gates are the texts of `--fail-above`,
         `--fail-below`, `--max-regression` (METRIC=VALUE) with `--baseline` and `--gate-on`."""
+        column_options([("--label-col", label_col), ("--score-col", score_col), ("--field-col", field_col),
+                        ("--weight-col", weight_col)])
         window = whole("--calbin-window", calbin_window)
         bounds.check(bootstrap=bootstrap, seed=seed, top=top, ece_bins=ece_bins, bands=bands, hl_groups=hl_groups)
         step = step_option(step)
@@ -209,11 +212,11 @@ def _check_gates(opts: EvaluateOptions) -> None:
     if bare:
         raise UsageError(f"--gate-on upper on {bare[0].replace('_', '-')}: it has no bootstrap interval "
                          f"({withheld_reason(bare[0])})", hint="use --gate-on point")
-    n_a = sorted(spec.metrics_used() & {"cal_slope", "cal_intercept"}) if opts.step is not None else []
+    n_a = sorted(spec.metrics_used() & set(STEP_NA)) if opts.step is not None else []
     if n_a:
         name = n_a[0].replace("_", "-")
-        raise UsageError(f"a gate on {name} needs the exact probabilities: it is n/a with --step",
-                         hint="drop --step, or gate on other metrics")
+        raise UsageError(f"a gate on {name} needs the exact probabilities: it is n/a with --step "
+                         "(no bound from the bucketed p covers it)", hint="drop --step, or gate on other metrics")
 
 
 def _interval_cols(cols: str | tuple[str, str] | None) -> tuple[str, str] | None:

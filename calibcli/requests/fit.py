@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence
 from calibcli.errors import UsageError
 from calibcli.kinds import BINARY, KCLASS, kind_of
 from calibcli.requests import bounds
+from calibcli.requests.names import column_options
 from calibcli.calibrators.params import COMPARED, KCLASS_COMPARED, WEIGHT_KINDS
 
 if TYPE_CHECKING:
@@ -33,6 +34,10 @@ class Columns:
     score_cols: str | None = None  # --score-cols SPEC: the K score columns of a K-class prediction
     classes: tuple | None = None  # --classes: the class of each of the K columns, in order
     score_kind: str = "auto"  # --score-kind of the K columns: auto, probability or logit
+
+    def __post_init__(self) -> None:
+        column_options([("--score-col", self.score), ("--label-col", self.label), ("--weight-col", self.weight),
+                        *(("--field-col", c) for c in self.fields), *(("--feature-col", c) for c in self.features)])
 
 
 @dataclass(frozen=True)

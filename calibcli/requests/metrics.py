@@ -72,6 +72,11 @@ KCLASS_METRICS.update({TOP_LABEL + k: ("top-label " + METRICS[k][0], METRICS[k][
 ALL_METRICS: dict[str, tuple[str, str]] = {**METRICS, **KCLASS_METRICS}
 TARGETS = {"cal_slope": 1.0, "cal_intercept": 0.0, "spiegelhalter_z": 0.0}
 
+# Metrics no bound from the bucketed p of `--step` covers: n/a under --step, their gates refused
+# (`evaluation.stepbounds` bounds the others).
+STEP_NA = ("cal_slope", "cal_intercept", "corp_p", "smece", "ece_debiased", "hl_stat", "hl_p", "ks", "ks_p",
+           "kuiper", "kuiper_p")
+
 
 def lower_is_better(metric: str) -> bool:
     return ALL_METRICS[metric][1] == "lower"
@@ -169,6 +174,11 @@ class MetricChoice:
         """The same choice less the p-values and resampling tests (what a bootstrap replicates)."""
         return MetricChoice(tuple(k for k in self.keys if k not in TESTS), 0, self.seed, self.hl_groups,
                             tuple(k for k in self.kclass_keys if k.removeprefix(TOP_LABEL) not in TESTS))
+
+    def under_step(self) -> "MetricChoice":
+        """The same choice less what is n/a under `--step` (`STEP_NA`): not computed."""
+        return MetricChoice(tuple(k for k in self.keys if k not in STEP_NA), 0, self.seed, self.hl_groups,
+                            self.kclass_keys)
 
     def top_label(self) -> "MetricChoice":
         """The binary choice of the chosen top-label metrics (`kclass_keys` less the prefix)."""

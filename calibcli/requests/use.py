@@ -7,6 +7,7 @@ from typing import Sequence
 
 from calibcli.errors import UsageError
 from calibcli.requests import bounds
+from calibcli.requests.names import column_options
 from calibcli.calibrators.params import SQL_DIALECTS
 
 ON_INVALID = ("error", "null", "skip")
@@ -29,6 +30,7 @@ class ApplyRequest:
               interval: bool = False, score_cols: str | None = None) -> "ApplyRequest":
         if on_invalid not in ON_INVALID:
             raise UsageError(f"--on-invalid {on_invalid!r}: expected one of {', '.join(ON_INVALID)}")
+        column_options([("--score-col", score_col), ("--output-col", output_col)])
         return cls(score_col, output_col, on_invalid, interval, score_cols)
 
 
@@ -58,12 +60,7 @@ class ExportRequest:
         bounds.check(max_knots=max_knots)
         if expression is not None:
             check_expression(expression, dialect)
-        elif column is None:
-            pass  # the column `score`, or a K-class map's columns
-        elif not column.strip():
-            raise UsageError("--score-col must name a column")
-        elif "\x00" in column:
-            raise UsageError(f"--score-col {column!r} has a NUL character, which SQL cannot quote")
+        column_options([("--score-col", column)])
         return cls(column, expression, dialect, max_knots, None if score_cols is None else _sql_columns(score_cols))
 
 

@@ -34,7 +34,7 @@ ARRAYS = {
     "bbq": ("edges", "values"), "spline": ("knots", "a"),
 }
 SCALARS = {"logistic": ("a", "b"), "beta": ("a", "b", "c"), "beta-ab": ("a", "b", "c"),
-           "beta-am": ("a", "b", "c")}
+           "beta-am": ("a", "b", "c"), "multicalibration": ("intercept", "slope")}
 PROBABILITIES = {"y", "values"}  # state arrays whose entries are probabilities
 
 

@@ -6,6 +6,7 @@ import math
 import sys
 from pathlib import Path
 
+from repo import REPO
 import numpy as np
 import pytest
 
@@ -109,7 +110,6 @@ def test_weighted_fit_equals_duplicated_rows_exactly_in_netcal_variant():
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from repo import REPO
 
 
 @settings(max_examples=15, deadline=None)

@@ -6,6 +6,7 @@ import math
 import sys
 from pathlib import Path
 
+from repo import REPO
 import numpy as np
 import pytest
 
@@ -15,7 +16,6 @@ import bootstrap_coverage as sim  # noqa: E402
 
 from calibcli.evaluation import bootstrap
 from calibcli.evaluation.metrics import binary as metrics, selection  # noqa: E402
-from repo import REPO
 
 SETS = 25
 

@@ -119,16 +119,22 @@ def test_bootstrap_gives_intervals_but_not_to_p_values(data):
     assert 0 <= lo <= hi <= intervals["brier_unc"][1] <= 0.25
 
 
-def test_step_keeps_the_uncertainty_exact_and_bounds_nothing_else(data):
+def test_step_keeps_the_uncertainty_exact_bounds_the_decomposition_and_drops_the_tests(data):
+    """Under --step: UNC exact, MCB and DSC within their bound (and only falling), the tests
+    and smECE n/a (tests/test_stepbounds.py checks every metric on random rows)."""
     path, _, _ = data
     exact = report(path, "--prob-col", "p", "--metrics", "all")["results"][0]["metrics"]
     stepped = report(path, "--prob-col", "p", "--metrics", "all", "--step", "0.01")["results"][0]
-    assert stepped["step_bounds"]["brier_unc"] == 0 and stepped["step_bounds"]["log_loss_unc"] == 0
-    assert stepped["step_bounds"]["smece"] is None and stepped["step_bounds"]["brier_mcb"] is None
+    bounds = stepped["step_bounds"]
+    assert bounds["brier_unc"] == 0 and bounds["log_loss_unc"] == 0
+    assert bounds["smece"] is None and bounds["ks_p"] is None and 0 <= bounds["brier_mcb"] < 1
     m = stepped["metrics"]
+    assert m["smece"] is None and m["ks_p"] is None and m["hl_stat"] is None
     assert m["brier_unc"] == pytest.approx(exact["brier_unc"], abs=1e-15)
     assert m["brier_mcb"] <= exact["brier_mcb"] + 1e-12 and m["brier_mcb"] >= -0.01  # can only fall, above -step
+    assert exact["brier_mcb"] - m["brier_mcb"] <= bounds["brier_mcb"]
     assert m["brier_dsc"] <= exact["brier_dsc"] + 1e-12
+    assert exact["log_loss_dsc"] - m["log_loss_dsc"] <= bounds["log_loss_dsc"]
 
 
 def test_plot_data_in_the_json(data, tmp_path):

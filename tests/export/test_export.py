@@ -180,7 +180,8 @@ HOSTILE_TEXT = st.lists(st.sampled_from([
 def test_any_column_name_is_one_quoted_identifier(knot_map, name):
     """Whatever the name (quotes, `;`, `--`, `/*`, newlines, any unicode), the exported SQL reads
     that column and gives `predict`'s values, as one statement, and drops nothing; a NUL,
-    which DuckDB cannot name in SQL, is refused."""
+    which DuckDB cannot name in SQL, and a blank name (issue #33: no one can see which column it
+    is), are refused."""
     path, cal = knot_map
     result = runner.invoke(app, ["export", path, "--sql", "--score-col", name])
     if "\x00" in name or not name.strip():  # DuckDB cannot refer to such a column; a blank name names none

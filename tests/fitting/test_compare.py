@@ -55,11 +55,11 @@ def test_cli_marks_the_best_and_saves_its_map_refitted_on_all_rows(scores, tmp_p
     path, s, y = scores
     out = tmp_path / "best.json"
     res = runner.invoke(app, ["compare", str(path), "-m", "isotonic", "-m", "logistic", "-m", "beta",
-                              "--folds", "3", "--json", "-o", str(out)])
+                              "--folds", "3", "--json", "-o", str(out), "--pick", "best"])
     assert res.exit_code == 0, res.stderr
     doc = json.loads(res.stdout)
     means = {m["method"]: m["mean"]["log_loss"] for m in doc["methods"]}
-    assert doc["best"] == min(means, key=means.get)
+    assert doc["best"] == min(means, key=means.get) and doc["saved"] == {"method": doc["best"], "path": str(out)}
     saved = calibcli.load_map(str(out))
     want = calibcli.fit(s, y, method=doc["best"])
     grid = np.linspace(0, 1, 301)

@@ -155,11 +155,11 @@ def test_compare_score_cols_and_best_map(files, tmp_path):
     d, (P, y), _ = files
     best = tmp_path / "best.json"
     code, out, err = _run(["compare", d / "cal.csv", "--score-cols", "p_*", "-m", "temperature", "-m", "isotonic",
-                           "--json", "-o", best])
+                           "--json", "-o", best, "--pick", "best"])
     assert code == 0, err
     report = json.loads(out)
-    assert [m["method"] for m in report["methods"]] == ["temperature", "isotonic"]
-    assert set(report["methods"][0]["mean"]) == {"log_loss", "brier", "top_label_ece", "classwise_ece"}
+    assert [m["method"] for m in report["methods"]] == ["none", "temperature", "isotonic"]
+    assert set(report["methods"][1]["mean"]) == {"log_loss", "brier", "top_label_ece", "classwise_ece"}
     assert report["best"] in ("temperature", "isotonic")
     # the folds' log-loss is the out-of-fold log-loss of the method fitted on the other folds
     from calibcli.fitting.compare import fold_ids
@@ -167,7 +167,7 @@ def test_compare_score_cols_and_best_map(files, tmp_path):
 
     ids = fold_ids(y.size, 5, 0)
     first = calibcli.fit(P[ids != 0], np.array(CLASSES)[y[ids != 0]], method="temperature", classes=CLASSES)
-    assert report["methods"][0]["folds"]["log_loss"][0] == pytest.approx(
+    assert report["methods"][1]["folds"]["log_loss"][0] == pytest.approx(
         kclass_metrics.log_loss(y[ids == 0], first.predict(P[ids == 0])), rel=1e-12)
     assert json.loads(best.read_text())["method"] == report["best"]
 

@@ -162,7 +162,10 @@ def test_subprocess_fit_from_summary_on_stdin(tmp_path):
     assert res.exit_code == 0 and json.loads(res.stdout)["format"] == "calibcli.fitting.summary"
     fit = subprocess.run([sys.executable, "-m", "calibcli", "fit", "--from-summary", "-", "-m", "logistic"],
                          input=res.stdout, capture_output=True, text=True)
-    assert fit.returncode == 0 and fit.stderr.startswith("fitted logistic") and "on 3000 rows" in fit.stderr
+    assert fit.returncode == 0 and "on 3000 rows" in fit.stderr
+    # these scores are close to calibrated: Platt's sigmoid of the raw score fits them worse, and says so
+    assert all(line.startswith(("fitted logistic", "  ", "warning: logistic: the map's training log-loss"))
+               for line in fit.stderr.splitlines())
     envelope = json.loads(fit.stdout)
     assert envelope["method"] == "logistic" and envelope["training"]["from_summary"]["entries"] == np.unique(s).size
 

@@ -23,7 +23,7 @@ from calibcli.calibrators import registry
 from repo import FIXTURES
 
 V1 = FIXTURES / "maps" / "v1"
-TRANSCENDENTAL = {"logistic", "beta", "beta-am", "beta-ab", "ilps", "field-aware", "spline"}
+TRANSCENDENTAL = {"logistic", "beta", "beta-am", "beta-ab", "ilps", "field-aware", "multicalibration", "spline"}
 
 
 def test_every_method_has_a_v1_fixture():

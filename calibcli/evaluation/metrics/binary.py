@@ -131,7 +131,7 @@ def field_rce_from_sums(count: np.ndarray, pos: np.ndarray, psum: np.ndarray, ep
     """Field-RCE from per-field sums (`field_sums`)."""
     keep = count > 0
     c, r = count[keep], pos[keep] - psum[keep]
-    return float(np.sum(c * np.abs(r) / (pos[keep] + eps * c)) / count.sum())
+    return float(np.sum(c * (np.abs(r) / (pos[keep] + eps * c))) / count.sum())  # the ratio first: no underflow
 
 
 def field_ece(y: np.ndarray, p: np.ndarray, groups: np.ndarray, sample_weight=None) -> float:
@@ -237,6 +237,7 @@ def calibration_slope_intercept(xs, n0, n1, eps: float = LOG_LOSS_EPS, iteration
     x = np.asarray(xs, dtype=np.float64)
     if min(max(float(x.min()), eps), 1 - eps) == min(max(float(x.max()), eps), 1 - eps):
         return float("nan"), float("nan")  # one clipped p: no slope
+    n0, n1 = kernels.as_unit_counts(n0, n1)  # tiny weights: products of two of them in the Hessian would underflow
     a, b = newton.fit_logit_line(x, n0, n1, eps, iterations)
     return float(b), float(a)
 

@@ -40,6 +40,29 @@ def interval_pairs(names: Sequence[str], prob_cols: Sequence[str], explicit: tup
     return {c: (f"{c}_low", f"{c}_high") for c in prob_cols if f"{c}_low" in names and f"{c}_high" in names}
 
 
+def reversed_row(low: np.ndarray, high: np.ndarray) -> int | None:
+    """The index of the first row whose interval is reversed (low > high; NaN counts as
+    reversed: it is no interval), None when every row has low <= high."""
+    bad = ~(low <= high)
+    return int(np.argmax(bad)) if bad.any() else None
+
+
+def check_order(low: np.ndarray, high: np.ndarray, cols: tuple[str, str], source: str, offset: int = 0) -> None:
+    """Refuse (InputError, naming file, column and 1-based row) an interval whose low end is
+    above its high end: a width below 0 and a coverage of 0 would be reported as numbers.
+    Columns given the wrong way round (`--interval-cols HIGH,LOW`) say so in the hint."""
+    from calibcli.errors import InputError, shown
+
+    i = reversed_row(low, high)
+    if i is None:
+        return
+    everywhere = bool(np.all(low >= high))
+    hint = (f"{cols[0]} >= {cols[1]} on every row read: are they the wrong way round? --interval-cols takes LOW,HIGH"
+            if everywhere else "each row's interval needs its low end at or below its high end")
+    raise InputError(f"{source}: column {shown(cols[1])}, row {i + 1 + offset}: the interval's high end "
+                     f"{float(high[i])!r} is below its low end {float(low[i])!r} (column {shown(cols[0])})", hint=hint)
+
+
 @dataclass
 class IntervalCollector:
     """The rows of one probability column with its interval, batch by batch."""

@@ -9,6 +9,8 @@ n1 through `pooling.as_weights` (they may be compact unsigned counts).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from calibcli.numeric import pooling
@@ -44,6 +46,21 @@ def _prefix_sum(values: np.ndarray) -> np.ndarray:
     return out
 
 
+_TINY_TOTAL = 2.0**-400  # counts below this are rescaled before products of two are taken
+
+
+def as_unit_counts(n0: np.ndarray, n1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Weights whose total is below `_TINY_TOTAL` (subnormal sums, underflowing products)
+    multiplied by one power of two bringing the total near 1 (exact: the ratios, and every
+    scale-free metric, unchanged); others as they are, bit for bit."""
+    n0, n1 = as_weights(n0), as_weights(n1)
+    total = float(n0.sum() + n1.sum())
+    if not 0 < total < _TINY_TOTAL:
+        return n0, n1
+    e = -math.frexp(total)[1]
+    return np.ldexp(n0, e), np.ldexp(n1, e)
+
+
 def auc_from_ties(pos: np.ndarray, neg: np.ndarray) -> float:
     """AUC from positive and negative counts per tie group of p, groups in ascending p.
 
@@ -53,9 +70,16 @@ def auc_from_ties(pos: np.ndarray, neg: np.ndarray) -> float:
     n1, n0 = float(pos.sum()), float(neg.sum())
     if n1 <= 0 or n0 <= 0:
         return float("nan")
+    # tiny weights: both counts brought near 1 by powers of two (exact), so that products of
+    # two weights do not underflow; the ratio is the same
+    e1 = -math.frexp(n1)[1] if n1 < _TINY_TOTAL else 0
+    e0 = -math.frexp(n0)[1] if n0 < _TINY_TOTAL else 0
+    n1, n0 = math.ldexp(n1, e1), math.ldexp(n0, e0)
     below = tied = carry = 0.0
     for lo in range(0, pos.size, pooling.CHUNK):
         a, b = as_weights(pos[lo:lo + pooling.CHUNK]), as_weights(neg[lo:lo + pooling.CHUNK])
+        if e1 or e0:
+            a, b = np.ldexp(a, e1), np.ldexp(b, e0)
         cum = np.cumsum(b)
         cum += carry
         below += float(a @ cum)
@@ -173,6 +197,9 @@ def calbin_counts(v: np.ndarray, n0: np.ndarray, n1: np.ndarray, window: int) ->
         return float("nan")
     if unit:
         return calbin_sorted(v, n1, window)
+    long_runs = _calbin_long_runs(v, n0, n1, window)
+    if long_runs is not None:
+        return long_runs
     if whole:
         return _calbin_whole_counts(v, n0, n1, window)
     runs = SortedRuns(v, n0, n1)
@@ -181,16 +208,59 @@ def calbin_counts(v: np.ndarray, n0: np.ndarray, n1: np.ndarray, window: int) ->
     n_windows = max(int(np.floor(n - s)), 1)
     total = 0.0
     for lo in range(0, n_windows, pooling.CHUNK):
-        starts = np.arange(lo, min(lo + pooling.CHUNK, n_windows), dtype=np.float64)
-        ends = starts + s
-        p_lo, y_lo = runs.sums(starts)
-        p_hi, y_hi = runs.sums(ends)
-        ybar = (y_hi - y_lo) / s
-        split = np.clip(runs.at[np.searchsorted(v, ybar, side="left")], starts, ends)
-        p_split, _ = runs.sums(split)
-        below = split - starts
-        dev = (ybar * below - (p_split - p_lo)) + ((p_hi - p_split) - ybar * (s - below))
-        total += float(np.sum(dev))
+        total += _run_deviations(runs, np.arange(lo, min(lo + pooling.CHUNK, n_windows), dtype=np.float64), s)
+    return total / s / n_windows
+
+
+def _run_deviations(runs: SortedRuns, starts: np.ndarray, s: float) -> float:
+    """The summed deviations (s times each window's CalBin term) of the windows of s rows
+    starting at row positions `starts`."""
+    v = runs.v
+    ends = starts + s
+    p_lo, y_lo = runs.sums(starts)
+    p_hi, y_hi = runs.sums(ends)
+    ybar = (y_hi - y_lo) / s
+    split = np.clip(runs.at[np.searchsorted(v, ybar, side="left")], starts, ends)
+    p_split, _ = runs.sums(split)
+    below = split - starts
+    dev = (ybar * below - (p_split - p_lo)) + ((p_hi - p_split) - ybar * (s - below))
+    return float(np.sum(dev))
+
+
+LONG_WINDOWS = 1 << 22  # above this many windows, those inside one run of tied p are added in closed form
+
+
+def _calbin_long_runs(v: np.ndarray, n0: np.ndarray, n1: np.ndarray, window: int) -> float | None:
+    """CalBin when weights make the rows many (a weight of w is w rows) and most windows lie
+    inside one run of tied p: such a window holds rows of one p and one pooled positive rate,
+    so its term is |p - rate|, and the run's windows add up in closed form; only the windows
+    that cross from one run to the next are computed one by one. Equal to the window-by-window
+    sum to rounding, in time proportional to the crossing windows (not to the total weight).
+    None when the windows are few, or most of them cross runs."""
+    runs = SortedRuns(v, n0, n1)
+    n = runs.total
+    s = min(float(window), n)
+    n_windows = max(math.floor(n - s), 1)
+    if n_windows <= LONG_WINDOWS:
+        return None
+    at = runs.at
+    first = np.ceil(at[:-1])  # the windows starting in [first, last] lie inside run g
+    last = np.minimum(np.floor(at[1:] - s), n_windows - 1)
+    inside = np.maximum(last - first + 1, 0.0)
+    crossing = n_windows - float(inside.sum())
+    if crossing > n_windows / 4:
+        return None
+    total = s * float(inside @ np.abs(v - runs.rate))
+    has = inside > 0
+    gap_lo = np.concatenate([[0.0], last[has] + 1])  # the crossing starts: the gaps between the runs' ranges
+    gap_len = np.concatenate([first[has], [float(n_windows)]]) - gap_lo
+    keep = gap_len > 0
+    gap_lo, gap_len = gap_lo[keep], gap_len[keep]
+    gap_end = np.cumsum(gap_len)
+    for lo in range(0, int(crossing), pooling.CHUNK):
+        q = np.arange(lo, min(lo + pooling.CHUNK, int(crossing)), dtype=np.float64)
+        g = np.searchsorted(gap_end, q, side="right")
+        total += _run_deviations(runs, gap_lo[g] + (q - (gap_end[g] - gap_len[g])), s)
     return total / s / n_windows
 
 

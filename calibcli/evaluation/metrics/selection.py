@@ -50,7 +50,7 @@ def row_metrics(state, calbin_window: int, ece_bins: int, ece_strategy: str, cho
     drawn once), "smooth" the smoothed curve (`smooth.smooth_curve`); None, "binned": neither."""
     from calibcli.evaluation.metrics import corp, smooth
 
-    resample = diagram == "corp" and choice.bands > 0 and "corp_p" in choice.keys
+    resample = diagram == "corp" and choice.bands > 0 and "corp_p" in choice.keys and state.step is None
     if resample:
         choice_now = MetricChoice(choice.keys, 0, choice.seed, choice.hl_groups)
         values = state.metrics(calbin_window, ece_bins, ece_strategy, choice_now)

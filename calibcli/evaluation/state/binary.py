@@ -43,6 +43,7 @@ import pyarrow as pa
 from calibcli.errors import UsageError
 from calibcli.io.columns import encode_fields
 from calibcli.evaluation.metrics import kernels, binary as _metrics
+from calibcli.evaluation import stepbounds
 from calibcli.numeric.pooling import as_weights, bucket
 
 STATE_VERSION = 1
@@ -177,7 +178,10 @@ class EvalState:
                 out["field_ece"] = _metrics.field_ece_from_sums(*sums)
                 out["field_rce"] = _metrics.field_rce_from_sums(*sums)
             if choice is not None:
-                out.update(selection.new_metrics(v, n0, n1, choice, ece_bins, out["brier"], out["log_loss"]))
+                out.update(selection.new_metrics(v, n0, n1, choice if self.step is None else choice.under_step(),
+                                                 ece_bins, out["brier"], out["log_loss"]))
+        if self.step is not None:  # no bound from the buckets covers these: n/a (stepbounds.STEP_NA)
+            out.update(dict.fromkeys(stepbounds.STEP_NA, nan))
         return {k: out[k] for k in chosen if k in out}
 
     def _ece(self, v: np.ndarray, n0: np.ndarray, n1: np.ndarray, bins: int, strategy: str) -> float:
@@ -211,35 +215,12 @@ class EvalState:
 
     def step_bounds(self, calbin_window: int = _metrics.CALBIN_WINDOW, choice: Any = None
                     ) -> dict[str, float | None] | None:
-        """With `step`: how far each metric may be from its exact value (None without step).
-
-        0 for the metrics computed from exact sums (log-loss, Brier, ECE and MCE of
-        equal-width bins, Spiegelhalter z and p, the field metrics: exact to rounding), None
-        for the slope and intercept (n/a under step). AUC: only positive/negative pairs in
-        the same bucket change (from 0 or 1 to a half tie), so |error| <= sum_b n0_b n1_b /
-        (2 N0 N1). CalBin: each p moves by at most step/2, and a window's pooled positive
-        rate only through the buckets cut by its two ends, each by at most half its rows,
-        so |error| <= step/2 + min(1, c_max / s) with c_max the most rows (weight) in one
-        bucket. docs/algorithms.md has the derivation. Of the metrics a `choice` adds, the
-        uncertainty terms are exact (0); the others read the bucketed distribution and have
-        no finite bound here (None; the README says how each moves).
-        """
+        """With `step`: how far each metric may be from its exact value, None where it is n/a
+        (`stepbounds.bounds`; None without step)."""
         if self.step is None:
             return None
-        v, n0, n1 = (as_weights(a) for a in self.pooled())
-        w0, w1 = float(n0.sum()), float(n1.sum())
-        auc = float(n0 @ n1) / (2 * w0 * w1) * (1 + 1e-9) if w0 > 0 and w1 > 0 else float("nan")
-        c_max = float((n0 + n1).max()) if v.size else 0.0
-        s = min(float(calbin_window), max(self.weight, 1.0))
-        # the bounds are inflated by a relative 1e-9 (AUC) and a few ulps (p / step rounding)
-        from calibcli.evaluation.metrics import selection
-
-        bounds: dict[str, float | None] = {k: 0.0 for k in selection.BASE}
-        bounds.update(auc=auc, calbin=self.step / 2 * (1 + 1e-12) + 1e-15 + min(1.0, c_max / s),
-                      cal_slope=None, cal_intercept=None)
-        bounds.update({k: 0.0 if k.endswith("_unc") else None for k in selection.NEW})
-        return {k: bounds[k] for k in (selection.BASE if choice is None else choice.keys)
-                if self.field_names is not None or not k.startswith("field_")}
+        return stepbounds.bounds(*self.pooled(), self.weight, self.step, calbin_window, choice,
+                                 self.field_names is not None)
 
     # ------------------------------------------------------------------------ Arrow
 
