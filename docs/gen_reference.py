@@ -49,7 +49,7 @@ EXPLAINED = {  # method -> the page (under docs/) that says how it works; a meth
     "temperature": "explanation/k-classes.md",
     "vector": "explanation/k-classes.md",
     "dirichlet": "explanation/k-classes.md",
-    "multicalibration": "multicalibration.md",
+    "multicalibration": "explanation/multicalibration-fit.md",
 }
 
 
@@ -168,14 +168,24 @@ def methods_page() -> str:
     lines = ["# Methods", "", GENERATED.strip(), "",
              "Every method `calib fit --method NAME` (and `calibcli.fit(..., method=NAME)`) knows, with the "
              "options `--param NAME=VALUE` (Python: keyword arguments) it takes. `calib methods` prints the "
-             "same, `calib methods --json` as data. How to choose: [Choose a method](../how-to/choose-method.md).",
-             "", "| method | what | K classes | monotone |", "|---|---|---|---|"]
+             "same, `calib methods --json` as data. An alias is accepted wherever a method name is "
+             "(`calib fit`, `calib compare -m`, Python) and the map records the method's own name. The "
+             "complexity is what `calib compare` ranks methods by when it recommends the simplest tied one: "
+             "the fitted numbers per class column of a map of fixed shape; maps that grow with the data "
+             "rank above them all ([Which method](../explanation/compare.md)). How to choose: "
+             "[Choose a method](../how-to/choose-method.md).",
+             "", "| method | what | K classes | monotone | complexity |", "|---|---|---|---|---|"]
     for m in catalogue:
-        lines.append(f"| [`{m['name']}`](#{anchor(m['name'])}) | {cell(m['description'])} | {m['classes']} | "
-                     f"{'yes' if m['monotone'] else 'no'} |")
+        also = f" (alias {', '.join(code(a) for a in m['aliases'])})" if m["aliases"] else ""
+        lines.append(f"| [`{m['name']}`](#{anchor(m['name'])}){also} | {cell(m['description'])} | {m['classes']} | "
+                     f"{'yes' if m['monotone'] else 'no'} | {m['complexity']} |")
     for m in catalogue:
         lines += ["", f"## {m['name']}", "", m["description"][:1].upper() + m["description"][1:] + ".", ""]
         facts = []
+        if m["aliases"]:
+            facts.append(f"Also accepted as {' and '.join(code(a) for a in m['aliases'])} (a map records "
+                         f"{code(m['name'])}).")
+        facts.append(f"Fitted: {cell(m['fitted'])}; complexity {m['complexity']}.")
         if m["extremes"]:
             facts.append(f"At the scores' extremes: {m['extremes']}.")
         facts.append({"native": "Takes K score columns natively.",
