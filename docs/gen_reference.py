@@ -11,7 +11,8 @@ Run by mkdocs-gen-files at every `mkdocs build` (mkdocs.yml), so the pages follo
 - reference/errors.md: exit codes and error types (`calibcli.errors`) and the messages the
   bad-input corpus (`tests/bad_inputs/cases.toml`) pins;
 - reference/schemas.md: saved maps (`calibcli.maps.envelope`), evaluation reports and baselines
-  (`calibcli.evaluation.results`), summaries (`calibcli.fitting.summary`), with examples made by
+  (`calibcli.evaluation.results`), summaries (`calibcli.fitting.summary`), comparisons
+  (`calibcli.fitting.comparison`), with examples made by
   running calib on the bundled data;
 - reference/benchmarks.md: the committed benchmark results (`benchmarks/results*.json`).
 
@@ -24,6 +25,7 @@ import inspect
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -361,14 +363,19 @@ def schemas_page() -> str:
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        iso = json.loads(_calib("-q", "fit", str(DATA / "cal.csv"), "--method", "isotonic", cwd=work))
-        temp = json.loads(_calib("-q", "fit", str(DATA / "digits_scores.csv"), "--score-cols", "p_*",
+        for name in ("cal.csv", "test.csv", "digits_scores.csv"):  # relative names in the examples
+            shutil.copy(DATA / name, work / name)
+        iso = json.loads(_calib("-q", "fit", "cal.csv", "--method", "isotonic", cwd=work))
+        temp = json.loads(_calib("-q", "fit", "digits_scores.csv", "--score-cols", "p_*",
                                  "--method", "temperature", cwd=work))
         (work / "map.json").write_text(json.dumps(iso))
-        report = json.loads(_calib("-q", "evaluate", str(DATA / "test.csv"), "--prob-col", "score",
+        report = json.loads(_calib("-q", "evaluate", "test.csv", "--prob-col", "score",
                                    "--map", "map.json", "--field-col", "field", "--fail-above", "ece=0.05",
                                    "--json", cwd=work))
-        summ = json.loads(_calib("-q", "summarize", str(DATA / "cal.csv"), cwd=work))
+        summ = json.loads(_calib("-q", "summarize", "cal.csv", cwd=work))
+        comp = json.loads(_calib("-q", "compare", "cal.csv", "-m", "logistic,beta,isotonic",
+                                 "--json", cwd=work))
+    from calibcli.fitting import comparison
     lines = ["# File formats", "", GENERATED.strip(), "",
              "The JSON documents calib writes and reads back. Each has a `format` and a `schema_version`; a "
              "file from a newer schema is refused with a message to upgrade, and keys are only added within "
@@ -391,7 +398,14 @@ def schemas_page() -> str:
              f"## Score summaries (`\"format\": \"{summary.FORMAT}\"`, schema version {summary.SCHEMA_VERSION}) {{#summaries}}",
              "", "`calib summarize` writes it, `calib fit --from-summary` reads it. From "
              "`calibcli.fitting.summary`:", "", inspect.getdoc(summary) or "", "",
-             "`calib summarize cal.csv` (JSON on stdout):", "", _json_block(summ)]
+             "`calib summarize cal.csv` (JSON on stdout):", "", _json_block(summ), "",
+             f"## Comparisons (`\"format\": \"{comp['format']}\"`, schema version {comp['schema_version']}) "
+             "{#comparisons}", "",
+             "`calib compare --json` prints it and `calibcli.compare(...).to_json()` returns it; how to read "
+             "it: [Choose a method](../how-to/choose-method.md#read-the-recommendation). From "
+             "`calibcli.fitting.comparison.Comparison.to_json`:", "",
+             inspect.getdoc(comparison.Comparison.to_json) or "", "",
+             "`calib compare cal.csv -m logistic,beta,isotonic --json`:", "", _json_block(comp)]
     return "\n".join(lines) + "\n"
 
 
