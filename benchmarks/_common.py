@@ -99,8 +99,16 @@ if pid == 0:
     os.execvpe(sys.argv[1], sys.argv[1:], os.environ)
 _, status, usage = os.wait4(pid, 0)
 wall = time.perf_counter() - t0
-print(json.dumps({"seconds": wall, "rss_mb": usage.ru_maxrss / 1024, "code": os.waitstatus_to_exitcode(status)}))
+print(json.dumps({"seconds": wall, "rss_mb": usage.ru_maxrss / 1024, "code": os.waitstatus_to_exitcode(status),
+                  "user": usage.ru_utime, "sys": usage.ru_stime}))
 """
+
+
+def measured(cmd: list[str], env: dict[str, str] | None = None) -> dict:
+    """One run of `cmd` as a fresh process (`_LAUNCHER`): {seconds (wall), rss_mb (peak), code,
+    user, sys (CPU seconds), stderr}."""
+    proc = subprocess.run([sys.executable, "-c", _LAUNCHER, *cmd], capture_output=True, env=env)
+    return {**json.loads(proc.stdout.decode().strip().splitlines()[-1]), "stderr": proc.stderr.decode()}
 
 
 def measured_process(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int, str]:

@@ -1,28 +1,27 @@
-"""Benchmark the multicalibration error (`MulticalState`) beside the binary evaluation state
-`calib evaluate` builds on the same p and labels, and beside MCGrad's own metric.
+"""Benchmark the multicalibration error: `calib evaluate` with `--segment-col` against `calib
+evaluate` without it, end to end; the metric's state (`MulticalState`) beside the binary
+evaluation state on the same p and labels; and MCGrad's own metric.
 
-Data (seeded, generated in the measuring process in 1e6-row record batches, as pyarrow
-arrays like the batches `calib evaluate` reads): p ~ Beta(2, 5) as float64 (nearly every p
-distinct), or with --ties rounded to 0.001 (the output of a step-function calibrator); labels
-drawn from p, 5 points too high where country = DE and member; five segment columns:
-country (text, 6 values), device (integer, 5 values), member (boolean), age (float) and
-income (float, 5% missing).
+Data (seeded, in 1e6-row batches): p ~ Beta(2, 5) as float64 (nearly every p distinct), or with
+--ties rounded to 0.001 (the output of a step-function calibrator); labels drawn from p, 5
+points too high where country = DE and member; five segment columns: country (text, 6 values),
+device (integer, 5 values), member (boolean), age (float) and income (float, 5% missing).
 
-Each run is a fresh process with OPENBLAS_NUM_THREADS=1, as `calib` runs (wall time of the measured part; peak RSS, and RSS when the data
-were ready, from the OS):
+Runs, each a fresh process with OPENBLAS_NUM_THREADS=1, as `calib` runs:
+  - `calib evaluate` and `calib evaluate +segments` (the target, always run): the command
+    `calib evaluate FILE --json` on a Parquet file of the rows (score, label and the five
+    columns), without and with `--segment-col` for the five columns, alternated,
+    --cli-repeat times each, started by a launcher that reads each command's own wall time, CPU time
+    (user + system) and peak RSS (`_common.measured`). The target: the best time with the
+    metric within twice the best time without it, `(+segments) / (without)` <= 2.
   - `state`: `StateBuilder.add` per batch, then `.result().metrics()` (the exact, unweighted
-    path of `calib evaluate` without fields);
-  - `multical`: `MulticalState.add` per batch (the five columns), then `.result()`;
+    path of `calib evaluate` without fields), data generated in the process (not timed);
+  - `multical`: `MulticalState.add` per batch (the five columns), then `.result()`, likewise;
   - `mcgrad`: `mcgrad.metrics.MulticalibrationError` on a pandas frame of the same rows
     (defaults, float64 arithmetic), when --mcgrad-python names a Python that has mcgrad
     (see benchmarks/mcgrad_reference.py), at sizes up to --mcgrad-max.
-  - `evaluate`: with --cli, the command `calib evaluate FILE --json` on a Parquet file of the
-    same rows (score, label and the five columns), wall time of the whole process.
-The 2x target: `state` + `multical` within twice `state`, i.e. multical <= state; and, with
---cli, `evaluate` + `multical` within twice `evaluate` (the time `calib evaluate` would take
-with the metric: its reading, state and output, plus the metric's state and result).
 
-    python benchmarks/bench_multicalibration.py --sizes 1e6 1e7 --tie-variants --cli \\
+    python benchmarks/bench_multicalibration.py --sizes 1e6 1e7 --tie-variants --repeat 2 --cli-repeat 3 \\
         --mcgrad-python /tmp/mcgvenv/bin/python --out benchmarks/results_multicalibration.json
 """
 
@@ -122,13 +121,21 @@ def measure(python: str, run: str, n: int, ties: bool) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def evaluate_cli(n: int, ties: bool, repeat: int) -> dict:
-    """Best wall time of `calib evaluate FILE --json` on a Parquet file of the rows."""
+SEGMENT_FLAGS = [flag for col in ("country", "device", "member", "age", "income") for flag in ("--segment-col", col)]
+
+
+def evaluate_cli(n: int, ties: bool, repeat: int) -> list[dict]:
+    """`calib evaluate FILE --json` without and with the five segment columns, alternated,
+    `repeat` times each, on a Parquet file of the rows: every run's wall, CPU and peak RSS, and
+    the multicalibration error the command reported."""
     import tempfile
 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from _common import measured
+
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         path = f"{tmp}/rows.parquet"
         writer = None
@@ -138,14 +145,21 @@ def evaluate_cli(n: int, ties: bool, repeat: int) -> dict:
             writer.write_table(table)
         writer.close()
         env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
-        best = None
+        calib = os.path.join(os.path.dirname(sys.executable), "calib")
+        runs = {"calib evaluate": [calib, "evaluate", path, "--json"],
+                "calib evaluate +segments": [calib, "evaluate", path, "--json", *SEGMENT_FLAGS]}
         for _ in range(repeat):
-            t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "calibcli", "evaluate", path, "--json"], capture_output=True,
-                           check=True, env=env)
-            took = time.perf_counter() - t0
-            best = took if best is None else min(best, took)
-    return {"seconds": best}
+            for run, cmd in runs.items():
+                r = measured(cmd, env)
+                if r["code"] != 0:
+                    raise SystemExit(f"{' '.join(cmd)} failed: {r['stderr']}")
+                rows.append({"run": run, "seconds": r["seconds"], "cpu_seconds": r["user"] + r["sys"],
+                             "system_seconds": r["sys"], "peak_rss_mb": r["rss_mb"]})
+        done = subprocess.run(runs["calib evaluate +segments"], capture_output=True, check=True, env=env)
+        result = json.loads(done.stdout)["results"][0]
+        rows[-1]["result"] = {**{k: result["metrics"][k] for k in ("multical", "multical_sigma", "multical_p")},
+                              "segments": result["segments_checked"], "worst": result["segments"][0]["segment"]}
+    return rows
 
 
 def main() -> None:
@@ -158,7 +172,7 @@ def main() -> None:
     ap.add_argument("--child", nargs=2, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--ties", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--tie-variants", action="store_true", help="also run every size with p rounded to 0.001")
-    ap.add_argument("--cli", action="store_true", help="also time `calib evaluate` on a Parquet file of the rows")
+    ap.add_argument("--cli-repeat", type=int, default=3, help="runs of `calib evaluate` with and without segments")
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(args.child[0], int(float(args.child[1])), args.ties)))
@@ -180,16 +194,27 @@ def main() -> None:
                 print(f"{n:>10.0e} {'ties' if ties else 'distinct':8s} {run:9s} {r['seconds']:7.2f} s "
                       f"peak {r['peak_rss_mb']:7.0f} MB (data {r['rss_at_start_mb']:5.0f} MB)", flush=True)
             ratio = best["multical"]["seconds"] / best["state"]["seconds"]
-            rows.append({"rows": n, "ties": ties, "run": "multical / state", "ratio": ratio, "met": ratio <= 1.0})
-            print(f"{'':10s} {'':8s} multical / state = {ratio:.2f} (target <= 1: evaluate with it within 2x)")
-            if args.cli:
-                cli = evaluate_cli(n, ties, args.repeat)
-                both = (cli["seconds"] + best["multical"]["seconds"]) / cli["seconds"]
-                rows.append({"rows": n, "ties": ties, "run": "calib evaluate", **cli})
-                rows.append({"rows": n, "ties": ties, "run": "(calib evaluate + multical) / calib evaluate",
-                             "ratio": both, "met": both <= 2.0})
-                print(f"{n:>10.0e} {'ties' if ties else 'distinct':8s} {'evaluate':9s} {cli['seconds']:7.2f} s; "
-                      f"(evaluate + multical) / evaluate = {both:.2f} (target <= 2)", flush=True)
+            rows.append({"rows": n, "ties": ties, "run": "multical / state", "ratio": ratio})
+            print(f"{'':10s} {'':8s} multical / state = {ratio:.2f}")
+            cli = evaluate_cli(n, ties, args.cli_repeat)
+            for name in ("calib evaluate", "calib evaluate +segments"):
+                mine = [r for r in cli if r["run"] == name]
+                top = min(mine, key=lambda r: r["seconds"])
+                rows.append({"rows": n, "ties": ties, **top, "runs": [round(r["seconds"], 3) for r in mine],
+                             "cpu_runs": [round(r["cpu_seconds"], 3) for r in mine],
+                             **({"result": mine[-1]["result"]} if "result" in mine[-1] else {})})
+                print(f"{n:>10.0e} {'ties' if ties else 'distinct':8s} {name:25s} best {top['seconds']:6.2f} s, "
+                      f"CPU {min(r['cpu_seconds'] for r in mine):6.2f} s, peak {top['peak_rss_mb']:6.0f} MB; "
+                      f"runs {[round(r['seconds'], 2) for r in mine]}", flush=True)
+            best_of = {name: min(r["seconds"] for r in cli if r["run"] == name) for name in ("calib evaluate",
+                                                                                           "calib evaluate +segments")}
+            cpu_of = {name: min(r["cpu_seconds"] for r in cli if r["run"] == name) for name in best_of}
+            ratio = best_of["calib evaluate +segments"] / best_of["calib evaluate"]
+            cpu_ratio = cpu_of["calib evaluate +segments"] / cpu_of["calib evaluate"]
+            rows.append({"rows": n, "ties": ties, "run": "(calib evaluate +segments) / (calib evaluate)",
+                         "ratio": ratio, "cpu_ratio": cpu_ratio, "met": ratio <= 2.0})
+            print(f"{'':10s} {'':8s} with / without segments: {ratio:.2f} wall, {cpu_ratio:.2f} CPU (target <= 2)",
+                  flush=True)
     if args.out:
         import numpy
         import pyarrow

@@ -63,8 +63,8 @@ def fit(
     (temperature, vector, dirichlet) or a score-only binary method, fitted one-vs-rest.
 
     `score_cols` (K classes) names the K score columns, recorded in the map for `calib apply`.
-    `features` maps column names to arrays for field-aware methods (categorical values may be
-    any strings). `weight_kind`: "frequency" (weight k = k rows) or "importance" (only the
+    `features` maps column names to arrays for feature methods: numbers are numeric, strings
+    and booleans categorical (booleans as the levels true, false, as a Parquet boolean column). `weight_kind`: "frequency" (weight k = k rows) or "importance" (only the
     weights' ratios matter), as `calib fit --weight-kind`; `sample_weight`: one weight per row
     (`weights=` is its old name, deprecated); `seed` as `calib fit --seed`. The
     options are checked as the command checks them, with its messages (`requests.FitRequest`).
@@ -84,10 +84,7 @@ def _fit_binary(scores, labels, method, *, sample_weight, features, weight_kind,
 
     if score_kind != "auto":  # the binary methods' own score_kind parameter
         params["score_kind"] = score_kind
-    feats = None
-    if features is not None:
-        feats = {k: (np.asarray(v, dtype=np.float64) if np.asarray(v).dtype.kind in "fiub"
-                     else np.asarray([str(x) for x in v], dtype=object)) for k, v in features.items()}
+    feats = _feature_arrays(features)
     columns = Columns(fields=tuple(k for k, v in (feats or {}).items() if v.dtype == object),
                       features=tuple(k for k, v in (feats or {}).items() if v.dtype != object),
                       pos_label=pos_label, classes=None if classes is None else tuple(classes))
@@ -101,6 +98,15 @@ def _fit_binary(scores, labels, method, *, sample_weight, features, weight_kind,
 
     fitcheck.check_binary(fitted, s, y, w, feats, request.weight_kind)
     return fitted
+
+
+def _feature_arrays(features: Mapping[str, Sequence[Any]] | None) -> dict[str, np.ndarray] | None:
+    """Feature columns in memory: numbers as float64, booleans as the levels true/false, else strings."""
+    if features is None:
+        return None
+    return {k: (np.asarray(v, dtype=np.float64) if np.asarray(v).dtype.kind in "fiu"
+                else np.where(np.asarray(v), "true", "false").astype(object) if np.asarray(v).dtype.kind == "b"
+                else np.asarray([str(x) for x in v], dtype=object)) for k, v in features.items()}
 
 
 def _fit_kclass(scores, labels, method, *, sample_weight, features, weight_kind, classes, score_kind, seed,
@@ -200,6 +206,13 @@ def evaluate(
     seed: int = 0,
     hl_groups: int = 10,
     weights: Sequence[float] | np.ndarray | None = None,
+    min_rows: float = 30,
+    segments: Mapping[str, Sequence[Any] | np.ndarray] | None = None,
+    segment_bins: int | None = None,
+    segment_top: int | None = None,
+    segment_depth: int | None = None,
+    segment_min_rows: int | None = None,
+    segment_max: int | None = None,
 ) -> dict[str, float]:
     """Every metric `calib evaluate` reports for one probability column (NaN where n/a).
 
@@ -217,6 +230,11 @@ def evaluate(
     `sample_weight` (row weights, as `--weight-col`; `weights=` is its deprecated old name)
     and `ece_bins`/`ece_strategy` (`--ece-bins`, `--ece-strategy`) apply to both.
 
+    The result is a dict of the metrics with the verdict as `.verdict` (`evaluation.verdict`:
+    `.calibrated`, `.direction`, `.where`, `.evidence`, `.text`) and, with `fields`, the
+    values with at least `min_rows` rows (weight) ranked by evidence of a gap as `.by_field`
+    (`calib evaluate --by-field --min-rows`: exact binomial tests, Benjamini-Hochberg).
+
     `fields` (any values, e.g. country names) adds Field-ECE and Field-RCE; `interval`
     ((low, high), e.g. a Venn-Abers map's `predict_interval`) the interval width and
     coverage (NaN without it). `metrics`, `bands`, `seed`, `ece_bins`, `hl_groups`: as
@@ -224,24 +242,78 @@ def evaluate(
     (snake_case keys: `brier_mcb`, `smece`, ...). Invalid input (lengths, labels, probabilities, a
     `calbin_window` outside `calib evaluate --calbin-window`'s range) raises
     `calibcli.errors.UsageError` with the CLI's message.
+
+    `segments` ({name: one value per row}, as `calib evaluate --segment-col`; float arrays are
+    numeric and cut into `segment_bins` quantile bins, text, integer and boolean ones
+    categorical) adds the multicalibration error `multical`, `multical_sigma` and `multical_p`
+    (for probs of shape (n, K), `top_label_multical`, ...), with `segment_bins`, `segment_top`,
+    `segment_depth`, `segment_min_rows`, `segment_max` as the options of the same names
+    (docs/multicalibration.md); the same numbers as the command on the same rows.
     """
     from calibcli.requests import EvaluateOptions
+    from calibcli.requests.evaluate import field_min_rows
 
+    min_rows = field_min_rows(min_rows)
     sample_weight = _sample_weight(sample_weight, weights)
+    if segments is not None and not isinstance(segments, Mapping):
+        raise UsageError(f"segments must map column names to values, got {type(segments).__name__}",
+                         hint='e.g. segments={"country": countries, "age": ages}')
     if map is not None:
         labels, probs, classes = _map_predictions(map, labels, probs, classes)
     options = EvaluateOptions.build(calbin_window=calbin_window, ece_bins=ece_bins, ece_strategy=ece_strategy,
                                     metrics=metrics, bands=bands, seed=seed, hl_groups=hl_groups,
-                                    classes=None if classes is None else tuple(classes), kind=kind_of(probs))
+                                    classes=None if classes is None else tuple(classes), kind=kind_of(probs),
+                                    segment_cols=tuple(segments or ()), segment_bins=segment_bins,
+                                    segment_top=segment_top, segment_depth=segment_depth,
+                                    segment_min_rows=segment_min_rows, segment_max=segment_max)
     if sample_weight is not None and np.all(np.isfinite(sample_weight)) and np.all(np.asarray(sample_weight) >= 0):
         from calibcli.evaluation.weighttotal import check_weights
 
         check_weights(np.asarray(sample_weight, dtype=np.float64))  # the total: calib evaluate's rule
-    return _EVALUATIONS[options.kind](labels, probs, fields=fields, interval=interval, classes=classes,
-                                        sample_weight=sample_weight, options=options)
+    out = _EVALUATIONS[options.kind](labels, probs, fields=fields, interval=interval, classes=classes,
+                                     sample_weight=sample_weight, options=options, segments=segments)
+    if fields is not None:  # K-class predictions refuse fields above
+        out.by_field = _by_field(labels, probs, fields, sample_weight, min_rows)
+    return out
 
 
-def _evaluate_binary(labels, probs, *, fields, interval, classes, sample_weight, options) -> dict[str, float]:
+def _by_field(labels, probs, fields, sample_weight, min_rows) -> dict[str, Any]:
+    """`--by-field` of checked arrays: every value with at least `min_rows` rows, by evidence."""
+    from calibcli.evaluation.metrics import diagnostics, kernels
+    from calibcli.io.columns import encode_fields
+    from calibcli.kinds.labels import BinaryLabels
+
+    y = BinaryLabels().read(labels, Where(column="labels"))
+    p = np.asarray(probs, dtype=np.float64).reshape(-1)
+    codes, names = encode_fields(fields)
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    sums = kernels.field_sums(y.astype(np.float64), p, codes, w, len(names))
+    return diagnostics.field_breakdown_sums(*sums, names, max(1, len(names)), min_rows)
+
+
+def _multicalibration(y: np.ndarray, p: np.ndarray, segments: Mapping[str, Any], sample_weight: Any,
+                      options: Any, prefix: str = "") -> dict[str, float]:
+    """The multicalibration error of (y, p) over the segments of `segments` (`evaluation.multical`),
+    its keys after `prefix` ("top_label_" for K classes); {} without segments."""
+    from calibcli.evaluation import multical
+
+    if options.segments is None:
+        return {}
+    columns = {}
+    for name, values in segments.items():
+        column = values if hasattr(values, "__array__") or hasattr(values, "type") else np.asarray(values)
+        if len(column) != y.size:
+            raise UsageError(f"segments[{name!r}] has {len(column)} values for {y.size} labels")
+        columns[name] = column
+    collector = multical.SegmentCollector(options.segments, 1)
+    collector.add(columns, [y], [p], None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64),
+                  "segments", 0)
+    result = collector.results()[0]
+    return {prefix + k: v for k, v in result.metrics().items()}
+
+
+def _evaluate_binary(labels, probs, *, fields, interval, classes, sample_weight, options, segments) -> dict[str, float]:
+    from calibcli.evaluation import verdict
     from calibcli.evaluation.metrics import intervals
     from calibcli.evaluation.state import binary as state
     from calibcli.io.columns import encode_fields
@@ -259,17 +331,22 @@ def _evaluate_binary(labels, probs, *, fields, interval, classes, sample_weight,
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     if w is not None and (w.shape != y.shape or not np.all(np.isfinite(w) & (w >= 0))):
         raise UsageError(f"weights must be {y.size} finite, non-negative values")
-    out = state.compute_all(y, p, groups, options.calbin_window, sample_weight=w, ece_bins=options.ece_bins,
-                            ece_strategy=options.ece_strategy, choice=options.choice)
+    rows = state.state_of(y, p, groups, w)
+    with np.errstate(all="ignore"):
+        out = rows.metrics(options.calbin_window, options.ece_bins, options.ece_strategy, options.choice)
+        judged = verdict.binary_verdict(*rows.pooled(), options.ece_bins, options.ece_strategy, out)
     if interval is None:
-        return {**out, **dict.fromkeys(intervals.KEYS, math.nan)}
+        return verdict.Evaluated({**out, **dict.fromkeys(intervals.KEYS, math.nan),
+                                  **_multicalibration(y, p, segments, w, options)}, judged)
     low, high = (np.asarray(v, dtype=np.float64) for v in interval)
     if low.shape != p.shape or high.shape != p.shape:
         raise UsageError(f"interval bounds must have {p.size} values each, got {low.shape} and {high.shape}")
     if (row := intervals.reversed_row(low, high)) is not None:
         raise UsageError(f"interval row {row}: the high end {float(high[row])!r} is below the low end "
                          f"{float(low[row])!r}", hint="interval=(low, high): the low ends first")
-    return {**out, **intervals.interval_metrics(p, y, low, high)}
+    return verdict.Evaluated({**out, **intervals.interval_metrics(p, y, low, high, w, options.ece_bins,
+                                                                  options.ece_strategy),
+                              **_multicalibration(y, p, segments, w, options)}, judged)
 
 
 def _map_predictions(map: Any, labels: Any, scores: Any, classes: Any) -> tuple[Any, np.ndarray, Any]:
@@ -308,7 +385,7 @@ def _kclass_map_predictions(map: Any, labels: Any, scores: Any, classes: Any) ->
 _MAP_PREDICTIONS = {BINARY: _binary_map_predictions, KCLASS: _kclass_map_predictions}
 
 
-def _evaluate_kclass(labels, probs, *, fields, interval, classes, sample_weight, options) -> dict[str, float]:
+def _evaluate_kclass(labels, probs, *, fields, interval, classes, sample_weight, options, segments) -> dict[str, float]:
     """`evaluate` of one K-class prediction (the mergeable state the CLI and engines use)."""
     from calibcli.evaluation.state.kclass import KClassState
     from calibcli.kinds import probabilities
@@ -323,8 +400,19 @@ def _evaluate_kclass(labels, probs, *, fields, interval, classes, sample_weight,
     codes = ClassLabels(names).read(labels, Where(column="labels"))
     if codes.size != P.shape[0]:
         raise UsageError(f"labels has {codes.size} values for {P.shape[0]} rows of probs")
-    return KClassState.from_arrays(codes, P, sample_weight, names).metrics(options.ece_bins, options.ece_strategy,
-                                                                         options.choice)
+    from calibcli.evaluation import verdict
+
+    rows = KClassState.from_arrays(codes, P, sample_weight, names)
+    with np.errstate(all="ignore"):
+        judged = verdict.kclass_verdict(rows.top.pooled(), [s.pooled() for s in rows.per_class], names,
+                                        options.ece_bins, options.ece_strategy)
+    out = rows.metrics(options.ece_bins, options.ece_strategy, options.choice)
+    if options.segments is not None:
+        from calibcli.evaluation.multical import top_label
+        from calibcli.requests.metrics import TOP_LABEL
+
+        out = {**out, **_multicalibration(*top_label(codes, P), segments, sample_weight, options, TOP_LABEL)}
+    return verdict.Evaluated(out, judged)
 
 
 _EVALUATIONS = {BINARY: _evaluate_binary, KCLASS: _evaluate_kclass}
@@ -344,6 +432,7 @@ def compare(
     pick: str = "recommended",
     out: str | None = None,
     progress: bool = False,
+    features: Mapping[str, Sequence[Any]] | None = None,
 ) -> Any:
     """Which method calibrates these scores, if any: `calib compare` on arrays (the same code).
 
@@ -360,6 +449,9 @@ def compare(
     labels any values (`classes`: the class of each column, as in `fit`), `score_kind` as in
     `fit`; `none` is the probabilities as given or the softmax of logits.
 
+    `features` (binary): column name -> one value per row, as in `fit`; with them the default
+    and all presets add multicalibration, fitted on them fold by fold.
+
         >>> result = calibcli.compare(scores, labels, methods="fast")
         >>> result.recommended, result.reason
     """
@@ -368,12 +460,15 @@ def compare(
 
     kind = kind_of(scores)
     request = CompareRequest.build(folds, seed, metric, _COMPARE_COLUMNS[kind](classes, score_kind, pos_label))
-    chosen = comparing.methods_of([methods] if isinstance(methods, str) else methods, kind)
+    feats = _COMPARE_FEATURES[kind](features)
+    chosen = comparing.methods_of([methods] if isinstance(methods, str) else methods, kind, bool(feats))
     comparing.check_pick(pick)
     comparing.check_out(out)
     S, y, extra = _COMPARE_ROWS[kind](scores, labels, classes, score_kind, pos_label)
+    if feats and any(v.shape != (y.size,) for v in feats.values()):
+        raise UsageError("features must map column names to 1-D arrays with one value per row of binary scores")
     return comparing.compare_arrays("scores", S, y, chosen, request, kind=kind, out=out, pick=pick,
-                                    show_progress=progress, **extra)
+                                    show_progress=progress, features=feats, **extra)
 
 
 def _compare_binary_rows(scores, labels, classes, score_kind, pos_label):
@@ -411,4 +506,12 @@ def _compare_columns(kind_columns: str | None):
 
 
 _COMPARE_ROWS = {BINARY: _compare_binary_rows, KCLASS: _compare_kclass_rows}
+
+
+def _no_features(features: Any) -> None:
+    if features is not None:
+        raise UsageError("features is for binary scores of shape (n,), not K-class scores of shape (n, K)")
+
+
+_COMPARE_FEATURES = {BINARY: _feature_arrays, KCLASS: _no_features}
 _COMPARE_COLUMNS = {BINARY: _compare_columns(None), KCLASS: _compare_columns("scores")}  # the K columns: an array's

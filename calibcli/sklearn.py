@@ -130,7 +130,7 @@ class Calibrator(ClassifierMixin, BaseEstimator):
         y = column_or_1d(y, warn=True)
         check_consistent_length(x, y)
         check_classification_targets(y)
-        if sample_weight is not None and np.ndim(sample_weight) == 1 and not np.any(np.asarray(sample_weight) != 0):
+        if sample_weight is not None and np.size(sample_weight) == len(y) and not np.any(np.asarray(sample_weight) != 0):
             raise ValueError(f"all sample weights are zero ({_rows(len(y))}): nothing to fit on; {_SPLITS}, "
                              "or give those rows a positive weight")
         w = None if sample_weight is None else _check_sample_weight(sample_weight, x, dtype=np.float64)

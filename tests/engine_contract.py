@@ -268,3 +268,59 @@ def test_evaluate_every_metric_equals_calib_evaluate(engine, read, data, extra):
             assert g["metrics"][metric] is None, metric
             continue
         assert g["metrics"][metric] == pytest.approx(value, rel=1e-12, abs=1e-12), metric
+
+
+def read_in_parts(read, path: str):
+    """The file as several partitions in its row order (Dask's `read` repartitions; Spark splits
+    a file by bytes, here into pieces of a few row groups)."""
+    df = read(path)
+    session = getattr(df, "sparkSession", None)
+    if session is None:
+        assert df.npartitions > 1
+        return df
+    old = session.conf.get("spark.sql.files.maxPartitionBytes")
+    session.conf.set("spark.sql.files.maxPartitionBytes", "40000")
+    try:
+        df = read(path)
+        assert df.rdd.getNumPartitions() > 1
+    finally:
+        session.conf.set("spark.sql.files.maxPartitionBytes", old)
+    return df
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_evaluate_multicalibration_equals_calib_evaluate_exactly(engine, read, data, tmp_path, weighted):
+    """`segment_cols`: the partitions' rows merged in their order give the CLI's multicalibration
+    error and worst segments bit for bit (text, integer and float segment columns, missing values,
+    two probability columns sharing the columns), and the report records the segment options."""
+    table = data["table"]
+    n = table.num_rows
+    rng = np.random.default_rng(8)
+    income = rng.lognormal(10.0, 1.0, n)
+    income[rng.random(n) < 0.1] = np.nan
+    path = tmp_path / "segmented.parquet"
+    pq.write_table(table.append_column("income", pa.array(income, from_pandas=True))
+                   .append_column("member", pa.array(rng.random(n) < 0.3)), path, row_group_size=1200)
+    flags = ["--segment-col", "field", "--segment-col", "income", "--segment-col", "id", "--segment-col", "member",
+             "--segment-bins", "4", "--segment-min-rows", "20", "--segments", "50"]
+    weight = ["--weight-col", "weight"] if weighted else []
+    want = json.loads(cli("evaluate", str(path), "--prob-col", "prob", "--prob-col", "score", *flags, *weight,
+                          "--json"))
+    got = engine.evaluate(read_in_parts(read, str(path)), ["prob", "score"],
+                          segment_cols=["field", "income", "id", "member"],
+                          segment_bins=4, segment_min_rows=20, segments=50,
+                          weight_col="weight" if weighted else None).to_json()
+    for key in ("segment_cols", "segment_bins", "segment_top", "segment_depth", "segment_min_rows", "segment_max"):
+        assert got[key] == want[key], key
+    assert want["segment_cols"] == ["field", "income", "id", "member"] and want["segment_bins"] == 4
+    for g, w in zip(got["results"], want["results"], strict=True):
+        assert {k: g["metrics"][k] for k in ("multical", "multical_sigma", "multical_p")} == \
+            {k: w["metrics"][k] for k in ("multical", "multical_sigma", "multical_p")}
+        assert g["segments"] == w["segments"] and len(w["segments"]) == 50
+        assert (g["segments_checked"], g["segments_capped"]) == (w["segments_checked"], False)
+        assert w["segments"][0]["ecce_sigma"] == w["metrics"]["multical_sigma"]
+
+
+def test_evaluate_refuses_a_missing_segment_column(engine, read, data):
+    with pytest.raises(InputError, match="no column 'country' \\(segment_col 'country'\\)"):
+        engine.evaluate(read(data["single"]), ["prob"], segment_cols=["country"])

@@ -133,3 +133,27 @@ def test_evaluate_kclass_top_label_metrics_equal_calib_evaluate(engine, read, kc
         assert got[metric] == pytest.approx(value, rel=1e-12, abs=1e-12), metric
     with pytest.raises(UsageError, match="--metrics smece: a metric of binary probabilities"):
         engine.evaluate_kclass(read(kclass_data), ["p_*"], metrics="smece")
+
+
+def test_evaluate_kclass_top_label_multicalibration_equals_calib_evaluate(engine, read, kclass_data, tmp_path):
+    """`segment_cols` on K classes: the top-label multicalibration error (whether the top class
+    is right against the confidence), bit for bit the CLI's, weighted, over a text, a float and
+    an integer column."""
+    table = pq.read_table(kclass_data)
+    rng = np.random.default_rng(4)
+    n = table.num_rows
+    path = tmp_path / "segmented.parquet"
+    pq.write_table(table.append_column("region", pa.array(rng.choice(["n", "s", "e", "w"], n)))
+                   .append_column("age", pa.array(rng.normal(40.0, 12.0, n)))
+                   .append_column("tier", pa.array(rng.integers(0, 5, n))), path, row_group_size=500)
+    want = _cli_json(str(path), "--prob-cols", "p_*", "--prob-cols", "q_a,q_b,q_c,q_d", "--weight-col", "w",
+                     "--segment-col", "region", "--segment-col", "age", "--segment-col", "tier", "--segment-depth", "2")
+    from engine_contract import read_in_parts
+
+    got = engine.evaluate_kclass(read_in_parts(read, str(path)), ["p_*", "q_a,q_b,q_c,q_d"], weight_col="w",
+                                 segment_cols=["region", "age", "tier"], segment_depth=2).to_json()
+    assert got["segment_cols"] == want["segment_cols"] == ["region", "age", "tier"] and got["segment_depth"] == 2
+    keys = ("top_label_multical", "top_label_multical_sigma", "top_label_multical_p")
+    for g, w in zip(got["results"], want["results"], strict=True):
+        assert {k: g["metrics"][k] for k in keys} == {k: w["metrics"][k] for k in keys}
+        assert g["segments"] == w["segments"] and g["segments_checked"] == w["segments_checked"]

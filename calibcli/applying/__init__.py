@@ -1,5 +1,5 @@
 """Using a saved map on score files: `calib apply`, streaming."""
 
-from calibcli import _forward
+from calibcli._moved import forward
 
-__getattr__ = _forward(__name__, "calibcli.applying.stream")  # the names of the old calibcli.applying module
+__getattr__ = forward(__name__, "calibcli.applying.stream")  # the names of the old calibcli.applying module

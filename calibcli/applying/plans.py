@@ -44,6 +44,7 @@ class BinaryPlan:
         self.string_columns = tuple(self.categorical)
         self.float_columns = () if on_invalid == "error" else (score_col,)
         self.batch_rows = None  # io's default
+        self.unseen = UnseenValues(calibrator)
 
     def check(self, schema: pa.Schema, name: str) -> None:
         if self.score_col not in schema.names:
@@ -59,15 +60,43 @@ class BinaryPlan:
         calibrator, score_col = self.calibrator, self.score_col
         if self.on_invalid != "error":
             return _predict_valid(calibrator, batch, score_col, name, offset, self.categorical, self.numeric,
-                                  skip=self.on_invalid == "skip", interval=self.interval)
+                                  skip=self.on_invalid == "skip", interval=self.interval, unseen=self.unseen)
         s = io.scores_from(batch, score_col, name, offset=offset)
         io.check_scores_for(calibrator, s, score_col, name, self.map_path, offset)
         feats = io.map_features(batch, self.categorical, self.numeric, name, offset) or None
+        self.unseen.add(feats)
         return batch, [pa.array(v) for v in _predictions(calibrator, s, feats, self.interval)], 0
 
 
+class UnseenValues:
+    """Rows whose field value (a categorical feature column of a field-aware map) the fit never
+    saw, counted over every batch, with the first few such values of each column as examples."""
+
+    EXAMPLES = 3
+
+    def __init__(self, calibrator):
+        self.check = getattr(calibrator, "unseen", None)  # only maps with categorical features have one
+        self.rows = 0
+        self.examples: dict[str, list[str]] = {}
+
+    def add(self, feats) -> None:
+        if self.check is None or not feats:
+            return
+        masks = self.check(feats)
+        if not masks:
+            return
+        rows = np.logical_or.reduce(list(masks.values()))
+        self.rows += int(np.count_nonzero(rows))
+        for column, mask in masks.items():
+            known = self.examples.setdefault(column, [])
+            if mask.any() and len(known) < self.EXAMPLES:
+                for value in np.unique(np.asarray(feats[column])[mask].astype(str))[:self.EXAMPLES]:
+                    if value not in known and len(known) < self.EXAMPLES:
+                        known.append(str(value))
+
+
 def _predict_valid(calibrator, batch: pa.RecordBatch, score_col: str, name: str, offset: int,
-                   categorical, numeric, *, skip: bool, interval: bool = False
+                   categorical, numeric, *, skip: bool, interval: bool = False, unseen: UnseenValues | None = None
                    ) -> tuple[pa.RecordBatch, list[pa.Array], int]:
     """(rows to write, their calibrated columns, how many rows had an invalid score).
 
@@ -79,6 +108,8 @@ def _predict_valid(calibrator, batch: pa.RecordBatch, score_col: str, name: str,
     n_invalid = int(np.count_nonzero(invalid))
     if n_invalid == 0:
         feats = io.map_features(batch, categorical, numeric, name, offset) or None
+        if unseen is not None:
+            unseen.add(feats)
         return batch, [pa.array(v) for v in _predictions(calibrator, s, feats, interval)], 0
     valid = ~invalid
     rows = np.flatnonzero(valid)
@@ -92,6 +123,8 @@ def _predict_valid(calibrator, batch: pa.RecordBatch, score_col: str, name: str,
             raise InputError(f"{name}: column {c!r}, row {int(rows[i]) + 1 + offset}: "
                              f"feature {float(values[i])!r} is not finite")
         feats[c] = values
+    if unseen is not None and rows.size:
+        unseen.add(feats)
     values = (_predictions(calibrator, s[valid], feats or None, interval) if rows.size
               else [np.empty(0)] * (3 if interval else 1))
     if skip:
@@ -107,6 +140,7 @@ def _predict_valid(calibrator, batch: pa.RecordBatch, score_col: str, name: str,
 class ClassPlan:
     """A K-class map: reads its K score columns, adds one calibrated column per class."""
 
+    unseen = UnseenValues(None)  # K-class maps read no field columns
     string_columns: tuple[str, ...] = ()
     float_columns: tuple[str, ...] = ()
     on_invalid = "error"

@@ -11,7 +11,7 @@ value and `"skip"` leaves them out, counting them in `Applied.invalid`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -28,16 +28,24 @@ from calibcli.requests import ApplyRequest
 
 @dataclass
 class Applied:
-    """What one `apply_file` did: rows read, rows written, rows with an invalid score."""
+    """What one `apply_file` did: rows read, rows written, rows with an invalid score, and rows
+    whose field value a field-aware map never saw at fit (`unseen`; the first few such values
+    per column in `unseen_examples`); the CLI reports the counts."""
 
     rows: int = 0
     written: int = 0
     invalid: int = 0
+    unseen: int = 0
+    unseen_examples: dict[str, list[str]] = field(default_factory=dict)
 
     def add(self, other: "Applied") -> None:
         self.rows += other.rows
         self.written += other.written
         self.invalid += other.invalid
+        self.unseen += other.unseen
+        for column, values in other.unseen_examples.items():
+            known = self.unseen_examples.setdefault(column, [])
+            known.extend(v for v in values if v not in known)
 
 
 def apply_file(
@@ -100,6 +108,7 @@ def _apply_one(plan, path: str, out: str, *, input_format: str | None, output_fo
         out_schema = out_schema.append(pa.field(col, pa.float64()))
     out_schema = writing.writable_schema(out_schema, out_fmt)
     done = Applied()
+    unseen_before = plan.unseen.rows
     with targets.atomic_output(out) as fh:
         writer = None  # created after the first batch checks out, so a bad first batch prints nothing
         try:
@@ -118,6 +127,8 @@ def _apply_one(plan, path: str, out: str, *, input_format: str | None, output_fo
                 writer.abort()  # its thread stops before the output file is closed and dropped
             raise
         (writer or writing.BatchWriter(fh, out_fmt, out_schema, gzip=gz)).close()
+    done.unseen = plan.unseen.rows - unseen_before
+    done.unseen_examples = {c: list(v) for c, v in plan.unseen.examples.items() if v}
     return done
 
 
@@ -146,5 +157,5 @@ def _apply_parts(map_path: str, path: str, out: str, *, plan, input_format: str 
             done.add(_apply_one(part_plan, part, str(target), input_format=input_format, output_format=fmt,
                                 on_batch=on_batch))
         tmp.extra.update({"rows": done.rows, "written": done.written, "on_invalid": part_plan.on_invalid,
-                          "invalid_rows": done.invalid})
+                          "invalid_rows": done.invalid, "unseen_field_rows": done.unseen})
     return done

@@ -96,16 +96,17 @@ def check_network(params: Mapping[str, Any], v: dict[str, Any], fail: Callable) 
 def split_features(
     features: Mapping[str, Any] | None, n: int, error: type
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """(categorical, numeric) columns by dtype: str/object -> categorical, numbers -> numeric."""
+    """(categorical, numeric) columns by dtype: str/object/bool -> categorical (`level_strings`),
+    numbers -> numeric."""
     cat: dict[str, np.ndarray] = {}
     num: dict[str, np.ndarray] = {}
     for name, values in (features or {}).items():
         arr = np.asarray(values)
         if arr.ndim != 1 or arr.size != n:
             raise error(f"feature column {name!r} has shape {arr.shape}, expected ({n},) like the scores")
-        if arr.dtype.kind in "OUS":
-            cat[str(name)] = arr.astype(str)
-        elif arr.dtype.kind in "fiub":
+        if arr.dtype.kind in "OUSb":
+            cat[str(name)] = level_strings(arr)
+        elif arr.dtype.kind in "fiu":
             col = arr.astype(np.float64)
             if not np.all(np.isfinite(col)):
                 raise error(f"numeric feature column {name!r} holds NaN or inf")
@@ -113,6 +114,13 @@ def split_features(
         else:
             raise error(f"feature column {name!r} has unsupported dtype {arr.dtype}")
     return cat, num
+
+
+def level_strings(values: Any) -> np.ndarray:
+    """Categorical values as the map's levels are spelled: booleans as Arrow casts them (true,
+    false: a Parquet boolean column read by `calib fit`/`apply`), anything else by `str`."""
+    arr = np.asarray(values)
+    return np.where(arr, "true", "false") if arr.dtype.kind == "b" else arr.astype(str)
 
 
 def encode(values: np.ndarray, vocab: np.ndarray) -> np.ndarray:
@@ -139,7 +147,7 @@ def read_features(s: np.ndarray, features: Mapping[str, Any] | None, cat: list[s
         col = np.asarray(given[name])
         if col.shape != s.shape:
             raise InputError(f"feature column {name!r} has {col.size} values for {s.size} scores")
-        codes[:, f] = encode(col.astype(str), vocab[f])
+        codes[:, f] = encode(level_strings(col), vocab[f])
     raw = np.zeros((s.size, len(num)))
     for j, name in enumerate(num):
         try:
@@ -331,7 +339,17 @@ class FieldAwareCalibrator(FeatureCalibrator):
         self._check_fitted()
         return list(self.cat_), list(self.num_)
 
+    def unseen(self, features: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
+        """Per categorical column, which rows hold a value the fit never saw (they take the
+        'unknown' embedding and no shift of their own): what `calib apply` counts and reports."""
+        self._check_fitted()
+        given = features or {}
+        return {name: encode(np.asarray(given[name]).astype(str), self.vocab_[f]) == 0
+                for f, name in enumerate(self.cat_) if name in given}
+
     def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"knots": int(self.a_.size), "categorical": self.cat_, "numeric": self.num_}
+        out: dict[str, Any] = {"knots": int(self.a_.size), "categorical": self.cat_, "numeric": self.num_,
+                               "levels": {c: int(v.size) for c, v in zip(self.cat_, self.vocab_)},
+                               "column_use": "a shrunk shift per level and an embedding in the network"}
         out.update(getattr(self, "info_", {}))
         return out

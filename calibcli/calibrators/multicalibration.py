@@ -67,6 +67,7 @@ from calibcli.calibrators.params import PLATT_CORRECTION, SCORE_KIND, SEED, Para
 BANDS = 16  # quantile bands per numeric column and of the logit, each with a shrunk shift
 LOGIT_CAP = 1e3  # input logits are clipped here (a probability score's logit is within +-27.7)
 OUTPUT_CAP = 36.0  # sigmoid(36) = 1 - 2.3e-16 < 1
+SHIFTED = 0.1  # a level "has its own shift" in the summary when |its summed shift| >= this (log-odds)
 
 
 @register
@@ -160,13 +161,19 @@ class MulticalibrationCalibrator(FeatureCalibrator):
         sd = info.get("shift_sd", [None] * (nf + nq + 1))
         trees = " and tree splits" if model.rounds else ""
         columns: dict[str, Any] = {}
+        shifts = [model.base.shifts[f] + sum((r.correction.shifts[f] for r in model.rounds), np.zeros(1))
+                  for f in range(nf)]  # each level's summed additive shift (index 0: unseen levels, 0)
         for f, name in enumerate(self.cat_):
+            total = np.abs(shifts[f][1:])
             columns[name] = {"kind": "categorical", "levels": int(self.vocab_[f].size), "shift_sd": sd[f],
+                             "shifted_levels": int(np.count_nonzero(total >= SHIFTED)),
+                             "largest_shift": float(total.max()) if total.size else 0.0,
                              "tree_splits": int(splits[f]),
                              "use": "shrunk per-level shifts, refitted after each round" + (trees if splits[f] else "")}
         for j, name in enumerate(self.num_):
             k = nf + j
-            columns[name] = {"kind": "numeric", "coefficient": float(model.base.linear[j] / self.std_[j]),
+            linear = model.base.linear[j] + sum(float(r.correction.linear[j]) for r in model.rounds)
+            columns[name] = {"kind": "numeric", "coefficient": float(linear / self.std_[j]),
                              "bands": int(self.bands_[j].size + 1), "band_shift_sd": sd[k],
                              "tree_splits": int(splits[k]),
                              "use": "linear term and shrunk per-band shifts, refitted after each round"

@@ -2,6 +2,6 @@
 commands per topic (`fit`, `apply`, `evaluate`), and what they share (`shared`). The commands
 import the library inside each command, so that start-up stays cheap."""
 
-from calibcli import _forward
+from calibcli._moved import forward
 
-__getattr__ = _forward(__name__, "calibcli.cli.app")  # `calibcli.cli.main`, the entry point until 0.2
+__getattr__ = forward(__name__, "calibcli.cli.app")  # `calibcli.cli.main`, the entry point until 0.2

@@ -49,10 +49,15 @@ def apply(
     with progress.rows("apply", total, data_to_stdout=to_stdout) as advance:
         done = apply_file(map, input, output, request, input_format=format, output_format=output_format,
                           on_batch=advance, force=force)
-    if on_invalid != "error":
+    if on_invalid != "error" and done.invalid:
         what = "written with an empty calibrated value" if on_invalid == "null" else "skipped"
         console.info(f"{done.invalid} of {done.rows} rows had an invalid score (empty, NaN, infinite or "
                      f"outside the map's domain): {what}")
+    if done.unseen:
+        examples = "; ".join(f"{column}: " + ", ".join(values)
+                             for column, values in done.unseen_examples.items())
+        console.warn(f"{done.unseen} of {done.rows} rows have a field value the map never saw at fit (e.g. {examples}): "
+                     "they are calibrated without a shift of their own (the map's 'unknown' level)")
 
 
 @reports_errors

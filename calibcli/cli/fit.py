@@ -43,8 +43,8 @@ def fit(
     pos_label: PosLabelOpt = None,
     weight_col: Annotated[Optional[str], typer.Option("--weight-col", help="Column of non-negative row weights (see --weight-kind).")] = None,
     weight_kind: Annotated[str, typer.Option("--weight-kind", help="frequency: weight k counts as k rows (default); importance: only ratios matter, the map ignores the weights' scale.")] = "frequency",
-    field_col: Annotated[List[str], typer.Option("--field-col", help="Categorical feature column for field-aware methods; repeatable.")] = [],
-    feature_col: Annotated[List[str], typer.Option("--feature-col", help="Numeric feature column for field-aware methods; repeatable.")] = [],
+    field_col: Annotated[List[str], typer.Option("--field-col", help="Categorical column (segment) for feature methods (multicalibration, field-aware); repeatable.")] = [],
+    feature_col: Annotated[List[str], typer.Option("--feature-col", help="Feature column for feature methods; repeatable. Numbers are numeric, text and true/false columns categorical (like --field-col).")] = [],
     format: FormatOpt = None,
     output_format: Annotated[Optional[str], typer.Option("--output-format", help="Map format: json or parquet (default: from -o's extension, else JSON).")] = None,
 ) -> None:
@@ -113,6 +113,10 @@ def _print_fit_summary(method: str, result) -> None:
                  f"scores in [{t['score_range'][0]:.6g}, {t['score_range'][1]:.6g}]")
     if fitted:
         console.info(f"  {fitted}")
+    from calibcli.fitting.usage import column_usage
+
+    for line in column_usage(t):
+        console.info(f"  {line}")
     _print_quality(t)
 
 

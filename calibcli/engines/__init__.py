@@ -141,7 +141,13 @@ def labels(series) -> np.ndarray:
 
 
 def field_values(series) -> np.ndarray:
-    """A categorical pandas column as strings, missing values as '' (as `calib evaluate` reads them)."""
+    """A categorical pandas column as strings, missing values as '' (as `calib evaluate` reads
+    them); booleans as Arrow casts them (true, false), as `calib apply` reads a Parquet boolean."""
+    import pandas as pd
+
+    if series.dtype.kind in "bO" or str(series.dtype) in ("boolean", "bool[pyarrow]"):
+        if pd.api.types.infer_dtype(series, skipna=True) == "boolean":  # also an object column of bools and None
+            series = series.map({True: "true", False: "false"}, na_action="ignore")
     return series.astype("string").fillna("").to_numpy(dtype=object)
 
 
@@ -170,12 +176,57 @@ def partition_states(pdf, columns: list[str], options: EvaluateOptions):
     return states, np.array(bad, dtype=np.int64)
 
 
+def segment_kinds(cols, is_numeric) -> dict[str, str]:
+    """Each segment column's kind (`evaluation.multical`): numeric where `is_numeric(col)` (the
+    engine's float or decimal types), else categorical; decided once, on the driver."""
+    from calibcli.evaluation.metrics.segments import CATEGORICAL, NUMERIC
+
+    return {c: NUMERIC if is_numeric(c) else CATEGORICAL for c in cols}
+
+
+def partition_segments(pdf, columns: list[str], options: EvaluateOptions, kinds: Mapping[str, str],
+                       values: Mapping[str, Any] | None = None):
+    """The multicalibration state of a pandas partition (`--segment-col`), one prediction per
+    probability column, over its rows that every column reads as valid (a partition with invalid
+    rows makes `evaluation` refuse the input anyway); None without segments. `values`: the
+    segment columns as the engine holds them (Arrow arrays for Spark), else from `pdf`."""
+    from calibcli.evaluation.metrics.segment_states import SegmentStates
+
+    if options.segments is None:
+        return None
+    y = labels(pdf[options.label_col])
+    w = floats(pdf[options.weight_col]) if options.weight_col else None
+    ps = [floats(pdf[c]) for c in columns]
+    ok = ~np.isnan(y) if w is None else ~np.isnan(y) & np.isfinite(w) & (w >= 0)
+    for p in ps:
+        ok &= np.isfinite(p) & (p >= 0) & (p <= 1)
+    values = values if values is not None else {c: pdf[c] for c in options.segments.cols}
+    keep = None if ok.all() else ok
+    states = SegmentStates(len(columns), kinds)
+    states.add([y if keep is None else y[keep]] * len(columns), [p if keep is None else p[keep] for p in ps],
+               {c: rows_of(v, keep) for c, v in values.items()},
+               None if w is None else w if keep is None else w[keep])
+    return states
+
+
+def rows_of(values: Any, keep: np.ndarray | None) -> Any:
+    """The kept rows of a pandas or Arrow column (all of them when `keep` is None)."""
+    if keep is None:
+        return values
+    if hasattr(values, "filter") and hasattr(values, "type"):  # pyarrow
+        import pyarrow as pa
+
+        return values.filter(pa.array(keep))
+    return values[keep]
+
+
 def evaluation(source: str, columns: list[tuple[str, str, str]], states: list, bad: np.ndarray,
-               options: EvaluateOptions):
+               options: EvaluateOptions, segments: Any = None):
     """The `calib evaluate` report (`Evaluation`; `.to_json()` is --json) from merged states.
 
     `columns` are (name, kind, column) as evaluated; `bad` the summed `partition_states` counts;
-    `options.choice` the metrics (`--metrics`).
+    `options.choice` the metrics (`--metrics`); `segments` the merged `partition_segments`
+    (with `--segment-col`).
     """
     from calibcli.evaluation.results import EvalRow, Evaluation
 
@@ -199,10 +250,28 @@ def evaluation(source: str, columns: list[tuple[str, str, str]], states: list, b
         row.mce_count = state.mce_count()
         row.step_bounds = state.step_bounds(calbin_window, choice)
         results.append(row)
+    add_segments(results, segments, options)
     return Evaluation(source, states[0].rows, states[0].positives, options.field_col, calbin_window, results,
                       weight_col=weight_col, step=options.step, label_col=label_col,
                       score_col=score_col if any(kind == "map" for _, kind, _ in columns) else None,
-                      hl_groups=options.choice.hl_groups)
+                      hl_groups=options.choice.hl_groups, **segment_settings(options))
+
+
+def add_segments(results: list, segments: Any, options: EvaluateOptions, prefix: str = "") -> None:
+    """Each result row's multicalibration error and worst segments, from the merged state."""
+    if options.segments is None or segments is None:
+        return
+    from calibcli.evaluation import multical
+
+    for row, result in zip(results, segments.results(multical.options_of(options.segments))):
+        multical.fill_row(row, result, options.segments, prefix)
+
+
+def segment_settings(options: EvaluateOptions) -> dict[str, Any]:
+    """The segment options a report records (`requests.segments`)."""
+    from calibcli.requests.segments import NO_SEGMENTS
+
+    return options.segments.settings() if options.segments else NO_SEGMENTS
 
 
 def evaluate_columns(prob_cols, maps_, score_col: str) -> list[str]:
@@ -226,8 +295,10 @@ def plan_evaluation(df: Any, apply: Any, source: str, prob_cols: Any, maps_: Any
     (df, [(name, kind, column)], columns to keep)."""
     names = evaluate_columns(prob_cols, maps_, options.score_col)
     label_col, field_col, weight_col = options.label_col, options.field_col, options.weight_col
+    segment_cols = options.segments.cols if options.segments else ()
     check_columns(list(df.columns), source, label_col=label_col, field_col=field_col,
-                  weight_col=weight_col, **{f"prob_col {c!r}": c for c in names})
+                  weight_col=weight_col, **{f"prob_col {c!r}": c for c in names},
+                  **{f"segment_col {c!r}": c for c in segment_cols})
     columns = [(c, "column", c) for c in names]
     for i, m in enumerate(maps_):
         cal, envelope = resolve_map(m)
@@ -235,5 +306,5 @@ def plan_evaluation(df: Any, apply: Any, source: str, prob_cols: Any, maps_: Any
         df = apply(df, envelope, options.score_col, f"__calibcli_map_{i}")
         columns.append((map_name(m, cal), "map", f"__calibcli_map_{i}"))
     keep = list(dict.fromkeys([label_col, *(c for _, _, c in columns),
-                               *(c for c in (field_col, weight_col) if c)]))
+                               *(c for c in (field_col, weight_col) if c), *segment_cols]))
     return df, columns, keep

@@ -127,21 +127,37 @@ def _merge_evaluations(a, b):
 def evaluate(df, prob_cols=(), maps=(), *, label_col: str = "label", score_col: str = "score",
              field_col: str | None = None, weight_col: str | None = None, step: float | None = None,
              calbin_window: int = 100, metrics: str = "default", bands: int | None = None,
-             seed: int = 0, hl_groups: int = 10):
+             seed: int = 0, hl_groups: int = 10, segment_cols=(), segment_bins: int | None = None,
+             segment_top: int | None = None, segment_depth: int | None = None,
+             segment_min_rows: int | None = None, segment_max: int | None = None, segments: int | None = None):
     """The report of `calib evaluate` (an `Evaluation`; `.to_json()` is its --json);
-    `metrics`, `bands`, `seed`, `hl_groups` as `calib evaluate --metrics ...`.
+    `metrics`, `bands`, `seed`, `hl_groups` as `calib evaluate --metrics ...`, `segment_cols`
+    and the other `segment_*` options and `segments` as `--segment-col ...` (the
+    multicalibration error; a float column is numeric, any other dtype categorical).
 
     Each partition becomes one `EvalState` per probability column (and per map applied to
-    `score_col`); the states merge pairwise in a tree of delayed tasks.
+    `score_col`); the states merge pairwise in a tree of delayed tasks. With `segment_cols`,
+    each partition's rows (p, labels and segment columns, `engines.partition_segments`) are
+    merged in partition order into one state, which holds every row.
     """
     options = EvaluateOptions.build(label_col=label_col, score_col=score_col, field_col=field_col,
                                     weight_col=weight_col, step=step, calbin_window=calbin_window, metrics=metrics,
-                                    bands=bands, seed=seed, hl_groups=hl_groups)
+                                    bands=bands, seed=seed, hl_groups=hl_groups, segment_cols=segment_cols,
+                                    segment_bins=segment_bins, segment_top=segment_top, segment_depth=segment_depth,
+                                    segment_min_rows=segment_min_rows, segment_max=segment_max, segments=segments)
     df, columns, keep = engines.plan_evaluation(df, apply, SOURCE, prob_cols, maps, options)
-    parts = [dask.delayed(engines.partition_states)(p, [c for _, _, c in columns], options)
-             for p in df[keep].to_delayed()]
-    states, bad = dask.compute(tree_reduce(parts, _merge_evaluations))[0]
-    return engines.evaluation(SOURCE, columns, states, bad, options)
+    probs = [c for _, _, c in columns]
+    frames = df[keep].to_delayed()
+    parts = [dask.delayed(engines.partition_states)(p, probs, options) for p in frames]
+    segmented = None
+    if options.segments:
+        from calibcli.evaluation.metrics.segment_states import SegmentStates
+
+        kinds = engines.segment_kinds(options.segments.cols, lambda c: pd.api.types.is_float_dtype(df.dtypes[c]))
+        segmented = dask.delayed(SegmentStates.merge)(
+            [dask.delayed(engines.partition_segments)(p, probs, options, kinds) for p in frames])
+    (states, bad), segments_state = dask.compute(tree_reduce(parts, _merge_evaluations), segmented)
+    return engines.evaluation(SOURCE, columns, states, bad, options, segments_state)
 
 
 def _merge_kclass(a, b):
@@ -154,19 +170,39 @@ def _merge_kclass(a, b):
 
 def evaluate_kclass(df, kclass_cols=(), maps=(), *, label_col: str = "label", weight_col: str | None = None,
                     classes=None, score_cols: str | None = None, ece_bins: int = 10, ece_strategy: str = "uniform",
-                    metrics: str = "default", bands: int | None = None, seed: int = 0, hl_groups: int = 10):
+                    metrics: str = "default", bands: int | None = None, seed: int = 0, hl_groups: int = 10,
+                    segment_cols=(), segment_bins: int | None = None, segment_top: int | None = None,
+                    segment_depth: int | None = None, segment_min_rows: int | None = None,
+                    segment_max: int | None = None, segments: int | None = None):
     """`calib evaluate --prob-cols SPEC ... --map M ...` on a Dask frame (an `Evaluation`):
     the arguments as `engines.kclass.plan` reads them; `metrics`, `bands`, `seed`, `hl_groups`
-    as `calib evaluate --metrics ...` (the top-label metrics). Each partition becomes one
+    as `calib evaluate --metrics ...` (the top-label metrics), the `segment_*` options as
+    `--segment-col ...` (the top-label multicalibration error). Each partition becomes one
     `KClassState` per prediction; the states merge in a tree of delayed tasks."""
     from calibcli.engines import kclass
 
-    preds, choice = kclass.plan(list(df.columns), SOURCE, kclass_cols, maps, classes=classes, score_cols_spec=score_cols,
-                                label_col=label_col, weight_col=weight_col, ece_bins=ece_bins, ece_strategy=ece_strategy,
-                                metrics=metrics, bands=bands, seed=seed, hl_groups=hl_groups)
-    keep = list(dict.fromkeys([label_col, *(c for k in preds for c in k.columns), *([weight_col] if weight_col else [])]))
-    parts = [dask.delayed(kclass.partition_states)(p, preds, label_col, weight_col) for p in df[keep].to_delayed()]
-    states, hows, bad = dask.compute(tree_reduce(parts, _merge_kclass))[0]
+    preds, options = kclass.plan(list(df.columns), SOURCE, kclass_cols, maps, classes=classes,
+                                 score_cols_spec=score_cols, label_col=label_col, weight_col=weight_col,
+                                 ece_bins=ece_bins, ece_strategy=ece_strategy, metrics=metrics, bands=bands, seed=seed,
+                                 hl_groups=hl_groups,
+                                 segment_options=dict(segment_cols=segment_cols, segment_bins=segment_bins,
+                                                      segment_top=segment_top, segment_depth=segment_depth,
+                                                      segment_min_rows=segment_min_rows, segment_max=segment_max,
+                                                      segments=segments))
+    segment_cols = options.segments.cols if options.segments else ()
+    keep = list(dict.fromkeys([label_col, *(c for k in preds for c in k.columns), *([weight_col] if weight_col else []),
+                               *segment_cols]))
+    frames = df[keep].to_delayed()
+    parts = [dask.delayed(kclass.partition_states)(p, preds, label_col, weight_col) for p in frames]
+    segmented = None
+    if segment_cols:
+        from calibcli.evaluation.metrics.segment_states import SegmentStates
+
+        kinds = engines.segment_kinds(segment_cols, lambda c: pd.api.types.is_float_dtype(df.dtypes[c]))
+        segmented = dask.delayed(SegmentStates.merge)(
+            [dask.delayed(kclass.partition_segments)(p, preds, label_col, weight_col, kinds, segment_cols)
+             for p in frames])
+    (states, hows, bad), segments_state = dask.compute(tree_reduce(parts, _merge_kclass), segmented)
     return kclass.evaluation(SOURCE, preds, states, hows, bad, label_col=label_col, weight_col=weight_col,
                              ece_bins=ece_bins, ece_strategy=ece_strategy, score_cols_spec=score_cols,
-                             choice=choice)
+                             choice=options.choice, options=options, segments=segments_state)

@@ -212,83 +212,150 @@ _EVAL_STATE = ("header string, p array<double>, n0 array<double>, n1 array<doubl
                "cell_field array<bigint>, ece_p array<double>, ece_y array<double>, "
                "field_names array<string>, field_w array<double>, field_y array<double>, "
                "field_p array<double>, ece_w array<double>, spiegel array<double>")  # EvalState.to_arrow's columns
-_STATE_SCHEMA = _EVAL_STATE + ", column int, bad array<bigint>"  # then ours
-_KCLASS_SCHEMA = _EVAL_STATE + ", kclass_part bigint, kclass_header string, column int, bad array<bigint>, how string"
+_STATE_SCHEMA = _EVAL_STATE + ", column int, bad array<bigint>, part int, segments binary"  # then ours
+_KCLASS_SCHEMA = _EVAL_STATE + (", kclass_part bigint, kclass_header string, column int, bad array<bigint>, how string, "
+                                 "part int, segments binary")
 
 
 def evaluate(df: DataFrame, prob_cols: Sequence[str] = (), maps: Sequence[Any] = (), *,
              label_col: str = "label", score_col: str = "score", field_col: str | None = None,
              weight_col: str | None = None, step: float | None = None, calbin_window: int = 100,
-             metrics: str = "default", bands: int | None = None, seed: int = 0, hl_groups: int = 10):
+             metrics: str = "default", bands: int | None = None, seed: int = 0, hl_groups: int = 10,
+             segment_cols: Sequence[str] = (), segment_bins: int | None = None, segment_top: int | None = None,
+             segment_depth: int | None = None, segment_min_rows: int | None = None, segment_max: int | None = None,
+             segments: int | None = None):
     """The report of `calib evaluate` (an `Evaluation`; `.to_json()` is its --json);
-    `metrics`, `bands`, `seed`, `hl_groups` as `calib evaluate --metrics ...`.
+    `metrics`, `bands`, `seed`, `hl_groups` as `calib evaluate --metrics ...`, `segment_cols`
+    and the other `segment_*` options and `segments` as `--segment-col ...` (the
+    multicalibration error; a float, double or decimal column is numeric, any other categorical).
 
     Each partition (`mapInArrow`) builds one `EvalState` per probability column (and per map,
     applied to `score_col` first) from its record batches and ships it as one Arrow row; the
-    driver merges the rows (`EvalState.from_arrow`) and reads the metrics off the result.
+    driver merges the rows (`EvalState.from_arrow`) and reads the metrics off the result. With
+    `segment_cols`, each partition also ships its rows' p, labels and segment columns (a
+    pickled `SegmentStates`), merged on the driver in partition order: the driver holds every
+    row (docs/multicalibration.md, "Cost").
     """
     check_python_workers(df)
     options = EvaluateOptions.build(label_col=label_col, score_col=score_col, field_col=field_col,
                                     weight_col=weight_col, step=step, calbin_window=calbin_window, metrics=metrics,
-                                    bands=bands, seed=seed, hl_groups=hl_groups)
+                                    bands=bands, seed=seed, hl_groups=hl_groups, segment_cols=segment_cols,
+                                    segment_bins=segment_bins, segment_top=segment_top, segment_depth=segment_depth,
+                                    segment_min_rows=segment_min_rows, segment_max=segment_max, segments=segments)
     df, columns, keep = engines.plan_evaluation(df, apply, SOURCE, prob_cols, maps, options)
     probs = [c for _, _, c in columns]
+    numeric = (T.FloatType, T.DoubleType, T.DecimalType)
+    kinds = engines.segment_kinds(options.segments.cols if options.segments else (),
+                                  lambda c: isinstance(df.schema[c].dataType, numeric))
 
     def partition_state(batches):
+        import pickle
+
         import pyarrow as pa
+        from pyspark import TaskContext
 
         from calibcli import engines as shared
+        from calibcli.evaluation.metrics.segment_states import SegmentStates
         from calibcli.evaluation.state.binary import merge_states
 
-        parts = [shared.partition_states(b.to_pandas(), probs, options)
-                 for b in batches if b.num_rows]
+        parts, segmented = [], []
+        for b in batches:
+            if b.num_rows:
+                pdf = b.to_pandas()
+                parts.append(shared.partition_states(pdf, probs, options))
+                if options.segments:
+                    segmented.append(shared.partition_segments(
+                        pdf, probs, options, kinds, {c: b.column(c) for c in options.segments.cols}))
         if not parts:
             return
         bad = sum(b for _, b in parts)
+        part = TaskContext.get().partitionId()
+        blob = pickle.dumps(SegmentStates.merge(segmented), protocol=5) if segmented else None
         for i in range(len(probs)):
             table = merge_states([states[i] for states, _ in parts]).to_arrow()
             table = table.append_column("column", pa.array([i], pa.int32()))
-            yield table.append_column("bad", pa.array([bad.tolist()], pa.list_(pa.int64()))).to_batches()[0]
+            table = table.append_column("bad", pa.array([bad.tolist()], pa.list_(pa.int64())))
+            table = table.append_column("part", pa.array([part], pa.int32()))
+            yield table.append_column("segments", pa.array([blob if i == 0 else None], pa.binary())).to_batches()[0]
 
     shipped = df.select(*(quote(c) for c in keep)).mapInArrow(partition_state, _STATE_SCHEMA).toArrow()
     from calibcli.evaluation.state.binary import EvalState
 
     column = shipped.column("column").to_numpy()
+    segments_state = _segments(shipped.filter(column == 0)) if options.segments else None
+    shipped = shipped.drop_columns(["part", "segments"])
     states = [EvalState.from_arrow(shipped.filter(column == i).drop_columns(["column", "bad"]))
               if (column == i).any() else None for i in range(len(probs))]
     bad = np.sum(np.array(shipped.column("bad").to_pylist(), dtype=np.int64).reshape(-1, 2 + len(probs))
                  [column == 0], axis=0) if shipped.num_rows else np.zeros(2 + len(probs), dtype=np.int64)
     if any(s is None for s in states):
         states = []
-    return engines.evaluation(SOURCE, columns, states, bad, options)
+    return engines.evaluation(SOURCE, columns, states, bad, options, segments_state)
+
+
+def _segments(first):
+    """The partitions' multicalibration states (pickled by our own workers; `first`: one row a
+    partition), merged in partition order: the rows one after the other as the input holds them."""
+    import pickle
+
+    from calibcli.evaluation.metrics.segment_states import SegmentStates
+
+    order = np.argsort(first.column("part").to_numpy(), kind="stable")
+    blobs = first.column("segments").to_pylist()
+    return SegmentStates.merge([pickle.loads(blobs[i]) for i in order if blobs[i] is not None])
 
 
 def evaluate_kclass(df: DataFrame, kclass_cols: Sequence[str] = (), maps: Sequence[Any] = (), *,
                     label_col: str = "label", weight_col: str | None = None, classes: Sequence[str] | None = None,
                     score_cols: str | None = None, ece_bins: int = 10, ece_strategy: str = "uniform",
-                    metrics: str = "default", bands: int | None = None, seed: int = 0, hl_groups: int = 10):
+                    metrics: str = "default", bands: int | None = None, seed: int = 0, hl_groups: int = 10,
+                    segment_cols: Sequence[str] = (), segment_bins: int | None = None, segment_top: int | None = None,
+                    segment_depth: int | None = None, segment_min_rows: int | None = None,
+                    segment_max: int | None = None, segments: int | None = None):
     """`calib evaluate --prob-cols SPEC ... --map M ...` on a Spark DataFrame (an
     `Evaluation`), the arguments as `engines.kclass.plan` reads them and `metrics`, `bands`,
-    `seed`, `hl_groups` as `calib evaluate --metrics ...`. Each partition (`mapInArrow`) ships
+    `seed`, `hl_groups` as `calib evaluate --metrics ...`, the `segment_*` options as
+    `--segment-col ...` (the top-label multicalibration error). Each partition (`mapInArrow`) ships
     one `KClassState` per prediction (`KClassState.to_arrow` rows); the driver merges them."""
     from calibcli.engines import kclass
 
     check_python_workers(df)
-    cols, choice = kclass.plan(df.columns, SOURCE, kclass_cols, maps, classes=classes, score_cols_spec=score_cols,
-                               label_col=label_col, weight_col=weight_col, ece_bins=ece_bins, ece_strategy=ece_strategy,
-                               metrics=metrics, bands=bands, seed=seed, hl_groups=hl_groups)
-    keep = list(dict.fromkeys([label_col, *(c for k in cols for c in k.columns), *([weight_col] if weight_col else [])]))
+    cols, options = kclass.plan(df.columns, SOURCE, kclass_cols, maps, classes=classes, score_cols_spec=score_cols,
+                                label_col=label_col, weight_col=weight_col, ece_bins=ece_bins,
+                                ece_strategy=ece_strategy, metrics=metrics, bands=bands, seed=seed, hl_groups=hl_groups,
+                                segment_options=dict(segment_cols=segment_cols, segment_bins=segment_bins,
+                                                     segment_top=segment_top, segment_depth=segment_depth,
+                                                     segment_min_rows=segment_min_rows, segment_max=segment_max,
+                                                     segments=segments))
+    segment_cols = options.segments.cols if options.segments else ()
+    keep = list(dict.fromkeys([label_col, *(c for k in cols for c in k.columns), *([weight_col] if weight_col else []),
+                               *segment_cols]))
+    numeric = (T.FloatType, T.DoubleType, T.DecimalType)
+    kinds = engines.segment_kinds(segment_cols, lambda c: isinstance(df.schema[c].dataType, numeric))
 
     def partition_state(batches):
+        import pickle
+
         import pyarrow as pa
+        from pyspark import TaskContext
 
         from calibcli.engines import kclass as shared
+        from calibcli.evaluation.metrics.segment_states import SegmentStates
         from calibcli.evaluation.state.kclass import merge_kclass_states
 
-        parts = [shared.partition_states(b.to_pandas(), cols, label_col, weight_col) for b in batches if b.num_rows]
+        parts, segmented = [], []
+        for b in batches:
+            if b.num_rows:
+                pdf = b.to_pandas()
+                parts.append(shared.partition_states(pdf, cols, label_col, weight_col))
+                if segment_cols:
+                    segmented.append(shared.partition_segments(pdf, cols, label_col, weight_col, kinds, segment_cols,
+                                                               {c: b.column(c) for c in segment_cols}))
         if not parts:
             return
         bad = sum(b for _, _, b in parts)
+        blob = pickle.dumps(SegmentStates.merge(segmented), protocol=5) if segmented else None
+        part = TaskContext.get().partitionId()
         for i in range(len(cols)):
             table = merge_kclass_states([states[i] for states, _, _ in parts]).to_arrow()
             n = table.num_rows
@@ -296,13 +363,18 @@ def evaluate_kclass(df: DataFrame, kclass_cols: Sequence[str] = (), maps: Sequen
             yield from pa.table({**{c: table.column(c) for c in table.column_names},
                                  "column": pa.array([i] * n, pa.int32()),
                                  "bad": pa.array([bad.tolist()] * n, pa.list_(pa.int64())),
-                                 "how": pa.array([how] * n, pa.string())}).to_batches()
+                                 "how": pa.array([how] * n, pa.string()),
+                                 "part": pa.array([part] * n, pa.int32()),
+                                 "segments": pa.array([blob if i == 0 and j == 0 else None for j in range(n)],
+                                                      pa.binary())}).to_batches()
 
     shipped = df.select(*(quote(c) for c in keep)).mapInArrow(partition_state, _KCLASS_SCHEMA).toArrow()
     from calibcli.evaluation.state.kclass import KClassState
 
     column, part = shipped.column("column").to_numpy(), shipped.column("kclass_part").to_numpy()
     first = part == 0  # one row per partition and prediction
+    segments_state = _segments(shipped.filter(first & (column == 0))) if segment_cols else None
+    shipped = shipped.drop_columns(["part", "segments"])
     hows = [kclass.joint_how(shipped.filter(first & (column == i)).column("how").to_pylist()) for i in range(len(cols))]
     states = [KClassState.from_arrow(shipped.filter(column == i).drop_columns(["column", "bad", "how"]))
               for i in range(len(cols))] if shipped.num_rows else []
@@ -311,4 +383,4 @@ def evaluate_kclass(df: DataFrame, kclass_cols: Sequence[str] = (), maps: Sequen
                  .reshape(-1, width), axis=0) if shipped.num_rows else np.zeros(width, dtype=np.int64)
     return kclass.evaluation(SOURCE, cols, states, hows, bad, label_col=label_col, weight_col=weight_col,
                              ece_bins=ece_bins, ece_strategy=ece_strategy, score_cols_spec=score_cols,
-                             choice=choice)
+                             choice=options.choice, options=options, segments=segments_state)

@@ -6,8 +6,11 @@
 - `metrics/`: the definitions: `binary` (log-loss, Brier, AUC, ECE/MCE, CalBin, slope and
   intercept, Spiegelhalter, Field-ECE/RCE) over `kernels` (chunked passes), `kclass` (the K-class
   metrics), `corp`, `smooth`, `gof`, `prefix`, `intervals`, `diagnostics`, `selection` (what a
-  run computes). The metric table itself (names, directions) is the door's:
-  `calibcli.requests.metrics`.
+  run computes), and the multicalibration error over segments (`multicalibration` with
+  `segments`, `segment_plan`, `segment_paths`, `segment_states`). The metric table itself
+  (names, directions) is the door's: `calibcli.requests.metrics`.
+- `multical`: the multicalibration error in a run (`--segment-col`): the segment columns
+  collected beside the predictions, each result row's metrics and worst segments.
 - `state/`: the mergeable states, `binary` (`EvalState`, `compute_all`) and `kclass`
   (`KClassState`), and `builder` (streams batches into a state).
 - `bootstrap`: seeded confidence intervals; `results`: the report and its JSON schema, gate

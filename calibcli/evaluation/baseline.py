@@ -4,6 +4,7 @@ for `--baseline`, checking it against the schema of `results.Evaluation.to_json`
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from calibcli.requests import bounds
@@ -30,7 +31,7 @@ def load_baseline(path: str) -> Baseline:
 
     The text goes through `strictjson` (no NaN/Infinity, overflowing numbers or duplicate
     keys), and the documented types are required (see `Evaluation.to_json`): result names
-    are distinct strings, every metric is a finite number or null, `field_col` a string or
+    are distinct strings, a result's `columns` (schema 4) a list of names or null, every metric is a finite number or null, `field_col` a string or
     null, `calbin_window` a positive integer or null. A NaN or infinite baseline metric would
     otherwise make every --max-regression check pass.
     """
@@ -69,6 +70,7 @@ def load_baseline(path: str) -> Baseline:
     if len(doc["results"]) > MAX_RESULTS:
         raise bad(f"baseline has {len(doc['results'])} results, more than {MAX_RESULTS}")
     results: dict[str, dict[str, float | None]] = {}
+    columns: dict[str, list[str] | None] = {}
     for i, entry in enumerate(doc["results"]):
         if (not isinstance(entry, dict) or not isinstance(entry.get("name"), str)
                 or not isinstance(entry.get("metrics"), dict)):
@@ -83,8 +85,17 @@ def load_baseline(path: str) -> Baseline:
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
                 raise bad(f"results[{i}] metric {key!r:.40} is {value!r:.40}, not a number")
             values[key] = None if value is None else float(value)  # strictjson: always finite
+        infinite = entry.get("infinite") or []
+        if not isinstance(infinite, list) or any(not isinstance(k, str) or k not in values or values[k] is not None
+                                                 for k in infinite):
+            raise bad(f"results[{i}] 'infinite' is {infinite!r:.40}, not a list of its metrics written null")
+        values.update(dict.fromkeys(infinite, math.inf))  # +inf, which JSON cannot hold (`Evaluation.to_json`)
         results[name] = values
-    return Baseline(path, field_col, window, results, settings)
+        cols = entry.get("columns")
+        if cols is not None and (not isinstance(cols, list) or not all(isinstance(c, str) for c in cols)):
+            raise bad(f"results[{i}] columns is {cols!r:.40}, not a list of column names or null")
+        columns[name] = cols
+    return Baseline(path, field_col, window, results, settings, columns)
 
 
 def _is_int(value: Any) -> bool:
@@ -111,4 +122,11 @@ _SETTING_TYPES = (
     ("step", *_at_least("--step", False)),
     ("label_col", lambda v: isinstance(v, str), "a column name"),
     ("score_col", lambda v: isinstance(v, str), "a column name"),
+    ("segment_cols", lambda v: isinstance(v, list) and all(isinstance(c, str) and c for c in v),
+     "a list of column names"),
+    ("segment_bins", *_at_least("--segment-bins", True)),
+    ("segment_top", *_at_least("--segment-top", True)),
+    ("segment_depth", *_at_least("--segment-depth", True)),
+    ("segment_min_rows", *_at_least("--segment-min-rows", True)),
+    ("segment_max", *_at_least("--segment-max", True)),
 )

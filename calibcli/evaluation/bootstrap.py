@@ -152,11 +152,13 @@ LN2 = math.log(2.0)
 # ECE is a square root (of the debiased squared error, floored at 0); p-values are in [0, 1]. The
 # K-class Brier score (a sum over the classes) is in [0, 2] (`KCLASS_WIDER`).
 UNIT_RANGE = with_top_label("brier", "auc", "ece", "mce", "calbin", "spiegelhalter_p", "interval_width",
-                             "interval_coverage", "accuracy", "top_label_ece", "top_label_mce", "classwise_ece",
-                             "field_ece", "brier_mcb", "smece", "ece_debiased", "corp_p", "hl_p", "ks_p", "kuiper_p")
+                             "interval_coverage", "interval_label_ece", "interval_label_p", "accuracy", "top_label_ece", "top_label_mce", "classwise_ece",
+                             "field_ece", "brier_mcb", "smece", "ece_debiased", "corp_p", "hl_p", "ks_p", "kuiper_p",
+                             "multical_p")
 QUARTER_RANGE = with_top_label("brier_dsc", "brier_unc")
 LN2_RANGE = with_top_label("log_loss_dsc", "log_loss_unc")
-NON_NEGATIVE = with_top_label("log_loss", "field_rce", "log_loss_mcb", "hl_stat", "ks", "kuiper")
+NON_NEGATIVE = with_top_label("log_loss", "field_rce", "log_loss_mcb", "hl_stat", "ks", "kuiper", "multical",
+                              "multical_sigma")
 UNBOUNDED = with_top_label("cal_slope", "cal_intercept", "spiegelhalter_z")
 RANGES = ((UNIT_RANGE, (0.0, 1.0)), (QUARTER_RANGE, (0.0, 0.25)), (LN2_RANGE, (0.0, LN2)),
           (NON_NEGATIVE, (0.0, math.inf)), (UNBOUNDED, (-math.inf, math.inf)))

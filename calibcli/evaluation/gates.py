@@ -13,20 +13,24 @@ Gates
   the baseline's value by more than D (absolute) or by more than D% of the baseline value
   (`=5%`). "Worse" follows the metric's direction (`metrics.METRICS`): higher for log-loss,
   Brier, ECE, CalBin, Field-ECE, Field-RCE; lower for AUC.
-- Every gate applies to every evaluated column and map. A metric that is n/a (AUC with a
+- A gate applies to every evaluated column and map, or, written `COLUMN:METRIC=VALUE`, to
+  the one it names (`requests.gates.split_gate`), which then takes that gate instead of a
+  gate of the same option and metric without a column. A metric that is n/a (AUC with a
   single class) fails its gate rather than passing silently.
-- `--gate-on point` (default) compares the metric itself. `--gate-on upper` (needs
-  `--bootstrap N`) lets the limit stretch up to the noise: a gate fails only when the
-  whole confidence interval is past it, i.e. it compares the end of the interval nearest
-  to passing (the lower end for `--fail-above` and for a lower-is-better regression, the
-  upper end for `--fail-below` and for an AUC regression).
+- `--gate-on point` (default) compares the metric itself. With `--bootstrap N`, `--gate-on
+  worst` compares the end of the confidence interval worst for the gate: the upper end for
+  `--fail-above` and for a regression of a lower-is-better metric (log-loss, ECE), the lower
+  end for `--fail-below` and for a regression of a higher-is-better one (AUC): a gate passes
+  only when the whole interval is on its passing side. `--gate-on best` compares the other
+  end: a gate fails only when the whole interval is past it, so differences inside the noise
+  pass. `upper` is the deprecated name of `worst`.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from calibcli.errors import UsageError
 from calibcli.evaluation.metrics import binary as metrics
@@ -35,28 +39,36 @@ from calibcli.requests.metrics import lower_is_better, metric_key, metric_names 
 from calibcli.evaluation.results import SETTING_DEFAULTS, GATED_SETTINGS, Baseline, Check, GateReport
 
 def _interval_end(intervals: Mapping[str, tuple[float, float]] | None, metric: str,
-                  value: float, favourable_low: bool, gate_on: str) -> float:
+                  value: float, worst_high: bool, gate_on: str) -> float:
+    """What a gate compares: the point, or (`worst`, `best`) an end of the metric's interval;
+    `worst_high`: whether the upper end is the one worst for the gate."""
     if gate_on == "point" or intervals is None or metric not in intervals:
         return value
     lo, hi = intervals[metric]
-    return lo if favourable_low else hi
+    return hi if worst_high == (gate_on == "worst") else lo
 
 
 def decide(spec: GateSpec, results: Sequence[tuple[str, Mapping[str, float], Mapping | None]],
            baseline: Baseline | None = None) -> GateReport:
-    """Apply every gate to every (name, metrics, intervals) result (a spec checked against the
-    other options when its `EvaluateOptions` was built)."""
+    """Apply each gate to the (name, metrics, intervals) results it applies to (`Limit.applies_to`;
+    a spec checked against the other options when its `EvaluateOptions` was built)."""
     checks: list[Check] = []
     for name, values, intervals in results:
         for lim in spec.fail_above:
+            if not lim.applies_to(name, spec.fail_above):
+                continue
             v = values[lim.metric]
             c = _interval_end(intervals, lim.metric, v, True, spec.gate_on)
             checks.append(_check(name, lim.metric, "above", v, c, lim.value, c - lim.value, threshold=lim.value))
         for lim in spec.fail_below:
+            if not lim.applies_to(name, spec.fail_below):
+                continue
             v = values[lim.metric]
             c = _interval_end(intervals, lim.metric, v, False, spec.gate_on)
             checks.append(_check(name, lim.metric, "below", v, c, lim.value, lim.value - c, threshold=lim.value))
         for lim in spec.max_regression:
+            if not lim.applies_to(name, spec.max_regression):
+                continue
             assert baseline is not None
             v = values[lim.metric]
             base = baseline.metrics[name].get(lim.metric)
@@ -86,12 +98,15 @@ def _check(name: str, metric: str, kind: str, value: float, compared: float, lim
 def _described(option: str, value: Any) -> str:
     if value is None:
         return f"no {option}"
+    if isinstance(value, (list, tuple)):  # --segment-col, repeated
+        return " ".join(f"{option} {v!r}" for v in value)
     return f"{option} {value!r}" if isinstance(value, str) else f"{option} {value}"
 
 
-def check_baseline(baseline: Baseline, names: Sequence[str], field_col: str | None,
+def check_baseline(baseline: Baseline, names: Sequence[str] | None, field_col: str | None,
                    calbin_window: int, spec: GateSpec, **settings: Any) -> None:
-    """Refuse a baseline that was computed on other columns, maps or settings (exit 2).
+    """Refuse a baseline that was computed on other columns, maps or settings (exit 2); `names`
+    None leaves the columns and maps to `match_baseline`, once the input's columns are known.
 
     `settings` are this run's other GATED_SETTINGS (ece_bins, ece_strategy, weight_col,
     step, label_col, score_col; a setting not given is its default; `score_col` None: no
@@ -100,7 +115,7 @@ def check_baseline(baseline: Baseline, names: Sequence[str], field_col: str | No
     both values. The baseline's point values are what is compared (with --gate-on upper,
     this run's interval against them), so its --bootstrap settings do not enter.
     """
-    if set(baseline.metrics) != set(names):
+    if names is not None and set(baseline.metrics) != set(names):
         raise UsageError(
             f"{baseline.path}: baseline is for {', '.join(map(repr, baseline.metrics)) or 'nothing'}, "
             f"this run evaluates {', '.join(map(repr, names))}",
@@ -120,7 +135,51 @@ def check_baseline(baseline: Baseline, names: Sequence[str], field_col: str | No
             shown = ", ".join(metrics.ALL_METRICS[m][0] for m in changed)
             raise UsageError(f"{baseline.path}: baseline was computed with {_described(gated.option, theirs)}, "
                              f"this run uses {_described(gated.option, mine)}: its {shown} cannot be compared")
-    for name in names:
-        for metric in sorted(regressed):
-            if metric not in baseline.metrics[name]:
-                raise UsageError(f"{baseline.path}: baseline has no {metric} for {name!r}")
+    for name in names or ():
+        _require_metrics(baseline, name, regressed)
+
+
+def _require_metrics(baseline: Baseline, name: str, regressed: set[str]) -> None:
+    for metric in sorted(regressed):
+        if metric not in baseline.metrics[name]:
+            raise UsageError(f"{baseline.path}: baseline has no {metric} for {name!r}")
+
+
+def match_baseline(baseline: Baseline, predictions: Sequence[tuple[str, Sequence[str] | None]], spec: GateSpec,
+                   resolve: Callable[[str], Sequence[str] | None] | None = None) -> Baseline:
+    """The baseline with its results under this run's names, matched by name or else by the
+    input columns read (`predictions`: (name, resolved columns or None for a map)): a result's
+    recorded `columns`, or, for a baseline that did not record them, its name read as this
+    run would read it (`resolve`, e.g. a --prob-cols SPEC against this input's schema; None
+    when it does not read). So `--prob-cols 'calibrated_*'` and the same columns listed by name
+    are one baseline. A baseline for other columns or maps is refused (exit 2)."""
+    theirs = {name: baseline.columns.get(name) if baseline.columns else None for name in baseline.metrics}
+    for name, cols in theirs.items():
+        if cols is None and resolve is not None:
+            theirs[name] = resolve(name)
+    matched: dict[str, str] = {}
+    free = set(baseline.metrics)
+    for name, cols in predictions:
+        if name in free:
+            matched[name] = name
+        else:
+            same = [b for b in sorted(free) if cols is not None and theirs[b] is not None
+                    and list(theirs[b]) == list(cols)]
+            if not same:
+                continue
+            matched[name] = same[0]
+        free.discard(matched[name])
+    missing = [name for name, _ in predictions if name not in matched]
+    if missing or free:
+        raise UsageError(
+            f"{baseline.path}: baseline is for {', '.join(map(repr, baseline.metrics)) or 'nothing'}, "
+            f"this run evaluates {', '.join(repr(n) for n, _ in predictions)}",
+            hint="evaluate the same --prob-col/--prob-cols/--map as the baseline (results match by name or by "
+                 "the columns read), or save a new one with --save-baseline")
+    rekeyed = Baseline(baseline.path, baseline.field_col, baseline.calbin_window,
+                       {name: baseline.metrics[b] for name, b in matched.items()}, baseline.settings,
+                       {name: theirs[b] for name, b in matched.items()})
+    regressed = {lim.metric for lim in spec.max_regression}
+    for name in rekeyed.metrics:
+        _require_metrics(rekeyed, name, regressed)
+    return rekeyed

@@ -7,19 +7,23 @@ with). `gates` decides and `baseline` reads and writes; both depend on this modu
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from calibcli.evaluation.metrics import binary as metrics_table
+from calibcli.requests import segments as segment_options
+from calibcli.requests.metrics import SEGMENT, TOP_LABEL_SEGMENT
 
 if TYPE_CHECKING:
     from calibcli.evaluation.bootstrap import BootstrapPlan
 
 EVALUATION_FORMAT = "calibcli.evaluation"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # The options an evaluation records as they were given, in the order its JSON writes them.
 _HEADER = ("input", "rows", "positives", "field_col", "calbin_window", "weight_col", "step", "ece_bins",
-           "ece_strategy", "label_col", "score_col", "hl_groups")
+           "ece_strategy", "label_col", "score_col", "hl_groups", "segment_cols", "segment_bins", "segment_top",
+           "segment_depth", "segment_min_rows", "segment_max")
 
 
 @dataclass
@@ -36,6 +40,12 @@ class EvalRow:
     classes: list[str] | None = None  # a K-class prediction: the class of each probability column
     corp: dict[str, Any] | None = None  # with --plot (--diagram corp): `corp.diagram`
     smooth: dict[str, Any] | None = None  # with --plot --diagram smooth: the smoothed curve
+    segments: list[dict[str, Any]] | None = None  # with --segment-col: the worst segments (`multical.segment_dict`)
+    segments_checked: int | None = None  # with --segment-col: how many segments were checked
+    segments_capped: bool | None = None  # with --segment-col: whether --segment-max stopped the enumeration
+    verdict: Any = None  # `verdict.Verdict`: calibrated within noise or not, which way, where
+    columns: list[str] | None = None  # the input columns a --prob-col/--prob-cols result read (baselines match them)
+    interval: dict[str, Any] | None = None  # with interval columns: widths and the label-side verdict
 
 
 @dataclass
@@ -56,6 +66,13 @@ class Evaluation:
     score_col: str | None = None  # the score column the maps were applied to (None: no map)
     hl_groups: int = 10  # groups of the Hosmer-Lemeshow test
     command: str | None = None  # the command line that made the report (named by the HTML page)
+    segment_cols: list[str] | None = None  # --segment-col (and the options below; None without it)
+    segment_bins: int | None = None
+    segment_top: int | None = None
+    segment_depth: int | None = None
+    segment_min_rows: int | None = None
+    segment_max: int | None = None
+    title: str | None = None  # --title: the HTML report's and the summary's heading
 
     @property
     def headline(self) -> str:
@@ -79,17 +96,22 @@ class Evaluation:
     def to_json(self) -> dict[str, Any]:
         """The machine-readable report (`calib evaluate --json`, `--save-baseline`); NaN becomes null.
 
-        Schema (version 3; version 1 had only the keys marked *; version 3 added the metrics
-        of `selection.NEW`, `corp` and `smooth`):
+        Schema (version 4; version 1 had only the keys marked *; version 3 added the metrics
+        of `selection.NEW`, `corp` and `smooth`; version 4 the `verdict` and the tested
+        `by_field`):
 
         - `format`: "calibcli.evaluation"; `schema_version`: 3; `calibcli_version`
         - `input`*, `rows`*, `positives`*, `field_col`*, `calbin_window`*
         - `results`*: one object per --prob-col and --map, in order: `name`*, `kind`*
-          ("column" or "map"), `metrics`* (snake_case keys of `metrics.METRICS`, null when
+          ("column" or "map"), `verdict` (`verdict.Verdict.to_json`: `calibrated` true, false or
+          null for too few rows, `direction`, `where`, `evidence`, `text`, `level`,
+          `detectable`; the rule in docs/verdict.md), `metrics`* (snake_case keys of `metrics.METRICS`, null when
           n/a), `intervals` ({metric: [low, high]} with --bootstrap, [null, null] for a metric
           the bootstrap withholds (`bootstrap.WITHHELD`), else null), `by_field` (with
-          --by-field: `fields`, `top`, `by_bias` and `by_relative_bias` lists of
-          {field, rows, positives, mean_p, positive_rate, bias, relative_bias}, else null),
+          --by-field: `fields`, `tested` (values with at least `min_rows`), `min_rows`, `top`,
+          `significant`, `level`, `test`, `adjustment` and `values`, the top values by
+          evidence: {field, rows, positives, mean_p, positive_rate, gap, bias, relative_bias,
+          p_value, adjusted_p, significant}, else null),
           `histogram` (with --plot: rows with p in each of 20 equal-width bins, else null),
           `reliability` (with --plot: the bins of ECE/MCE, --ece-bins and --ece-strategy,
           that hold rows: {rows, mean_p, positive_rate, rate_low, rate_high, p_min, p_max};
@@ -106,30 +128,43 @@ class Evaluation:
           `recalibrated`, the PAV curve at the ends of its constant blocks; `band_p`,
           `band_lower`, `band_upper`, the consistency band; `level`, `rounds`, `p_value`),
           `smooth` (with --plot --diagram smooth: `p`, `rate`, `density` of the smoothed
-          reliability curve)
+          reliability curve),
+          `infinite` (the metrics whose value is +inf, written null in `metrics`: JSON has no
+          infinity; only the multicalibration error can be, when a segment whose every p is 0
+          or 1 has a row of the other label; usually []),
+          `segments` (with --segment-col: the --segments worst segments, worst first, each
+          {segment, rows, weight, predicted, observed, ecce, sigma, ecce_sigma, p, infinite},
+          `infinite` listing its +inf values written null; else null), `segments_checked` (how
+          many segments were checked) and `segments_capped` (whether --segment-max stopped the
+          enumeration), null without --segment-col
         - K-class reports have `positives` null and `field_col` null
         - `weight_col`, `step`: the --weight-col and --step options (null when not given)
         - `ece_bins`, `ece_strategy`: the bins of ECE and MCE (--ece-bins, --ece-strategy)
         - `label_col`; `score_col` (the column the maps were applied to; null without --map)
         - `hl_groups`: the groups of the Hosmer-Lemeshow test (--hl-groups)
+        - `segment_cols` (a list), `segment_bins`, `segment_top`, `segment_depth`,
+          `segment_min_rows`, `segment_max`: the segment options (all null without --segment-col)
         - `bootstrap`: {replicates, seed, level, method: "recentred-percentile", resampling: "poisson"} or null
         - `gate`: {passed, gate_on, baseline (path or null), checked, failed, checks}; each
           check is {result, metric, kind ("above", "below", "regression"), value, compared,
-          limit, passed, excess, threshold, baseline, allowed, relative}. With no gate
+          limit, passed, excess, threshold, baseline, allowed, relative, infinite (those of
+          its numbers that are +inf, written null)}. With no gate
           options `passed` is true and `checks` is empty.
 
         Keys are only ever added within a schema version; a removal or change of meaning
-        bumps it. `--baseline` reads versions 1 to 3.
+        bumps it. `--baseline` reads versions 1 to 4.
         """
         from calibcli._version import __version__
 
         def clean(v: float) -> float | None:
-            return None if v != v else v
+            return None if v != v or v in (math.inf, -math.inf) else v
 
         def result(r: EvalRow) -> dict[str, Any]:
             return {
                 "name": r.name, "kind": r.kind,
+                "verdict": None if r.verdict is None else r.verdict.to_json(),  # first: the answer
                 "metrics": {k: clean(v) for k, v in r.metrics.items()},
+                "infinite": infinite_keys(r.metrics),
                 "intervals": None if r.intervals is None else
                 {k: [clean(lo), clean(hi)] for k, (lo, hi) in r.intervals.items()},
                 "by_field": r.by_field, "reliability": r.reliability,
@@ -138,6 +173,9 @@ class Evaluation:
                 "histogram": r.histogram,
                 "mce_count": count_json(r.mce_count),
                 **{k: getattr(r, k) for k in ("classes", "corp", "smooth")},
+                "segments": None if r.segments is None else [_finite_json(s) for s in r.segments],
+                "segments_checked": r.segments_checked, "segments_capped": r.segments_capped,
+                "columns": r.columns, "interval": r.interval,
             }
 
         gate = self.gate or GateReport("point", None, [])
@@ -173,7 +211,7 @@ class Check:
     relative: float | None = None  # the allowed regression as a fraction of the baseline
 
     def to_json(self) -> dict[str, Any]:
-        return {k: _clean(v) for k, v in self.__dict__.items()}
+        return _finite_json({k: _clean(v) for k, v in self.__dict__.items()})
 
     def describe(self) -> str:
         """One line for stderr: which metric, for what, its value, the limit and by how much."""
@@ -225,6 +263,7 @@ class Baseline:
     calbin_window: int | None
     metrics: dict[str, dict[str, float | None]]  # result name -> metric -> value
     settings: dict[str, Any] | None = None  # the GATED_SETTINGS it was computed with (None: defaults)
+    columns: dict[str, list[str] | None] | None = None  # result name -> the input columns it read (schema 4)
 
     def setting(self, key: str) -> Any:
         """The baseline's value of a gated setting; a report that did not record it used the
@@ -247,6 +286,7 @@ class GatedSetting:
 
 
 _ALL = frozenset(metrics_table.ALL_METRICS)
+_SEGMENTED = frozenset(SEGMENT + TOP_LABEL_SEGMENT)  # the multicalibration error's keys (--segment-col)
 _BINNED = frozenset({"ece", "mce", "top_label_ece", "top_label_mce", "classwise_ece"})
 # --step keeps log-loss, Brier, ECE/MCE (equal-width bins), Spiegelhalter and the field
 # metrics exact (state.py); only these move with it.
@@ -263,6 +303,12 @@ GATED_SETTINGS: dict[str, GatedSetting] = {
     "step": GatedSetting("--step", STEP_METRICS, None),
     "label_col": GatedSetting("--label-col", _ALL, "label"),
     "score_col": GatedSetting("--score-col", _ALL, "score"),  # only where maps are evaluated
+    "segment_cols": GatedSetting("--segment-col", _SEGMENTED, None),
+    "segment_bins": GatedSetting("--segment-bins", _SEGMENTED, segment_options.BINS),
+    "segment_top": GatedSetting("--segment-top", _SEGMENTED, segment_options.TOP),
+    "segment_depth": GatedSetting("--segment-depth", _SEGMENTED, segment_options.DEPTH),
+    "segment_min_rows": GatedSetting("--segment-min-rows", _SEGMENTED, segment_options.MIN_ROWS),
+    "segment_max": GatedSetting("--segment-max", _SEGMENTED, segment_options.MAX_SEGMENTS),
 }
 SETTING_DEFAULTS = {k: g.default for k, g in GATED_SETTINGS.items()}
 
@@ -280,3 +326,16 @@ def _num(v: float | None) -> str:
 
 def _clean(v: Any) -> Any:
     return None if isinstance(v, float) and v != v else v
+
+
+def infinite_keys(values: dict[str, Any]) -> list[str]:
+    """The keys whose value is +inf (JSON has no infinity: they are written null and listed)."""
+    return [k for k, v in values.items() if isinstance(v, float) and v == math.inf]
+
+
+def _finite_json(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` with every infinite number written null and its key listed under "infinite"
+    (+inf only: a metric is never -inf; -inf would be written null, unlisted)."""
+    out = {k: None if isinstance(v, float) and v in (math.inf, -math.inf) else v for k, v in obj.items()}
+    out["infinite"] = infinite_keys(obj)
+    return out

@@ -1,5 +1,5 @@
 """Using a saved map outside calibcli: `calib export --sql`."""
 
-from calibcli import _forward
+from calibcli._moved import forward
 
-__getattr__ = _forward(__name__, "calibcli.export.sql")  # the names of the old calibcli.export module
+__getattr__ = forward(__name__, "calibcli.export.sql")  # the names of the old calibcli.export module

@@ -1,5 +1,5 @@
 """Making maps: the fit pipeline, score summaries, and `compare` (which method)."""
 
-from calibcli import _forward
+from calibcli._moved import forward
 
-__getattr__ = _forward(__name__, "calibcli.fitting.pipeline")  # the names of the old calibcli.fitting module
+__getattr__ = forward(__name__, "calibcli.fitting.pipeline")  # the names of the old calibcli.fitting module

@@ -44,17 +44,25 @@ SLOW = ("bayes-iso",)
 KCLASS_FAST = ("temperature", "logistic", "isotonic")
 KCLASS_DEFAULT = ("temperature", "dirichlet", "logistic", "beta", "isotonic")
 PRESETS = ("fast", "default", "all")
+# With --field-col/--feature-col, the feature methods the default and all presets add (binary);
+# field-aware (a network, minutes per fold on large files) is compared when named.
+FEATURE_DEFAULT = ("multicalibration",)
 
 
 def _score_only() -> list[str]:
     return [m for m in registry.available() if not registry.get(m).uses_features]
 
 
-def preset(name: str, kind: str = BINARY) -> list[str]:
-    """The methods of preset `name` (`fast`, `default`, `all`) for scores of `kind`."""
-    return _PRESETS[kind][name]()
+def preset(name: str, kind: str = BINARY, features: bool = False) -> list[str]:
+    """The methods of preset `name` (`fast`, `default`, `all`) for scores of `kind`; with
+    `features` (field or feature columns given), binary `default` and `all` add `FEATURE_DEFAULT`."""
+    methods = _PRESETS[kind][name]()
+    if features and name != "fast":
+        methods += [m for m in _FEATURE_PRESET[kind] if m not in methods]
+    return methods
 
 
+_FEATURE_PRESET = {BINARY: FEATURE_DEFAULT, KCLASS: ()}  # K-class scores take no feature columns
 _PRESETS = {
     BINARY: {"fast": lambda: list(FAST), "default": lambda: [m for m in _score_only() if m not in SLOW],
              "all": _score_only},
@@ -69,15 +77,16 @@ def default_methods() -> list[str]:
     return preset("default")
 
 
-def methods_of(given: Sequence[str] | None, kind: str = BINARY) -> list[str]:
+def methods_of(given: Sequence[str] | None, kind: str = BINARY, features: bool = False) -> list[str]:
     """The methods `-m` names, in order, canonical names, each once: method names, comma lists
-    and the presets `fast`, `default` and `all` (no `-m`: `default`); `none` is always compared."""
+    and the presets `fast`, `default` and `all` (no `-m`: `default`; with `features`, the field
+    or feature columns given, the presets add `FEATURE_DEFAULT`); `none` is always compared."""
     chosen: list[str] = []
     for item in given or ["default"]:
         for name in (part.strip() for part in str(item).split(",")):
             if not name or name == NONE:
                 continue
-            names = preset(name, kind) if name in PRESETS else [registry.canonical(name)]
+            names = preset(name, kind, features) if name in PRESETS else [registry.canonical(name)]
             chosen.extend(n for n in names if n not in chosen)
     if not chosen:
         raise UsageError("-m none alone compares nothing: the uncalibrated scores (none) are always compared",
@@ -88,8 +97,7 @@ def methods_of(given: Sequence[str] | None, kind: str = BINARY) -> list[str]:
 
 
 def _check_binary(method: str) -> None:
-    if registry.binary(method).uses_features:
-        raise UsageError(f"method {method!r} needs feature columns; compare takes score-only methods")
+    registry.binary(method)  # a feature method named without --field-col/--feature-col fits on the scores alone
 
 
 def _check_kclass(method: str) -> None:
@@ -179,11 +187,12 @@ def unfitted(build, seed: int, uncalibrated: Callable[[np.ndarray], np.ndarray] 
 
 def compare(s: np.ndarray, y: np.ndarray, methods: Sequence[str], folds: int, seed: int,
             calbin_window: int = metrics.CALBIN_WINDOW, make=None, fold_metrics=None,
-            steps: progress.Steps | None = None) -> list[MethodScore]:
+            steps: progress.Steps | None = None, features: dict[str, np.ndarray] | None = None) -> list[MethodScore]:
     """Cross-validated scores of each method on scores `s` ((n,), or (n, K) with class codes
     `y`) and labels `y`. `make(method)` gives an unfitted calibrator (default: the binary
     method with `seed`; `none` the scores as they are), `fold_metrics(y, p)` a fold's metrics
-    (default: `COMPARED`); `steps` counts the fits done (a progress bar)."""
+    (default: `COMPARED`); `steps` counts the fits done (a progress bar); `features` (column
+    name -> one value per row) go to the methods that read them, split like the scores."""
     make = make or unfitted(lambda m: registry.calibrator(m, BINARY), seed)
     fold_metrics = fold_metrics or (lambda y_test, p: _binary_fold(y_test, p, calbin_window))
     steps = steps or progress.Steps()
@@ -198,8 +207,12 @@ def compare(s: np.ndarray, y: np.ndarray, methods: Sequence[str], folds: int, se
                 test = ids == k
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", CalibWarning)
-                    cal = make(method).fit(s[~test], y[~test])
-                    p = cal.predict(s[test])
+                    cal = make(method)
+                    if features and getattr(cal, "uses_features", False):
+                        cal.fit(s[~test], y[~test], features={c: v[~test] for c, v in features.items()})
+                        p = cal.predict(s[test], features={c: v[test] for c, v in features.items()})
+                    else:
+                        p = cal.fit(s[~test], y[~test]).predict(s[test])
                 for m, v in fold_metrics(y[test], p).items():
                     score.folds.setdefault(m, []).append(v)
                 done += 1
@@ -235,23 +248,26 @@ def compare_file(path: str, request: CompareRequest, methods: Sequence[str] | No
     """Compare methods on a score file (one score column, or K with `request.columns.score_cols`)
     on the same folds; with `out`, save the chosen method's map (`pick`) refitted on all rows."""
     kind = kind_of(request.columns)
-    chosen = methods_of(methods, kind)
+    chosen = methods_of(methods, kind, bool(request.columns.fields or request.columns.features))
     check_pick(pick)
     if out is not None:
         targets.check_output(out, [path])
         check_out(out)
     rows = read_rows(path, request.columns, fmt, kind)
-    extra = {k: rows.training[k] for k in ("score_kind", "labels_read_as", "score_list_col") if k in rows.training}
+    extra = {k: rows.training[k] for k in ("score_kind", "labels_read_as", "score_list_col", "field_cols",
+                                           "feature_cols") if k in rows.training}
     return compare_arrays(rows.source, rows.scores, rows.labels, chosen, request, kind=kind,
                           score_kind=rows.score_kind, classes=rows.classes, score_cols=rows.score_cols or None,
-                          out=out, pick=pick, training=extra, show_progress=show_progress, calbin_window=calbin_window)
+                          out=out, pick=pick, training=extra, show_progress=show_progress, calbin_window=calbin_window,
+                          features=rows.features)
 
 
 def compare_arrays(source: str, scores: np.ndarray, labels: np.ndarray, methods: Sequence[str],
                    request: CompareRequest, *, kind: str = BINARY, score_kind: str = "probability",
                    classes: Sequence[Any] = (), score_cols: Sequence[str] | None = None, out: str | None = None,
                    pick: str = "recommended", training: dict[str, Any] | None = None, show_progress: bool = True,
-                   calbin_window: int = metrics.CALBIN_WINDOW) -> Comparison:
+                   calbin_window: int = metrics.CALBIN_WINDOW, features: dict[str, np.ndarray] | None = None
+                   ) -> Comparison:
     """The comparison both kinds share, on checked arrays (scores of `kind` and 0/1 labels or
     class codes): `none` and `methods` on the same folds, then with `out` the chosen method's
     map refitted on every row and saved. The one path of `calib compare` and `calibcli.compare`."""
@@ -264,10 +280,16 @@ def compare_arrays(source: str, scores: np.ndarray, labels: np.ndarray, methods:
     rows = [NONE, *(m for m in methods if m != NONE)]
     with progress.steps("compare", len(rows) * folds + (out is not None), "fits", show_progress) as steps:
         found = compare(scores, labels, rows, folds, seed, calbin_window, make=make,
-                        fold_metrics=lambda y, p: fold_metrics(y, p, calbin_window), steps=steps)
+                        fold_metrics=lambda y, p: fold_metrics(y, p, calbin_window), steps=steps, features=features)
         result = Comparison(source, int(labels.size), folds, seed, metric, found, compared, described, pick)
-        return save_best(result, out, lambda method: saved(make(method).fit(scores, labels), classes, score_cols),
-                         training, steps)
+
+        def refit(method: str):
+            cal = make(method)
+            fitted = (cal.fit(scores, labels, features=features) if features and getattr(cal, "uses_features", False)
+                      else cal.fit(scores, labels))
+            return saved(fitted, classes, score_cols)
+
+        return save_best(result, out, refit, training, steps)
 
 
 def check_pick(pick: str) -> str:

@@ -23,7 +23,7 @@ from importlib import import_module
 from typing import Any
 
 _HOME = {
-    "check_scores_for": "columns", "field_codes": "columns", "field_values": "columns",
+    "categorical_features": "columns", "check_scores_for": "columns", "field_codes": "columns", "field_values": "columns",
     "map_features": "columns", "missing_column": "columns", "refused_scores": "columns", "scores_from": "columns",
     "scores_or_nan": "columns",
     "weights_from": "columns",

@@ -224,9 +224,22 @@ def check_scores_for(cal: Any, s: np.ndarray, col: str, source: str, map_path: s
         )
 
 
+def is_categorical(typ: pa.DataType) -> bool:
+    """Whether a feature column of this Arrow type is read as categorical: text, booleans
+    and dictionary-encoded columns; every other type is numeric."""
+    return (pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_boolean(typ)
+            or pa.types.is_dictionary(typ) or pa.types.is_null(typ))
+
+
+def categorical_features(table: pa.Table | pa.RecordBatch, names: Sequence[str], source: str) -> list[str]:
+    """The `--feature-col` columns of `table` that are categorical (`is_categorical`), in the given order."""
+    return [c for c in names if is_categorical(column_of(table, c, source, "--feature-col").type)]
+
+
 def map_features(table: pa.Table | pa.RecordBatch, categorical: Sequence[str], numeric: Sequence[str],
                  source: str, offset: int = 0) -> dict[str, np.ndarray]:
-    """The feature columns a field-aware map reads: categorical as strings, numeric as floats."""
+    """The feature columns a field-aware or multicalibration map reads: categorical as strings
+    (a null as ''), numeric as floats."""
     feats = {c: field_values(table, c, source) for c in categorical}
     feats.update({c: scores_from(table, c, source, offset, flag="--feature-col") for c in numeric})
     return feats

@@ -42,8 +42,18 @@ OPTIONS: dict[str, Bound] = {
     "--ece-bins": Bound(1, 100_000, "more bins than that leave most of them empty on any real data"),
     "--hl-groups": Bound(3, 100_000, "the Hosmer-Lemeshow test has groups - 2 degrees of freedom"),
     "--folds": Bound(2, 100, "each fold refits every method; 100 folds of a slow method take minutes"),
+    "--min-rows": Bound(1, 1e15, "the rows (weight) a --by-field value needs to be tested: fewer are noise, not evidence"),
     "--max-knots": Bound(2, 10_000_000, "a simplified map keeps its two end knots; more knots than a map has change nothing"),
     "--seed": Bound(0, SEED_MAX, "seeds are 64-bit integers, stored exactly in the map"),
+    "--segment-bins": Bound(1, 100, "each quantile bin of a numeric segment column is a level; combinations of "
+                                    "levels multiply across columns"),
+    "--segment-depth": Bound(0, 10, "segments intersect up to this many columns: each combination of columns is "
+                                    "one pass over the rows"),
+    "--segment-max": Bound(1, 1_000_000, "every checked segment is listed in memory"),
+    "--segment-min-rows": Bound(1, 10**15, "a segment is checked when it has at least this many rows"),
+    "--segment-top": Bound(1, 100, "the most frequent values of a categorical segment column kept as levels; "
+                                   "combinations of levels multiply across columns"),
+    "--segments": Bound(0, 100_000, "rows of the worst-segments table (0: none)"),
     "--step": Bound(1e-12, 1e300, "p / step stays below 2^40, so rint(p / step) * step is within step/2 of p "
                     "(to 1e-4 of a step): a finer step would bucket nothing and name buckets wrongly"),
     "--top": Bound(1, 10_000, "rows of the --by-field table"),

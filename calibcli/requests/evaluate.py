@@ -20,10 +20,14 @@ from calibcli.requests.gates import GateSpec, parse_limits, refuse_targets, requ
 from calibcli.requests.metrics import (HL_GROUPS, KCLASS_METRICS, METRICS, NO_INTERVAL, STEP_NA, MetricChoice,
                                        withheld_reason)
 from calibcli.requests.names import column_options
+from calibcli.requests.segments import SegmentSpec, segment_spec
 from calibcli.calibrators.params import CALBIN_WINDOW, ECE_BINS, ECE_STRATEGIES
 
+MIN_ROWS = 30  # --min-rows: the rows (weight) a field value needs for --by-field to test and show it
+
 DIAGRAMS = ("corp", "smooth", "binned")  # `calib evaluate --diagram`: what --plot draws
-GATE_ON = ("point", "upper")  # `calib evaluate --gate-on`
+GATE_ON = ("point", "worst", "best")  # `calib evaluate --gate-on`
+GATE_ON_ALIASES = {"upper": "worst"}  # deprecated names (the CLI warns)
 OUTPUT_FORMATS = ("table", "json", "csv", "markdown")  # `calib evaluate --output-format`
 CONFIDENCE = 0.95  # the level of --bootstrap intervals
 
@@ -68,6 +72,9 @@ class EvaluateOptions:
     prob_cols: tuple[str, ...] = ()  # --prob-col: binary probability columns
     maps: tuple[tuple[str, dict], ...] = ()  # --map: (path, envelope), each read once here
     kind: str = BINARY  # of every prediction evaluated (kinds.BINARY or kinds.KCLASS)
+    names: tuple[str, ...] = ()  # what is evaluated, as results name it (gates may name one)
+    min_rows: int = MIN_ROWS  # --min-rows: the rows a field value needs to be tested by --by-field
+    segments: SegmentSpec | None = None  # --segment-col ...: the multicalibration error's segments
 
     @classmethod
     def build(cls, *, label_col: str = "label", score_col: str = "score", field_col: str | None = None,
@@ -80,7 +87,10 @@ class EvaluateOptions:
               bands: int | None = None, hl_groups: int | None = None, diagram: str | None = None,
               fail_above: Sequence[str] = (), fail_below: Sequence[str] = (), max_regression: Sequence[str] = (),
               baseline: str | None = None, gate_on: str = "point", prob_cols: Sequence[str] = (),
-              maps: Sequence[str] = (), kind: str | None = None) -> "EvaluateOptions":
+              maps: Sequence[str] = (), kind: str | None = None, min_rows: int | None = None,
+              segment_cols: Sequence[str] = (), segment_bins: int | None = None, segment_top: int | None = None,
+              segment_depth: int | None = None, segment_min_rows: int | None = None, segment_max: int | None = None,
+              segments: int | None = None) -> "EvaluateOptions":
         """Check every option and how they combine, the kind of what is evaluated included.
 
         `prob_cols`, `kclass_cols` and `maps` (paths: each envelope is read here) are what is
@@ -88,11 +98,18 @@ class EvaluateOptions:
         evaluate arrays and frames: default binary). `interval_cols`: (low, high) or the text of
         `--interval-cols LOW,HIGH`; `diagram` (what `--plot` draws) is kept with
         `reliability_bins` (a plot) only; the gates are the texts of `--fail-above`,
-        `--fail-below`, `--max-regression` (METRIC=VALUE) with `--baseline` and `--gate-on`."""
+        `--fail-below`, `--max-regression` ([COLUMN:]METRIC=VALUE: `gates.split_gate`) with
+        `--baseline` and `--gate-on` (point, worst, best; `upper` is worst's deprecated name);
+        `min_rows` (`--min-rows`) goes with `by_field`; the
+        `segment_*` options and `segments` (the rows of the worst-segments table) are those of
+        `--segment-col ...` (`requests.segments`; None: not given)."""
         column_options([("--label-col", label_col), ("--score-col", score_col), ("--field-col", field_col),
                         ("--weight-col", weight_col)])
         window = whole("--calbin-window", calbin_window)
-        bounds.check(bootstrap=bootstrap, seed=seed, top=top, ece_bins=ece_bins, bands=bands, hl_groups=hl_groups)
+        bounds.check(bootstrap=bootstrap, seed=seed, top=top, ece_bins=ece_bins, bands=bands, hl_groups=hl_groups,
+                     min_rows=min_rows)
+        if min_rows is not None and not by_field:
+            raise UsageError("--min-rows applies to --by-field", hint="add --by-field --field-col COLUMN")
         step = step_option(step)
         if ece_strategy not in ECE_STRATEGIES:
             raise UsageError(f"--ece-strategy {ece_strategy!r}: expected uniform or quantile")
@@ -108,7 +125,11 @@ class EvaluateOptions:
         if step is not None and ece_strategy != "uniform":
             raise UsageError("--ece-strategy quantile places its bin edges at percentiles of the exact p; it cannot "
                              "be combined with --step", hint="use --ece-strategy uniform (exact under --step), or drop --step")
-        gates = _gate_spec(fail_above, fail_below, max_regression, baseline, gate_on, bootstrap)
+        spec = segment_spec(segment_cols, bins=segment_bins, top=segment_top, depth=segment_depth,
+                            min_rows=segment_min_rows, max_segments=segment_max, shown=segments)
+        names = evaluated_names(prob_cols, kclass_cols, maps, score_col)
+        gates = _gate_spec(fail_above, fail_below, max_regression, baseline, gate_on, bootstrap,
+                           names if (prob_cols or kclass_cols or maps or kind is None) else None)
         choice = MetricChoice.parse(metrics, required=gates.metrics_used(), bands=bands, seed=seed,
                                     plot=reliability_bins is not None,
                                     hl_groups=HL_GROUPS if hl_groups is None else hl_groups)
@@ -118,10 +139,26 @@ class EvaluateOptions:
                    BootstrapPlan(bootstrap, seed) if bootstrap else None, top if by_field else None,
                    reliability_bins, _interval_cols(interval_cols), pos_label, tuple(kclass_cols),
                    None if classes is None else tuple(classes), score_cols, choice,
-                   diagram if reliability_bins is not None else None, tuple(prob_cols), envelopes, kind)
+                   diagram if reliability_bins is not None else None, tuple(prob_cols), envelopes, kind,
+                   tuple(names), segments=spec)
+        if min_rows is not None:
+            opts.min_rows = min_rows
+        if choice.segment_named and spec is None:
+            gated = sorted(set(choice.segment_named) & gates.metrics_used())
+            what = f"a gate on {gated[0]}" if gated else f"--metrics {choice.segment_named[0]}"
+            raise UsageError(f"{what.replace('_', '-')} needs --segment-col (the columns whose segments it checks)",
+                             hint="e.g. --segment-col country --segment-col age")
         _KIND_CHECKS[kind](opts)
         _check_gates(opts)
         return opts
+
+
+def evaluated_names(prob_cols: Sequence[str], kclass_cols: Sequence[str], maps: Sequence[str],
+                    score_col: str) -> list[str]:
+    """The names results take, in order: each --prob-col and --prob-cols SPEC as typed, then each
+    --map's path (`<stdin>` for `-`); the score column itself when none is given."""
+    names = [*prob_cols, *kclass_cols, *("<stdin>" if m == "-" else str(m) for m in maps)]
+    return names or [score_col]
 
 
 def _envelopes(paths: Sequence[str]) -> tuple[tuple[str, dict], ...]:
@@ -184,18 +221,22 @@ _KIND_CHECKS = {BINARY: _binary_checks, KCLASS: _kclass_checks}
 
 
 def _gate_spec(fail_above: Sequence[str], fail_below: Sequence[str], max_regression: Sequence[str],
-               baseline: str | None, gate_on: str, bootstrap: int) -> GateSpec:
-    """The gates of `--fail-above`, `--fail-below`, `--max-regression` (each METRIC=VALUE, read by
-    `gates.parse_limits`), `--baseline` and `--gate-on`."""
+               baseline: str | None, gate_on: str, bootstrap: int, names: Sequence[str] | None) -> GateSpec:
+    """The gates of `--fail-above`, `--fail-below`, `--max-regression` (each [COLUMN:]METRIC=VALUE,
+    read by `gates.parse_limits`; a COLUMN among `names`), `--baseline` and `--gate-on`."""
+    given = gate_on
+    gate_on = GATE_ON_ALIASES.get(gate_on, gate_on)
     if gate_on not in GATE_ON:
-        raise UsageError(f"--gate-on {gate_on!r}: expected one of {', '.join(GATE_ON)}")
-    if gate_on == "upper" and bootstrap <= 0:
-        raise UsageError("--gate-on upper needs confidence intervals", hint="add --bootstrap 200 (or more)")
+        raise UsageError(f"--gate-on {given!r}: expected one of {', '.join(GATE_ON)}")
+    if gate_on != "point" and bootstrap <= 0:
+        raise UsageError(f"--gate-on {given} needs confidence intervals", hint="add --bootstrap 200 (or more)")
     if max_regression and baseline is None:
         raise UsageError("--max-regression needs --baseline FILE",
                          hint="write one with `calib evaluate ... --save-baseline FILE`")
-    spec = GateSpec(parse_limits(fail_above, "--fail-above"), parse_limits(fail_below, "--fail-below"),
-                    parse_limits(max_regression, "--max-regression", allow_percent=True), baseline, gate_on)
+    spec = GateSpec(parse_limits(fail_above, "--fail-above", columns=names),
+                    parse_limits(fail_below, "--fail-below", columns=names),
+                    parse_limits(max_regression, "--max-regression", allow_percent=True, columns=names),
+                    baseline, gate_on)
     refuse_targets(spec.max_regression)
     if baseline is not None and not spec.max_regression:
         raise UsageError("--baseline needs --max-regression METRIC=VALUE",
@@ -208,15 +249,21 @@ def _check_gates(opts: EvaluateOptions) -> None:
     (n/a there), --gate-on upper on a metric without a bootstrap interval (`WITHHELD`: its missing
     end must not pass or fail a gate silently)."""
     spec = opts.gates
-    bare = sorted(spec.metrics_used() & NO_INTERVAL) if spec.gate_on == "upper" else []
+    bare = sorted(spec.metrics_used() & NO_INTERVAL) if spec.gate_on != "point" else []
     if bare:
-        raise UsageError(f"--gate-on upper on {bare[0].replace('_', '-')}: it has no bootstrap interval "
+        raise UsageError(f"--gate-on {spec.gate_on} on {bare[0].replace('_', '-')}: it has no bootstrap interval "
                          f"({withheld_reason(bare[0])})", hint="use --gate-on point")
     n_a = sorted(spec.metrics_used() & set(STEP_NA)) if opts.step is not None else []
     if n_a:
         name = n_a[0].replace("_", "-")
         raise UsageError(f"a gate on {name} needs the exact probabilities: it is n/a with --step "
                          "(no bound from the bucketed p covers it)", hint="drop --step, or gate on other metrics")
+
+
+def field_min_rows(min_rows: float) -> float:
+    """`min_rows=` of `calibcli.evaluate` (fields ranked by evidence): `--min-rows`'s range."""
+    bounds.check(min_rows=min_rows)
+    return min_rows
 
 
 def _interval_cols(cols: str | tuple[str, str] | None) -> tuple[str, str] | None:
@@ -230,11 +277,23 @@ def _interval_cols(cols: str | tuple[str, str] | None) -> tuple[str, str] | None
 
 
 def evaluate_output(output_format: str | None = None, deprecated: str | None = None, as_json: bool = False,
-                    save_baseline: str | None = None) -> str:
+                    save_baseline: str | None = None, summary: str | None = None, title: str | None = None,
+                    plot: str | None = None) -> str:
     """What `calib evaluate` writes on stdout (table, json, csv or markdown), from --output-format,
-    its deprecated name --output (`deprecated`) or --json; `--save-baseline` must name a file."""
+    its deprecated name --output (`deprecated`) or --json; `--save-baseline` and `--summary` must
+    name files, each another than the others (and than `--plot`); `--title` must hold text."""
     if save_baseline == "-":
         raise UsageError("--save-baseline needs a file name", hint="use --json for the report on stdout")
+    if summary == "-":
+        raise UsageError("--summary needs a file name", hint="use --output-format markdown for Markdown on stdout")
+    files = [(flag, path) for flag, path in (("--save-baseline", save_baseline), ("--summary", summary),
+                                              ("--plot", plot)) if path is not None and path != "-"]
+    for i, (flag, path) in enumerate(files):
+        for other, again in files[:i]:
+            if path == again:
+                raise UsageError(f"{path}: {other} and {flag} name the same file")
+    if title is not None and not title.strip():
+        raise UsageError("--title is empty", hint="give the report a heading, e.g. --title 'nightly model'")
     option = "--output" if deprecated is not None else "--output-format"
     if deprecated is not None:
         if output_format is not None:
@@ -246,4 +305,5 @@ def evaluate_output(output_format: str | None = None, deprecated: str | None = N
     return "json" if as_json else kind
 
 
-__all__ = ["BootstrapPlan", "DIAGRAMS", "EvaluateOptions", "GATE_ON", "OUTPUT_FORMATS", "evaluate_output"]
+__all__ = ["BootstrapPlan", "DIAGRAMS", "EvaluateOptions", "GATE_ON", "GATE_ON_ALIASES", "MIN_ROWS", "OUTPUT_FORMATS",
+           "evaluate_output", "evaluated_names", "field_min_rows"]

@@ -38,6 +38,11 @@ class Columns:
     def __post_init__(self) -> None:
         column_options([("--score-col", self.score), ("--label-col", self.label), ("--weight-col", self.weight),
                         *(("--field-col", c) for c in self.fields), *(("--feature-col", c) for c in self.features)])
+        named = [*self.fields, *self.features]
+        twice = next((c for c in named if named.count(c) > 1), None)
+        if twice is not None:
+            raise UsageError(f"column {twice!r} is given more than once with --field-col/--feature-col",
+                             hint="name each column once: --field-col for segments, --feature-col for other inputs")
 
 
 @dataclass(frozen=True)

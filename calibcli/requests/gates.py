@@ -29,21 +29,53 @@ def refuse_targets(limits: Sequence["Limit"]) -> None:
 
 @dataclass(frozen=True)
 class Limit:
-    """One `METRIC=VALUE` option: a threshold, or an allowed regression (`relative`: a fraction)."""
+    """One `[COLUMN:]METRIC=VALUE` option: a threshold, or an allowed regression (`relative`: a
+    fraction), for every evaluated column and map (`column` None) or for the one it names."""
 
     metric: str
     value: float
     relative: bool = False
+    column: str | None = None
+
+    def applies_to(self, name: str, limits: Sequence["Limit"]) -> bool:
+        """Whether this gate checks result `name`: a gate naming a column checks that one; a gate
+        without one checks every result that has no gate of its own on the same metric."""
+        if self.column is not None:
+            return self.column == name
+        return not any(other.column == name and other.metric == self.metric for other in limits)
 
 
-def parse_limits(specs: Sequence[str], flag: str, allow_percent: bool = False) -> list[Limit]:
-    """Parse `METRIC=VALUE` options (`VALUE%` too when `allow_percent`); one per metric."""
-    out: dict[str, Limit] = {}
+def split_gate(spec: str, flag: str, columns: Sequence[str] | None = None) -> tuple[str | None, str, str]:
+    """(column or None, metric text, value text) of `[COLUMN:]METRIC=VALUE`.
+
+    The rule: the value follows the last `=`; before it, the metric follows the last `:`, and
+    what precedes that `:` names an evaluated column or map (`columns`; a name may itself hold
+    `:` or `=`). Without a `:` the gate is on every column and map. A name that is not evaluated
+    is refused here, with the names that are."""
+    name, sep, text = spec.rpartition("=")
+    if not sep or not name.strip() or not text.strip():
+        return None, "", ""
+    column, colon, metric = name.rpartition(":")
+    if not colon:
+        return None, name, text
+    if columns is not None and column not in columns:
+        shown = ", ".join(map(repr, columns))
+        raise UsageError(f"{flag} {spec!r}: {column!r} is not an evaluated column or map",
+                         hint=f"this run evaluates {shown}; {flag} METRIC=VALUE (no COLUMN:) gates every one")
+    return column, metric, text
+
+
+def parse_limits(specs: Sequence[str], flag: str, allow_percent: bool = False,
+                 columns: Sequence[str] | None = None) -> list[Limit]:
+    """Parse `[COLUMN:]METRIC=VALUE` options (`VALUE%` too when `allow_percent`; `split_gate`
+    reads the column); one per metric and column. `columns`: the names evaluated (None: not
+    checked here)."""
+    out: dict[tuple[str | None, str], Limit] = {}
     example = "field-rce=5%" if allow_percent else "field-rce=0.12"
     for spec in specs:
-        name, sep, text = spec.partition("=")
-        if not sep or not name.strip() or not text.strip():
-            raise UsageError(f"{flag} {spec!r} is not METRIC=VALUE", hint=f"e.g. {flag} {example}")
+        column, name, text = split_gate(spec, flag, columns)
+        if not name.strip() or not text.strip():
+            raise UsageError(f"{flag} {spec!r} is not [COLUMN:]METRIC=VALUE", hint=f"e.g. {flag} {example}")
         key = metric_key(name, flag)
         text = text.strip()
         relative = allow_percent and text.endswith("%")
@@ -56,9 +88,10 @@ def parse_limits(specs: Sequence[str], flag: str, allow_percent: bool = False) -
             raise UsageError(f"{flag} {spec!r}: the value must be finite")
         if allow_percent and value < 0:
             raise UsageError(f"{flag} {spec!r}: an allowed regression cannot be negative")
-        if key in out:
-            raise UsageError(f"{flag} is given twice for {key.replace('_', '-')}")
-        out[key] = Limit(key, value / 100 if relative else value, relative)
+        if (column, key) in out:
+            where = "" if column is None else f" of {column!r}"
+            raise UsageError(f"{flag} is given twice for {key.replace('_', '-')}{where}")
+        out[(column, key)] = Limit(key, value / 100 if relative else value, relative, column)
     return list(out.values())
 
 
@@ -70,7 +103,7 @@ class GateSpec:
     fail_below: list[Limit] = field(default_factory=list)
     max_regression: list[Limit] = field(default_factory=list)
     baseline: str | None = None
-    gate_on: str = "point"
+    gate_on: str = "point"  # point, worst or best (GATE_ON)
 
     @property
     def active(self) -> bool:
@@ -88,4 +121,4 @@ def require_field_col(spec: GateSpec, field_col: str | None) -> None:
         raise UsageError(f"a gate on {names} needs --field-col")
 
 
-__all__ = ["GateSpec", "Limit", "parse_limits", "refuse_targets", "require_field_col"]
+__all__ = ["GateSpec", "Limit", "parse_limits", "refuse_targets", "require_field_col", "split_gate"]

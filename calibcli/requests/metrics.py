@@ -49,7 +49,13 @@ METRICS: dict[str, tuple[str, str]] = {
     "kuiper": ("Kuiper", "lower"),
     "kuiper_p": ("Kuiper p", "higher"),
     "interval_width": ("interval width", "lower"),  # with interval columns (evaluation.intervals)
-    "interval_coverage": ("interval coverage", "higher"),
+    "interval_coverage": ("bin-rate coverage", "higher"),  # a proxy: Venn-Abers promises no such coverage
+    "interval_label_ece": ("label-side ECE", "lower"),  # what the Venn-Abers guarantee is about
+    "interval_label_p": ("label-side p", "higher"),
+    # the multicalibration error over the segments of --segment-col (multicalibration.py)
+    "multical": ("multical", "lower"),
+    "multical_sigma": ("multical σ", "lower"),
+    "multical_p": ("multical p", "higher"),
 }
 # The K-class metrics (`kclass_metrics`), in table order; gates and tables read both tables.
 KCLASS_METRICS: dict[str, tuple[str, str]] = {
@@ -61,7 +67,9 @@ KCLASS_METRICS: dict[str, tuple[str, str]] = {
     "classwise_ece": ("classwise ECE", "lower"),
     "auc": ("AUC", "higher"),
 }
-INTERVAL_KEYS = ("interval_width", "interval_coverage")  # only beside interval columns
+INTERVAL_KEYS = ("interval_width", "interval_coverage", "interval_label_ece", "interval_label_p")  # with intervals
+# Computed exactly when --segment-col is given (binary: these; K classes: their top-label versions).
+SEGMENT = ("multical", "multical_sigma", "multical_p")
 KCLASS_BASE = tuple(KCLASS_METRICS)  # the K-class table before the top-label reductions
 # The metrics of a distribution of p beyond the first set (`selection.NEW`), which a K-class
 # prediction gets on its top label: the confidence max_k p_k against whether the top class is right.
@@ -69,6 +77,7 @@ TOP_LABEL = "top_label_"
 _NEW = list(METRICS)[list(METRICS).index("brier_mcb"):]
 KCLASS_METRICS.update({TOP_LABEL + k: ("top-label " + METRICS[k][0], METRICS[k][1])
                        for k in _NEW if k not in INTERVAL_KEYS})
+TOP_LABEL_SEGMENT = tuple(TOP_LABEL + k for k in SEGMENT)
 ALL_METRICS: dict[str, tuple[str, str]] = {**METRICS, **KCLASS_METRICS}
 TARGETS = {"cal_slope": 1.0, "cal_intercept": 0.0, "spiegelhalter_z": 0.0}
 
@@ -99,7 +108,7 @@ DECOMPOSITION = ("brier_mcb", "brier_dsc", "brier_unc", "log_loss_mcb", "log_los
 EXTRA = ("corp_p", "smece", "ece_debiased", "hl_stat", "hl_p", "ks", "ks_p", "kuiper", "kuiper_p")
 NEW = DECOMPOSITION + EXTRA
 # The metrics of the first releases, in table order (field metrics only with --field-col).
-BASE = tuple(k for k in METRICS if k not in NEW and k not in INTERVAL_KEYS)
+BASE = tuple(k for k in METRICS if k not in NEW and k not in INTERVAL_KEYS and k not in SEGMENT)
 DEFAULT = BASE + DECOMPOSITION
 ALL = BASE + NEW
 # p-values and resampling tests: not replicated by the bootstrap (an interval of a p-value says nothing)
@@ -126,6 +135,7 @@ class MetricChoice:
     kclass_keys: tuple[str, ...] = KCLASS_DEFAULT
     binary_only: tuple[str, ...] = ()
     kclass_only: tuple[str, ...] = ()
+    segment_named: tuple[str, ...] = ()  # the SEGMENT metrics named or gated: they need --segment-col
 
     @classmethod
     def parse(cls, text: str | None = None, *, required: Iterable[str] = (), bands: int | None = None,
@@ -136,6 +146,7 @@ class MetricChoice:
         bands are, or when named (then with `CORP_ROUNDS` rounds unless --bands says). `bands`
         and `hl_groups` are trusted: `EvaluateOptions.build` checks them against `bounds`."""
         rounds = (BANDS_WITH_PLOT if plot else 0) if bands is None else bands
+        binary_names, kclass_names = ALL + SEGMENT, KCLASS_ALL + TOP_LABEL_SEGMENT
         named: set[str] = set()
         chosen: set[str] = set()
         kchosen: set[str] = set()
@@ -146,8 +157,9 @@ class MetricChoice:
                 kchosen.update(KCLASS_DEFAULT if word.lower() == "default" else KCLASS_ALL)
                 continue
             key = word.lower().replace("-", "_")
-            if key not in ALL and key not in KCLASS_ALL:
-                names = ", ".join(k.replace("_", "-") for k in ALL + tuple(k for k in KCLASS_ALL if k not in ALL))
+            if key not in binary_names and key not in kclass_names:
+                names = ", ".join(k.replace("_", "-") for k in binary_names + tuple(k for k in kclass_names
+                                                                                     if k not in binary_names))
                 raise UsageError(f"--metrics: unknown metric {word!r}", hint=f"default, all, or of: {names}")
             named.add(key)
         asked = named | set(required)
@@ -163,9 +175,10 @@ class MetricChoice:
         else:
             chosen.discard("corp_p")
             kchosen.discard(TOP_LABEL + "corp_p")
+        segment = set(SEGMENT + TOP_LABEL_SEGMENT)
         return cls(tuple(k for k in ALL if k in chosen), rounds, seed, hl_groups,
-                   tuple(k for k in KCLASS_ALL if k in kchosen), tuple(sorted(named - set(KCLASS_ALL))),
-                   tuple(sorted(named - set(ALL))))
+                   tuple(k for k in KCLASS_ALL if k in kchosen), tuple(sorted(named - set(kclass_names))),
+                   tuple(sorted(named - set(binary_names))), tuple(sorted(asked & segment)))
 
     def wants(self, *keys: str) -> bool:
         return any(k in self.keys for k in keys)
@@ -200,13 +213,16 @@ _PAV = "PAV's in-sample fit biases it up by more than its spread"
 _ROOT = "the root of an estimate floored at 0, biased near 0 and in its intervals' coverage"
 _TEST = "a test statistic, as large under calibration whatever the rows: no interval covers 0"
 _P = "the p-value of a test whose statistic has no interval"
+_SEGMENTS = ("a maximum over many overlapping segments, as MCE is over bins: resampled maxima are biased up, "
+             "and no interval of it has been checked by simulation")
 WITHHELD: dict[str, str] = {
     **dict.fromkeys(with_top_label("mce", "top_label_mce"), _MAXIMUM),
     **dict.fromkeys(with_top_label("smece"), _GAPS),
     **dict.fromkeys(with_top_label("brier_mcb", "log_loss_mcb"), _PAV),
     **dict.fromkeys(with_top_label("ece_debiased"), _ROOT),
     **dict.fromkeys(with_top_label("hl_stat", "ks", "kuiper"), _TEST),
-    **dict.fromkeys(with_top_label("hl_p", "ks_p", "kuiper_p", "corp_p"), _P),
+    **dict.fromkeys(with_top_label("hl_p", "ks_p", "kuiper_p", "corp_p", "multical_p"), _P),
+    **dict.fromkeys(with_top_label("multical", "multical_sigma"), _SEGMENTS),
 }
 NO_INTERVAL = frozenset(WITHHELD)
 
@@ -218,7 +234,7 @@ def withheld_reason(key: str) -> str:
 
 __all__ = ["ALL", "ALL_METRICS", "BASE", "DECOMPOSITION", "DEFAULT", "EXTRA", "INTERVAL_KEYS", "KCLASS_ALL",
            "KCLASS_BASE", "KCLASS_DEFAULT", "KCLASS_METRICS", "METRICS", "MetricChoice", "NEW", "NO_INTERVAL",
-           "TARGETS", "TESTS", "TOP_LABEL", "TOP_LABEL_KEYS", "WITHHELD", "lower_is_better", "metric_key",
+           "SEGMENT", "TARGETS", "TESTS", "TOP_LABEL", "TOP_LABEL_KEYS", "TOP_LABEL_SEGMENT", "WITHHELD", "lower_is_better", "metric_key",
            "metric_names", "with_top_label", "withheld_reason"]
 
 

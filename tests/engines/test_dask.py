@@ -11,6 +11,7 @@ dd = pytest.importorskip("dask.dataframe", reason="dask[dataframe] is not instal
 from engine_contract import *  # noqa: E402,F401,F403 - the shared engine tests
 from engine_contract import data  # noqa: E402,F401
 from engine_kclass_contract import *  # noqa: E402,F401,F403 - the K-class engine tests
+from engine_features_contract import *  # noqa: E402,F401,F403 - maps that read field and feature columns
 from repo import REPO
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore:The inplace keyword")

@@ -19,6 +19,7 @@ if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
 from engine_contract import *  # noqa: E402,F401,F403 - the shared engine tests
 from engine_contract import data  # noqa: E402,F401
 from engine_kclass_contract import *  # noqa: E402,F401,F403 - the K-class engine tests
+from engine_features_contract import *  # noqa: E402,F401,F403 - maps that read field and feature columns
 from sql_cases import CASES, build  # noqa: E402
 
 from calibcli.export import sql as export  # noqa: E402

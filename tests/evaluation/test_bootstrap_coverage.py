@@ -10,6 +10,8 @@ from repo import REPO
 import numpy as np
 import pytest
 
+from repo import REPO
+
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import bootstrap_coverage as sim  # noqa: E402

@@ -1,6 +1,8 @@
 """`calib evaluate` through the real CLI: gates, baselines, bootstrap, per-field view, diagrams,
 and the numbers that must not mislead (the rows behind MCE)."""
 
+import csv
+import io
 import json
 import subprocess
 import sys
@@ -70,7 +72,7 @@ def test_json_report_carries_the_gate_result(scores):
     result = run(scores, "--prob-col", "bad", "--field-col", "field", "--json", "--fail-above", "field-rce=0.05")
     assert result.exit_code == 1
     doc = json.loads(result.stdout)
-    assert doc["format"] == "calibcli.evaluation" and doc["schema_version"] == 3
+    assert doc["format"] == "calibcli.evaluation" and doc["schema_version"] == 4
     assert set(doc["results"][0]["metrics"]) == {"log_loss", "brier", "auc", "ece", "mce", "calbin", "cal_slope",
                                                  "cal_intercept", "spiegelhalter_z", "spiegelhalter_p",
                                                  "field_ece", "field_rce", "brier_mcb", "brier_dsc",
@@ -91,12 +93,12 @@ def test_without_gates_the_json_says_passed(scores):
 
 @pytest.mark.parametrize("args, message", [
     (["--fail-above", "fild-rce=0.1"], "error: --fail-above: unknown metric 'fild-rce'"),
-    (["--fail-below", "auc"], "error: --fail-below 'auc' is not METRIC=VALUE"),
+    (["--fail-below", "auc"], "error: --fail-below 'auc' is not [COLUMN:]METRIC=VALUE"),
     (["--fail-above", "brier=lots"], "error: --fail-above 'brier=lots': 'lots' is not a number"),
     (["--max-regression", "brier=1%"], "error: --max-regression needs --baseline FILE"),
     (["--gate-on", "upper", "--fail-above", "brier=0.3"], "error: --gate-on upper needs confidence intervals"),
-    (["--bootstrap", "20", "--gate-on", "upper", "--fail-above", "brier=0.3", "--fail-above", "mce=0.3"],
-     "error: --gate-on upper on mce: it has no bootstrap interval (a maximum over bins, biased up beyond what "
+    (["--bootstrap", "20", "--gate-on", "worst", "--fail-above", "brier=0.3", "--fail-above", "mce=0.3"],
+     "error: --gate-on worst on mce: it has no bootstrap interval (a maximum over bins, biased up beyond what "
      "resampling corrects)"),
     (["--fail-above", "field-ece=0.1"], "error: a gate on field-ece needs --field-col"),
     (["--by-field"], "error: --by-field needs --field-col"),
@@ -187,10 +189,13 @@ def test_bootstrap_intervals_and_gating_on_the_interval(scores):
     assert lo < point < hi
     threshold = f"field-rce={(lo + point) / 2}"  # inside the noise: point fails, interval passes
     assert run(*args, "--fail-above", threshold).exit_code == 1
-    upper = run(*args, "--fail-above", threshold, "--gate-on", "upper")
-    assert upper.exit_code == 0, upper.stderr
-    assert json.loads(upper.stdout)["gate"]["checks"][0]["compared"] == lo
-    assert run(*args, "--fail-above", f"field-rce={lo / 2}", "--gate-on", "upper").exit_code == 1
+    best = run(*args, "--fail-above", threshold, "--gate-on", "best")  # fails only when the whole interval fails
+    assert best.exit_code == 0, best.stderr
+    assert json.loads(best.stdout)["gate"]["checks"][0]["compared"] == lo
+    assert run(*args, "--fail-above", f"field-rce={lo / 2}", "--gate-on", "best").exit_code == 1
+    worst = run(*args, "--fail-above", f"field-rce={(point + hi) / 2}", "--gate-on", "worst")
+    assert worst.exit_code == 1 and json.loads(worst.stdout)["gate"]["checks"][0]["compared"] == hi
+    assert run(*args, "--fail-above", f"field-rce={hi * 1.01}", "--gate-on", "worst").exit_code == 0
     assert first["results"][0]["intervals"]["mce"] == [None, None]  # no interval: module docstring of bootstrap
     assert run(*args, "--fail-above", "mce=0.99").exit_code == 0  # MCE gates on its point value
 
@@ -202,13 +207,15 @@ def test_bootstrap_table_shows_intervals(scores):
 
 
 def test_by_field_lists_the_worst_fields(scores):
-    result = run(scores, "--prob-col", "bad", "--field-col", "field", "--by-field", "--top", 2)
+    result = runner.invoke(app, ["evaluate", str(scores), "--prob-col", "bad", "--field-col", "field", "--by-field",
+                                 "--top", "2"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
-    table = result.stdout[result.stdout.index("by |bias"):]
-    assert "top 2 of 4 values of 'field'" in result.stdout
-    assert table.splitlines()[4].split()[1] == "f3"  # the over-predicted field comes first
+    assert "the 2 of 4 values of 'field' with the strongest evidence of a gap" in result.stdout.replace("\n", " ")
+    table = result.stdout[result.stdout.index("strongest evidence"):]
+    assert next(line for line in table.splitlines() if "f" in line and "│" in line and "field" not in line
+                ).split("│")[1].strip() == "f3"  # the over-predicted field comes first
     doc = json.loads(run(scores, "--prob-col", "bad", "--field-col", "field", "--by-field", "--json").stdout)
-    worst = doc["results"][0]["by_field"]["by_bias"][0]
+    worst = doc["results"][0]["by_field"]["values"][0]
     assert worst["field"] == "f3" and worst["bias"] < 0 and worst["rows"] > 100
     assert worst["mean_p"] > worst["positive_rate"]
 
@@ -359,8 +366,9 @@ def test_table_never_cuts_a_number_at_any_width(scores, columns, monkeypatch):
 def test_csv_and_markdown_outputs_hold_every_metric(scores):
     doc = json.loads(run(scores, "--prob-col", "good", "--json").stdout)
     csv_out = run(scores, "--prob-col", "good", "--output-format", "csv")
-    header, row = csv_out.stdout.strip().splitlines()
-    values = dict(zip(header.split(","), row.split(",")))
+    header, row = list(csv.reader(io.StringIO(csv_out.stdout)))
+    values = dict(zip(header, row))
+    assert header[2:4] == ["calibrated", "direction"] and values["verdict"].startswith("calibrated within noise")
     assert values["name"] == "good" and values["kind"] == "column"
     for key, value in doc["results"][0]["metrics"].items():
         assert float(values[key]) == value  # full precision
@@ -441,9 +449,13 @@ def test_mce_from_a_two_row_bin_shows_its_count(tmp_path):
     assert r["mce_count"] == 2
     table = runner.invoke(app, ["evaluate", str(path), "--prob-col", "p"], env={"COLUMNS": "250"})
     assert table.exit_code == 0
-    header = next(line for line in table.stdout.splitlines() if "MCE rows" in line)
-    row = next(line for line in table.stdout.splitlines() if line.lstrip("│┃| ").startswith("p "))
-    cols = [c.strip() for c in row.split("│")]
-    heads = [c.strip() for c in header.replace("┃", "│").split("│")]
-    assert cols[heads.index("MCE rows")] == "2"
-    assert cols[heads.index("MCE rows") - 1] == "0.9550"
+    lines = table.stdout.splitlines()
+    if any("┃" in line for line in lines):  # one row per column
+        header = next(line for line in lines if "MCE rows" in line)
+        row = next(line for line in lines if line.lstrip("│┃| ").startswith("p ") and "│" in line)
+        cols = [c.strip() for c in row.split("│")]
+        heads = [c.strip() for c in header.replace("┃", "│").split("│")]
+        assert cols[heads.index("MCE rows")] == "2" and cols[heads.index("MCE rows") - 1] == "0.9550"
+    else:  # stacked blocks: a line per metric
+        assert next(line for line in lines if line.strip().startswith("MCE rows")).split()[-1] == "2"
+        assert next(line for line in lines if line.strip().startswith("MCE ↓")).split()[-1] == "0.9550"

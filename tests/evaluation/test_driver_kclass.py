@@ -171,7 +171,8 @@ def test_plots(data, tmp_path):
 def test_csv_and_markdown(data):
     path = data["dir"] / "k.parquet"
     csv = run(path, "--prob-cols", "p_*", "--output-format", "csv").stdout.splitlines()
-    assert csv[0] == "name,kind," + ",".join(km.KCLASS_METRICS)
+    assert csv[0] == ("name,kind,calibrated,direction,where_p_min,where_p_max,where_predicted,where_observed,verdict,"
+                      + ",".join(km.KCLASS_METRICS))
     assert "top-label ECE" in run(path, "--prob-cols", "p_*", "--output-format", "markdown").stdout
 
 
@@ -186,8 +187,8 @@ def test_csv_and_markdown(data):
     (["--prob-cols", "p_*", "--classes", "a,b"], "--classes names 2 classes"),
     (["--prob-cols", "p_*", "--classes", "a,b,c"], "row 1: label 'dog' is not a class"),
     (["--prob-cols", "p_*", "--weight-col", "w", "--bootstrap", "5"], "--bootstrap cannot resample weighted"),
-    (["--prob-cols", "p_*", "--bootstrap", "5", "--gate-on", "upper", "--fail-above", "top-label-mce=0.9"],
-     "--gate-on upper on top-label-mce: it has no bootstrap interval"),
+    (["--prob-cols", "p_*", "--bootstrap", "5", "--gate-on", "worst", "--fail-above", "top-label-mce=0.9"],
+     "--gate-on worst on top-label-mce: it has no bootstrap interval"),
 ])
 def test_refusals_are_one_line_exit_2(data, args, message):
     result = run(data["dir"] / "k.parquet", *args)

@@ -28,9 +28,9 @@ def test_parse_limits_values_and_percentages():
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("field-rce", "is not METRIC=VALUE"),
-    ("=0.1", "is not METRIC=VALUE"),
-    ("auc=", "is not METRIC=VALUE"),
+    ("field-rce", r"is not \[COLUMN:\]METRIC=VALUE"),
+    ("=0.1", r"is not \[COLUMN:\]METRIC=VALUE"),
+    ("auc=", r"is not \[COLUMN:\]METRIC=VALUE"),
     ("auc=high", "'high' is not a number"),
     ("auc=nan", "must be finite"),
     ("auc=5%", "'5%' is not a number"),
@@ -225,19 +225,28 @@ def test_bootstrap_with_one_class_leaves_auc_na(data):
 
 
 def test_field_breakdown_by_hand():
+    """Exact binomial per value at its mean p, BH over the values tested, ranked by evidence."""
+    from scipy import stats
+
     y = np.array([1, 0, 0, 1, 1, 0])
     p = np.array([0.2, 0.2, 0.2, 0.9, 0.5, 0.5])
     codes = np.array([0, 0, 0, 1, 2, 2])
-    out = diagnostics.field_breakdown(y, p, codes, ["a", "b", "c"], top=2)
-    assert out["fields"] == 3
-    first = out["by_bias"][0]
-    assert first["field"] == "a" and first["rows"] == 3 and first["positives"] == 1
+    out = diagnostics.field_breakdown(y, p, codes, ["a", "b", "c"], top=2, min_rows=1)
+    assert out["fields"] == 3 and out["tested"] == 3 and out["top"] == 2
+    raw = {"a": stats.binomtest(1, 3, 0.2).pvalue, "b": 2 * min(1.0, stats.binom.sf(0, 1, 0.9)),
+           "c": 1.0}
+    raw["b"] = min(1.0, raw["b"])
+    by_name = {v["field"]: v for v in diagnostics.field_breakdown(y, p, codes, ["a", "b", "c"], 3, 1)["values"]}
+    first = by_name["a"]
+    assert first["rows"] == 3 and first["positives"] == 1 and first["gap"] == pytest.approx(0.2 - 1 / 3)
     assert first["bias"] == pytest.approx(0.4) and first["relative_bias"] == pytest.approx(0.4 / 1.03)
-    assert [f["field"] for f in out["by_bias"]] == ["a", "b"]
-    assert [f["field"] for f in out["by_relative_bias"]] == ["a", "b"]
-    total_rce = sum(f["rows"] * abs(f["relative_bias"]) for f in
-                    diagnostics.field_breakdown(y, p, codes, ["a", "b", "c"], 3)["by_bias"]) / y.size
-    assert total_rce == pytest.approx(metrics.field_rce(y, p, codes))
+    assert by_name["a"]["p_value"] == pytest.approx(min(1.0, 2 * min(stats.binom.cdf(1, 3, 0.2),
+                                                                      stats.binom.sf(0, 3, 0.2))))
+    assert by_name["b"]["p_value"] == pytest.approx(min(1.0, 2 * min(stats.binom.cdf(1, 1, 0.9),
+                                                                      stats.binom.sf(0, 1, 0.9))))
+    assert by_name["c"]["p_value"] == pytest.approx(1.0)
+    assert [v["adjusted_p"] for v in out["values"]] == sorted(v["adjusted_p"] for v in out["values"])
+    assert diagnostics.field_breakdown(y, p, codes, ["a", "b", "c"], 3)["tested"] == 0  # default --min-rows 30
 
 
 def test_reliability_bins_have_equal_mass():
@@ -260,6 +269,12 @@ _SETTING_VALUES = {
     "label_col": ["label", "y"],
     "score_col": [None, "score", "s"],  # None: no map evaluated
     "hl_groups": [10, 5],
+    "segment_cols": [None, ["country"], ["country", "age"]],
+    "segment_bins": [3, 5],
+    "segment_top": [2, 4],
+    "segment_depth": [3, 1],
+    "segment_min_rows": [10, 100],
+    "segment_max": [1000, 50],
 }
 
 
@@ -276,7 +291,8 @@ def _saved_baseline(tmp_path, settings, metrics_):
                                  weight_col=settings["weight_col"], step=settings["step"],
                                  ece_bins=settings["ece_bins"], ece_strategy=settings["ece_strategy"],
                                  label_col=settings["label_col"], score_col=settings["score_col"],
-                                 hl_groups=settings["hl_groups"])
+                                 hl_groups=settings["hl_groups"],
+                                 **{k: v for k, v in settings.items() if k.startswith("segment_")})
     path = tmp_path / "base.json"
     path.write_bytes(report.to_json_bytes())
     return baseline.load_baseline(str(path))
@@ -321,6 +337,9 @@ def test_settings_refused_or_compared_property(tmp_path):
         key = next(k for k in results.GATED_SETTINGS if k in mismatched)
         assert option in message
         for value in ((saved[key] or "score") if key == "score_col" else saved[key], ours[key]):
+            if isinstance(value, list):  # --segment-col, repeated
+                assert " ".join(f"{option} {v!r}" for v in value) in message
+                continue
             assert (f"no {option}" if value is None else repr(value) if isinstance(value, str) else str(value)) \
                 in message
 

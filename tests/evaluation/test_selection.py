@@ -44,7 +44,7 @@ def test_every_metric_equals_the_python_api(data):
     want = calibcli.evaluate(y, p, metrics="all", bands=30, seed=4, hl_groups=7)
     for key, value in got.items():
         assert value == pytest.approx(want[key], rel=1e-12, abs=1e-12), key
-    assert doc["schema_version"] == 3 and doc["hl_groups"] == 7
+    assert doc["schema_version"] == 4 and doc["hl_groups"] == 7
 
 
 def test_default_set_is_the_first_set_and_the_decomposition(data):

@@ -80,7 +80,6 @@ def test_a_method_that_cannot_fit_is_reported_not_fatal(tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["--folds", "1"], "--folds 1 is out of range"),
-    (["-m", "field-aware"], "needs feature columns"),
     (["--metric", "auc"], "--metric 'auc'"),
 ])
 def test_bad_options_are_usage_errors(scores, args, message):

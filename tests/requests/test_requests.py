@@ -159,7 +159,8 @@ DOOR_OPTIONS = ("--seed", "--weight-kind", "--calbin-window", "--step", "--top",
                 "--ece-bins", "--ece-strategy", "--by-field", "--on-invalid", "--method", "--field-col",
                 "--bands", "--hl-groups", "--dialect", "--folds", "--metric", "--score-col", "--score-expr",
                 "--max-knots", "--gate-on", "--diagram", "--interval-cols", "--output-format", "--save-baseline",
-                "--classes", "--score-kind", "--param")
+                "--classes", "--score-kind", "--param", "--segment-col", "--segment-bins", "--segment-top",
+                "--segment-depth", "--segment-min-rows", "--segment-max", "--segments")
 DOORS = {str(p.relative_to(ROOT)) for p in (PACKAGE / "requests").glob("*.py")}  # the requests package
 # Left where it is, for now: --interval-cols against the input's columns (known once it is read).
 NOT_YET = {("--interval-cols", "calibcli/evaluation/metrics/intervals.py")}
@@ -249,6 +250,20 @@ EVALUATE_CASES = [
     ("--interval-cols", [*EVALUATE, "--interval-cols", "low"], lambda: EvaluateOptions.build(interval_cols="low")),
     ("--output-format", [*EVALUATE, "--output-format", "pdf"], lambda: evaluate_output("pdf")),
     ("--save-baseline -", [*EVALUATE, "--save-baseline", "-"], lambda: evaluate_output(save_baseline="-")),
+    ("--segment-bins", [*EVALUATE, "--segment-col", "field", "--segment-bins", "0"],
+     lambda: calibcli.evaluate(Y, S, segments={"field": ["a"] * S.size}, segment_bins=0)),
+    ("--segment-top integer", [*EVALUATE, "--segment-col", "field", "--segment-top", "101"],
+     lambda: calibcli.evaluate(Y, S, segments={"field": ["a"] * S.size}, segment_top=101)),
+    ("--segment-col twice", [*EVALUATE, "--segment-col", "field", "--segment-col", "field"],
+     lambda: EvaluateOptions.build(segment_cols=["field", "field"])),
+    ("--segments without --segment-col", [*EVALUATE, "--segments", "3"], lambda: EvaluateOptions.build(segments=3)),
+    ("--metrics multical without --segment-col", [*EVALUATE, "--metrics", "multical"],
+     lambda: calibcli.evaluate(Y, S, metrics="multical")),
+    ("engine --segment-depth", [*EVALUATE, "--segment-col", "field", "--segment-depth", "11"],
+     lambda: _dask("evaluate")(_dask_frame(), segment_cols=["score"], segment_depth=11)),
+    ("engine K-class --segment-max", ["evaluate", str(DATA / "digits_scores.csv"), "--prob-cols", "p_*",
+                                      "--segment-col", "label", "--segment-max", "0"],
+     lambda: _dask("evaluate_kclass")(_dask_frame(), ["score"], segment_cols=["label"], segment_max=0)),
 ]
 
 

@@ -2,11 +2,13 @@
 
 Pure functions of labels y (0/1), probabilities p and field codes; no printing.
 
-- Per field value z (the rows whose `--field-col` is z): rows N_z, positives, mean p,
-  positive rate, bias = sum_{i in z}(y_i - p_i) (positive: the model predicts too low) and
-  relative bias = bias / sum_{i in z}(y_i + 0.01), the per-field term of Field-RCE
-  (Pan et al. 2020, eq. 6). Field-ECE is sum_z |bias_z| / N and Field-RCE is
-  sum_z N_z |relative bias_z| / N, so the fields listed first are the ones that move them.
+- Per field value z (the rows whose `--field-col` is z) with at least `--min-rows` rows:
+  rows N_z, positives, mean p, positive rate, gap = mean p - positive rate (positive: the
+  model predicts too high), bias = sum_{i in z}(y_i - p_i) and relative bias = bias /
+  sum_{i in z}(y_i + 0.01) (the per-field terms of Field-ECE and Field-RCE, Pan et al.
+  2020, eq. 5-6), the exact binomial test of the positives against the mean p and its
+  p-value adjusted over every value tested (Benjamini-Hochberg). Values are ranked by that
+  evidence, not by the size of the gap: a 10-row value with a gap of 600% is noise.
 - Reliability diagram: equal-mass bins (rows sorted by p, split into `bins` groups of
   nearly equal size; tied p may straddle two bins), each with its row count, mean p and
   positive rate. One sort of p per column.
@@ -18,37 +20,58 @@ from typing import Any
 
 import numpy as np
 
-from calibcli.evaluation.metrics import kernels, binary as metrics
+from calibcli.evaluation.metrics import kernels, significance, binary as metrics
+from calibcli.evaluation.metrics.significance import wilson_interval  # noqa: F401 (imported from here too)
 from calibcli.numeric.pooling import as_weights
 
 RELIABILITY_BINS = 10
 
 
+MIN_ROWS = 30  # `--min-rows`: field values with fewer rows are not tested or shown
+
+
 def field_breakdown(y: np.ndarray, p: np.ndarray, codes: np.ndarray, names: list[str],
-                    top: int) -> dict[str, Any]:
-    """The `top` fields with the largest |bias| and the `top` with the largest |relative bias|."""
+                    top: int, min_rows: float = MIN_ROWS) -> dict[str, Any]:
+    """The `top` field values with the strongest evidence of a gap (`field_breakdown_sums`)."""
     return field_breakdown_sums(*kernels.field_sums(y.astype(np.float64), p, codes, None, len(names)),
-                                names, top)
+                                names, top, min_rows)
 
 
 def field_breakdown_sums(count: np.ndarray, pos: np.ndarray, psum: np.ndarray, names: list[str],
-                         top: int) -> dict[str, Any]:
-    """`field_breakdown` from per-field sums (`kernels.field_sums`, or an evaluation state)."""
-    k = len(names)
-    bias = pos - psum
-    relative = bias / (pos + metrics.FIELD_RCE_EPS * count)
+                         top: int, min_rows: float = MIN_ROWS) -> dict[str, Any]:
+    """Per field value with at least `min_rows` rows (weight): the exact binomial test of its
+    positives against its mean p (`significance.binomial_p`), the p-values adjusted over every
+    value tested by Benjamini-Hochberg; the `top` values ranked by adjusted p-value (then by
+    the size of the gap in standard errors, then rows and name), from per-field sums
+    (`kernels.field_sums`, or an evaluation state)."""
     seen = np.flatnonzero(count > 0)
-    name_rank = np.argsort(np.argsort(np.array(names, dtype=str))) if k else np.zeros(0, np.int64)
+    tested = seen[count[seen] >= min_rows]
+    n, k = count[tested], pos[tested]
+    mean_p = psum[tested] / n
+    p_values = significance.binomial_p(k, n, mean_p) if tested.size else np.zeros(0)
+    adjusted = significance.benjamini_hochberg(p_values)
+    gap = mean_p - k / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.abs(gap) * np.sqrt(n / (mean_p * (1 - mean_p)))
+    z = np.where(np.isnan(z), 0.0, z)
+    name_rank = np.argsort(np.argsort(np.array([names[i] for i in tested], dtype=str))) if tested.size else tested
+    order = np.lexsort((name_rank, -n, -z, np.where(np.isnan(adjusted), 2.0, adjusted)))[:top]
+    values = []
+    for j in order:
+        i = tested[j]
+        bias = float(pos[i] - psum[i])
+        values.append({"field": names[i], "rows": whole(count[i]), "positives": whole(pos[i]),
+                       "mean_p": float(mean_p[j]), "positive_rate": float(k[j] / n[j]), "gap": float(gap[j]),
+                       "bias": bias, "relative_bias": bias / float(pos[i] + metrics.FIELD_RCE_EPS * count[i]),
+                       "p_value": float(p_values[j]), "adjusted_p": float(adjusted[j]),
+                       "significant": bool(adjusted[j] <= SIGNIFICANCE)})
+    return {"fields": int(seen.size), "tested": int(tested.size), "min_rows": whole(min_rows), "top": top,
+            "significant": int(np.count_nonzero(adjusted <= SIGNIFICANCE)), "level": SIGNIFICANCE,
+            "test": "exact binomial, two-sided (doubled smaller tail), at the mean p of the value's rows",
+            "adjustment": "benjamini-hochberg", "values": values}
 
-    def rows(score: np.ndarray) -> list[dict[str, Any]]:
-        # Largest first; ties broken by more rows, then by name, so the listing is stable.
-        pick = seen[np.lexsort((name_rank[seen], -count[seen], -np.abs(score[seen])))][:top]
-        return [{"field": names[i], "rows": whole(count[i]), "positives": whole(pos[i]),
-                 "mean_p": float(psum[i] / count[i]), "positive_rate": float(pos[i] / count[i]),
-                 "bias": float(bias[i]), "relative_bias": float(relative[i])} for i in pick]
 
-    return {"fields": int(seen.size), "top": top,
-            "by_bias": rows(bias), "by_relative_bias": rows(relative)}
+SIGNIFICANCE = 0.05  # the false discovery rate at which a field value is flagged
 
 
 def whole(x: float) -> int | float:
@@ -105,11 +128,3 @@ def histogram_of_distribution(v: np.ndarray, n0: np.ndarray, n1: np.ndarray,
     index = np.minimum((v * bins).astype(np.int64), bins - 1)
     return [whole(c) for c in np.bincount(index, weights=as_weights(n0) + as_weights(n1),
                                           minlength=bins)]
-
-
-def wilson_interval(rate: float, n: float, z: float = 1.959963984540054) -> tuple[float, float]:
-    """95% Wilson score interval of a binomial proportion: the band around a bin's positive
-    rate (exact coverage is close to 95% even for small bins and rates near 0 or 1)."""
-    centre = (rate + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * np.sqrt(rate * (1 - rate) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return float(max(0.0, centre - half)), float(min(1.0, centre + half))

@@ -3,11 +3,22 @@
 For a probability column p with interval columns (low, high):
 
 - interval width: the (weighted) mean of high - low;
-- interval coverage: the (weighted) share of rows whose interval holds the positive rate of
-  their bin, low <= rate_b <= high, where the bins are those of ECE (`--ece-bins`,
-  `--ece-strategy`) over p, and rate_b is the bin's (weighted) share of positives. A valid
-  interval predictor covers the rate of the rows it gives about the same interval, so a
-  coverage well below 1 means the intervals are too narrow for these data.
+- interval coverage (bin-rate coverage, a proxy): the (weighted) share of rows whose interval
+  holds the positive rate of their bin, low <= rate_b <= high, where the bins are those of
+  ECE (`--ece-bins`, `--ece-strategy`) over p, and rate_b is the bin's (weighted) share of
+  positives. Venn-Abers promises no such coverage: its intervals are about 1/(calibration
+  rows) wide and a bin's rate mixes rows of many p, so a low value is no failure;
+- label-side ECE and p (what the Venn-Abers guarantee is about): the label-side end of each
+  row's interval, p_y = high for a positive and low for a negative, is the probability a
+  Venn predictor computes with the true label, which is perfectly calibrated when the
+  calibration rows and these rows are exchangeable (Vovk & Petej 2014, Theorem 1; for the
+  inductive predictor, Vovk, Petej & Fedorova 2015). `interval_label_ece` is the ECE of p_y
+  (same bins), `interval_label_p` the smallest Holm-adjusted p-value of the verdict's tests
+  of p_y (`verdict.binary_verdict`). The guarantee is an average over the draw of the
+  calibration rows too: every test row shares one calibration set's sampling errors (a small
+  isotonic block's rate), so on many test rows p_y can be found off while the guarantee
+  holds. A small p says these intervals are not calibrated on these rows (a shift since
+  calibration, or too few calibration rows), not that the theorem failed.
 
 Both need the rows' bins, known once every p is read, so the interval columns with p, the
 label and the weight are kept in memory (32 bytes a row) for the columns that have one.
@@ -74,7 +85,13 @@ class IntervalCollector:
 
     def metrics(self, bins: int, strategy: str) -> dict[str, float]:
         p, y, w, low, high = (np.concatenate(a) for a in zip(*self.parts))
+        self.parts = [(p, y, w, low, high)]
         return interval_metrics(p, y, low, high, w, bins, strategy)
+
+    def view(self, bins: int, strategy: str) -> dict:
+        """The widths of the intervals and the verdict of their label-side end (`interval_view`)."""
+        p, y, w, low, high = (np.concatenate(a) for a in zip(*self.parts))
+        return interval_view(y, low, high, w, bins, strategy)
 
 
 def row_bins(p: np.ndarray, w: np.ndarray, bins: int, strategy: str) -> np.ndarray:
@@ -98,5 +115,35 @@ def interval_metrics(p: np.ndarray, y: np.ndarray, low: np.ndarray, high: np.nda
     with np.errstate(invalid="ignore", divide="ignore"):
         rate = (pos / n)[b]
     covered = (low <= rate) & (rate <= high)
+    label_side = np.where(y == 1, high, low)
+    v, n0, n1 = metrics.distribution(np.asarray(y, dtype=np.float64), label_side, w)
+    verdict = _label_verdict(label_side, y, w, bins, strategy)
     return {"interval_width": float(np.sum(w * (high - low)) / total),
-            "interval_coverage": float(np.sum(w[covered]) / total)}
+            "interval_coverage": float(np.sum(w[covered]) / total),
+            "interval_label_ece": metrics.ece_from_distribution(v, n0, n1, bins, strategy),
+            "interval_label_p": min((t["adjusted_p"] for t in verdict.evidence if t["adjusted_p"] == t["adjusted_p"]),
+                                    default=float("nan"))}
+
+
+def _label_verdict(label_side: np.ndarray, y: np.ndarray, w: np.ndarray | None, bins: int, strategy: str):
+    from calibcli.evaluation.verdict import interval_verdict
+
+    return interval_verdict(label_side, y, w, bins, strategy)
+
+
+WIDTH_QUANTILES = (0.0, 0.1, 0.5, 0.9, 0.99, 1.0)
+
+
+def interval_view(y: np.ndarray, low: np.ndarray, high: np.ndarray, w: np.ndarray | None = None,
+                  bins: int = metrics.ECE_BINS, strategy: str = "uniform") -> dict:
+    """{width: {mean, q0, q10, q50, q90, q99, q100} (weighted quantiles of high - low),
+    label_side: the verdict (JSON) of the label-side end}: what the report's interval section shows."""
+    w = np.ones(y.size) if w is None else np.asarray(w, dtype=np.float64)
+    width = np.asarray(high, dtype=np.float64) - np.asarray(low, dtype=np.float64)
+    xs, inv = np.unique(width, return_inverse=True)
+    weight = np.bincount(inv, weights=w, minlength=xs.size)
+    qs = kernels.weighted_percentiles(xs, weight, 100 * np.array(WIDTH_QUANTILES)) if xs.size else []
+    widths = {"mean": float(np.sum(w * width) / np.sum(w)) if xs.size else float("nan")}
+    widths.update({f"q{round(100 * q)}": float(v) for q, v in zip(WIDTH_QUANTILES, qs)})
+    label_side = np.where(np.asarray(y) == 1, high, low)
+    return {"width": widths, "label_side": _label_verdict(label_side, y, w, bins, strategy).to_json()}

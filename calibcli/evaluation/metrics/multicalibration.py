@@ -58,6 +58,7 @@ bytes a row, e.g. 280 MB for 1e7 rows with three categorical and two numeric col
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 from dataclasses import dataclass
@@ -67,7 +68,7 @@ import numpy as np
 import pyarrow as pa
 
 from calibcli.evaluation.metrics import segment_plan as plan, segments as seg
-from calibcli.evaluation.metrics.segment_paths import order_by_p
+from calibcli.evaluation.metrics.segment_paths import order_by_p, sorted_rows
 
 SIGMA_MAX = 8.26732673  # MCGrad's ECCE_SIGMA_MAX: beyond it the p-value is machine epsilon
 SIGMA_MIN = 1e-20  # below it the p-value is 1
@@ -221,10 +222,9 @@ def _sums_and_paths(levels: list[seg.Levels], y: np.ndarray, p: np.ndarray, w: n
         levels, cell_levels = plan.number(levels, cell_levels, rows, first)
         sums = plan.cell_sums(ids, rows, y, p, w)
         order, ps = order_by_p(p)
-        d = y[order] - ps
-        if w is not None:
-            d *= w[order]
-        return levels, cell_levels, sums, plan.collapse_ties(d, ps, ids[order], ncell)
+        d, cells_sorted = sorted_rows(order, ps, y, w, ids)
+        del order
+        return levels, cell_levels, sums, plan.collapse_ties(d, ps, cells_sorted, ncell)
     run = plan.run_sums(*few, ids, ncell, y, w)
     cell, pk = run["cell"], run["p"]
     rows = np.rint(np.bincount(cell, run["rows"], ncell)).astype(np.int64)
@@ -268,6 +268,15 @@ class MulticalState:
                 raise ValueError(f"multicalibration: column {name!r} ({store.kind}): {exc}") from None
             if size != p.size:
                 raise ValueError(f"multicalibration: column {name!r} has {size} rows, the batch {p.size}")
+        self._p.append(p)
+        self._y.append(y)
+        self._w.append(w)
+        self.rows += p.size
+
+    def add_rows(self, y: Any, p: Any, sample_weight: Any = None) -> None:
+        """Rows without their segment columns, for a state whose columns another state holds and
+        adds (`segment_states.SegmentStates`: several predictions over the same rows)."""
+        y, p, w = _validated(y, p, sample_weight)
         self._p.append(p)
         self._y.append(y)
         self._w.append(w)
@@ -319,6 +328,10 @@ class MulticalState:
         """The multicalibration error of the rows added (the state is kept, compacted)."""
         opts = options or MulticalOptions()
         opts.check()
+        with _small_pages():
+            return self._result(opts)
+
+    def _result(self, opts: MulticalOptions) -> MulticalResult:
         y, p, w = self._compact()
         n = p.size
         scale = 1.0
@@ -347,6 +360,24 @@ class MulticalState:
         return MulticalResult(multical=multical, multical_sigma=worst, multical_p=float(ecce_pvalue(worst)[0]),
                               ecce=whole.ecce, sigma=whole.sigma, rows=n,
                               segments=tuple(table[i] for i in ranked), capped=capped)
+
+
+@contextlib.contextmanager
+def _small_pages():
+    """numpy asks the kernel for huge pages for each large array (`madvise`); `result()` allocates
+    and frees some twenty row-sized temporaries, and a fresh huge page can cost a compaction of
+    memory first: on the shared 2-core machine that was about 1 s of system time in 10 at 1e7 rows
+    (benchmarks/results_multicalibration.json). Plain pages meanwhile; numpy's setting after."""
+    try:
+        from numpy._core.multiarray import _set_madvise_hugepage
+    except ImportError:  # another numpy: its own setting
+        yield
+        return
+    previous = _set_madvise_hugepage(False)
+    try:
+        yield
+    finally:
+        _set_madvise_hugepage(previous)
 
 
 def multicalibration(y: Any, p: Any, columns: Mapping[str, Any] | None = None, sample_weight: Any = None,

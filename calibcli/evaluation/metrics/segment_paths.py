@@ -19,6 +19,7 @@ rounding: its values never exceed a block's sum of |w (y - p)|.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -38,12 +39,21 @@ def order_by_p(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(0, dtype=np.intp), np.zeros(0)
     ib = max(1, (n - 1).bit_length())
     low = np.uint64((1 << ib) - 1)
-    key = p.view(np.uint64) << np.uint64(2)  # p <= 1.0: the top two bits are 0
-    key &= ~low
-    key |= np.arange(n, dtype=np.uint64)
-    key.sort()
-    order = (key & low).view(np.int64).astype(np.intp, copy=False)
-    ps = p[order]
+    kernel = _kernel()
+    if kernel is not None:  # the same keys and order, without the temporaries
+        p = np.ascontiguousarray(p, dtype=np.float64)
+        key = np.empty(n, np.uint64)
+        kernel["order_keys"](_ptr(p), n, ib, _ptr(key))
+        key.sort()
+        order, ps = np.empty(n, np.intp), np.empty(n)
+        kernel["order_unpack"](_ptr(key), n, ib, _ptr(p), _ptr(order), _ptr(ps))
+    else:
+        key = p.view(np.uint64) << np.uint64(2)  # p <= 1.0: the top two bits are 0
+        key &= ~low
+        key |= np.arange(n, dtype=np.uint64)
+        key.sort()
+        order = (key & low).view(np.int64).astype(np.intp, copy=False)
+        ps = p[order]
     bad = np.flatnonzero(ps[1:] < ps[:-1])
     if bad.size:
         prefix = np.unique(key[bad] >> np.uint64(ib))
@@ -110,18 +120,41 @@ def _whole(d_b: np.ndarray, tie: np.ndarray | None, buf: _Buffers) -> tuple[floa
     return c[m], hi[0], lo[0]
 
 
+def _stream(acc: list[np.ndarray] | None, s: np.ndarray, h: np.ndarray, l: np.ndarray) -> list[np.ndarray]:
+    """Fold one block's (totals, highs, lows) of a combination's segments into the running
+    [inclusive sum of totals, top, bottom]: the extremes of the whole path are those of
+    offset + block extremes, offset the sum of the earlier blocks' totals (computed as the
+    inclusive sum less this block's total)."""
+    if acc is None:
+        incl = s.copy()
+        offset = incl - s
+        return [incl, offset + h, offset + l]
+    incl, top, bottom = acc
+    incl += s
+    offset = incl - s
+    np.maximum(top, offset + h, out=top)
+    np.minimum(bottom, offset + l, out=bottom)
+    return acc
+
+
+def _finish(acc: list[np.ndarray] | None, size: int) -> np.ndarray:
+    """max(top, 0) - min(bottom, 0): the range of each path with its starting 0 (+0.0: no -0.0)."""
+    if acc is None:
+        return np.zeros(size)
+    return np.maximum(acc[1], 0.0) - np.minimum(acc[2], 0.0) + 0.0
+
+
 def path_extremes(d: np.ndarray, ps: np.ndarray, fields: np.ndarray, fbits: int,
                   combos: list[tuple[int, np.ndarray]], bounds: np.ndarray) -> list[np.ndarray]:
     """For each (mask, values) in `combos`: the range (max - min, 0 included) of the cumulative
     path of each of its segments. `d` = w (y - p) and `fields` are in the order of `ps`
     (ascending); `fields` packs each row's level of every column into bit fields (`fbits` bits
     in all), a segment's rows are those with `fields & mask == value`, and `values` (ascending,
-    unique) lists every value present. `bounds`: `block_bounds(ps)`."""
+    unique) lists every value present. `bounds`: `block_bounds(ps)`. The compiled
+    `kernel_ranges` gives the same bytes."""
     nb = bounds.size - 1
     ties = ps.size > 1 and bool((ps[1:] == ps[:-1]).any())
-    sums = [np.zeros((nb, v.size)) for _, v in combos]
-    highs = [np.zeros((nb, v.size)) for _, v in combos]
-    lows = [np.zeros((nb, v.size)) for _, v in combos]
+    acc: list[list[np.ndarray] | None] = [None] * len(combos)
     buf = _Buffers(int(np.diff(bounds).max()) if nb else 1)
     shifted: dict[tuple[int, int], tuple[Any, np.ndarray]] = {}
     for b in range(nb):
@@ -143,7 +176,8 @@ def path_extremes(d: np.ndarray, ps: np.ndarray, fields: np.ndarray, fbits: int,
         c = buf.c[:m + 1]
         for j, (mask, values) in enumerate(combos):
             if values.size == 1:
-                sums[j][b, 0], highs[j][b, 0], lows[j][b, 0] = _whole(d_b, tie, buf)
+                total, high, low = _whole(d_b, tie, buf)
+                acc[j] = _stream(acc[j], np.array([total]), np.array([high]), np.array([low]))
                 continue
             if (j, ib) not in shifted:
                 shifted[(j, ib)] = (kt((mask << ib) | ((1 << ib) - 1)), (values.astype(np.uint64) << np.uint64(ib)).astype(kt))
@@ -158,7 +192,8 @@ def path_extremes(d: np.ndarray, ps: np.ndarray, fields: np.ndarray, fbits: int,
             np.take(d_b, idx, out=ds)
             np.cumsum(ds, out=c[1:])
             base = c[starts[:-1]]
-            sums[j][b] = c[starts[1:]] - base
+            sums = c[starts[1:]] - base
+            highs, lows = np.zeros(values.size), np.zeros(values.size)
             used = starts[1:] > starts[:-1]
             valid = None
             if tie is not None:
@@ -167,19 +202,108 @@ def path_extremes(d: np.ndarray, ps: np.ndarray, fields: np.ndarray, fbits: int,
                 np.not_equal(tie_s[1:], tie_s[:-1], out=valid[:-1])
                 valid[starts[1:][used] - 1] = True
             hi_, lo_ = _extremes(c[1:], valid, starts[:-1][used])
-            highs[j][b, used] = hi_ - base[used]
-            lows[j][b, used] = lo_ - base[used]
-    out = []
-    for s, h, l in zip(sums, highs, lows):
-        if nb == 0:
-            out.append(np.zeros(s.shape[1]))
-            continue
-        offset = np.cumsum(s, axis=0)
-        offset -= s
-        top = np.maximum((offset + h).max(axis=0), 0.0)
-        bottom = np.minimum((offset + l).min(axis=0), 0.0)
-        out.append(top - bottom)
-    return out
+            highs[used] = hi_ - base[used]
+            lows[used] = lo_ - base[used]
+            acc[j] = _stream(acc[j], sums, highs, lows)
+    return [_finish(a, v.size) for a, (_, v) in zip(acc, combos)]
 
 
-__all__ = ["BLOCK", "order_by_p", "block_bounds", "position_bits", "path_extremes"]
+@functools.cache
+def _kernel():
+    """`calib_segment_ranges` from the compiled `calibcli/numeric/_kernels.c`, or None (not
+    built, not loadable, or CALIBCLI_NO_KERNEL=1), as `numeric.lookup` loads its kernel."""
+    import ctypes
+    import importlib.util
+    import os
+
+    if os.environ.get("CALIBCLI_NO_KERNEL", "") not in ("", "0"):
+        return None
+    spec = importlib.util.find_spec("calibcli.numeric._kernels")
+    if spec is None or not spec.origin:
+        return None
+    try:
+        lib = ctypes.CDLL(spec.origin)
+        functions = {name: getattr(lib, "calib_" + name) for name in KERNELS}
+    except (OSError, AttributeError):
+        return None
+    ptr, i64 = ctypes.c_void_p, ctypes.c_int64
+    for name, args in KERNELS.items():
+        functions[name].argtypes = [i64 if a == "i" else ptr for a in args]
+        functions[name].restype = None
+    return functions
+
+
+# The compiled functions (`calib_<name>`) and their arguments: p a pointer, i an int64.
+KERNELS = {"segment_ranges": "pppipipipipppppppp", "cell_sums": "pippppppp", "order_keys": "piip",
+           "order_unpack": "piippp", "sorted_rows": "pippppipp", "run_sums": "pppiiipppppp"}
+
+
+def has_kernel() -> bool:
+    return _kernel() is not None
+
+
+def _ptr(a: np.ndarray) -> int:
+    return a.ctypes.data
+
+
+def kernel_ranges(d: np.ndarray, ps: np.ndarray, cells: np.ndarray, luts: list[np.ndarray],
+                  bounds: np.ndarray) -> list[np.ndarray]:
+    """`path_extremes` by the compiled kernel, the same bytes: each combination given as a
+    lookup table from a row's cell (`cells`, in the order of `ps`) to its segment (0, 1, ...)."""
+    ranges = _kernel()["segment_ranges"]
+    d = np.ascontiguousarray(d, dtype=np.float64)
+    ps = np.ascontiguousarray(ps, dtype=np.float64)
+    cells = np.ascontiguousarray(cells, dtype=np.uint32)
+    bounds = np.ascontiguousarray(bounds, dtype=np.int64)
+    ncell = max((lut.size for lut in luts), default=0)
+    table = np.zeros((len(luts), max(ncell, 1)), dtype=np.int32)
+    nseg = np.zeros(len(luts), dtype=np.int64)
+    for j, lut in enumerate(luts):
+        table[j, :lut.size] = lut
+        nseg[j] = int(lut.max()) + 1 if lut.size else 1
+    total = int(nseg.sum())
+    longest = int(np.diff(bounds).max()) if bounds.size > 1 else 1
+    seg, sd, sp = np.empty(longest, np.int32), np.empty(longest), np.empty(longest)
+    count = np.empty(4 * (int(nseg.max(initial=1)) + 1), np.int64)
+    incl, top, bottom, out = (np.zeros(total) for _ in range(4))
+    ranges(_ptr(d), _ptr(ps), _ptr(cells), d.size, _ptr(bounds), bounds.size - 1, _ptr(table), table.shape[1],
+           _ptr(nseg), len(luts), _ptr(seg), _ptr(sd), _ptr(sp), _ptr(count), _ptr(incl), _ptr(top), _ptr(bottom),
+           _ptr(out))
+    return np.split(out, np.cumsum(nseg)[:-1])
+
+
+def sorted_rows(order: np.ndarray, ps: np.ndarray, y: np.ndarray, w: np.ndarray | None,
+                ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(w (y - p), cell) of the rows in ascending p (`order`, `ps` = p[order]): one compiled pass
+    when the kernel is built, else numpy's gathers; the same bytes."""
+    kernel = _kernel()
+    if kernel is None or ids.dtype not in (np.uint16, np.uint32):
+        d = y[order] - ps
+        if w is not None:
+            d *= w[order]
+        return d, ids[order]
+    order = np.ascontiguousarray(order, dtype=np.int64)
+    y = np.ascontiguousarray(y, dtype=np.uint8)
+    wp = None if w is None else np.ascontiguousarray(w, dtype=np.float64)
+    d, cells = np.empty(order.size), np.empty(order.size, np.uint32)
+    kernel["sorted_rows"](_ptr(order), order.size, _ptr(y), _ptr(ps), None if wp is None else _ptr(wp), _ptr(ids),
+                          ids.dtype.itemsize, _ptr(d), _ptr(cells))
+    return d, cells
+
+
+def kernel_cell_sums(cells: np.ndarray, ncell: int, y: np.ndarray, p: np.ndarray,
+                     w: np.ndarray | None) -> tuple[np.ndarray, ...]:
+    """(weight, sum w^2 p (1 - p), sum w p, sum w y) per cell, as `segment_plan.cell_sums`'s
+    bincounts add them (row order), by the compiled kernel."""
+    sums = _kernel()["cell_sums"]
+    cells = np.ascontiguousarray(cells, dtype=np.uint32)
+    y = np.ascontiguousarray(y, dtype=np.uint8)
+    p = np.ascontiguousarray(p, dtype=np.float64)
+    out = [np.zeros(ncell) for _ in range(4)]
+    wp = None if w is None else np.ascontiguousarray(w, dtype=np.float64)
+    sums(_ptr(cells), p.size, _ptr(y), _ptr(p), None if wp is None else _ptr(wp), *(_ptr(a) for a in out))
+    return tuple(out)
+
+
+__all__ = ["BLOCK", "order_by_p", "block_bounds", "position_bits", "path_extremes", "has_kernel",
+           "kernel_ranges", "kernel_cell_sums", "sorted_rows"]

@@ -12,6 +12,7 @@ from itertools import combinations
 import numpy as np
 
 from calibcli.evaluation.metrics import segments as seg
+from calibcli.evaluation.metrics import segment_paths
 from calibcli.evaluation.metrics.segment_paths import block_bounds, path_extremes, position_bits
 
 DENSE = 1 << 16  # up to this many level combinations, every one is a cell (no np.unique of the rows)
@@ -66,11 +67,11 @@ def cells(levels: list[seg.Levels], p: np.ndarray) -> tuple[list[seg.Levels], np
     return levels, ids, cell_levels, rows
 
 
-def few_distinct(p: np.ndarray, ncell: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """(rank of each row's p among the distinct p, the distinct p ascending) when p takes few
-    values (at most a quarter of the rows, and distinct p x cells at most 2^24), found by
-    hashing, without sorting the rows; None otherwise (decided on the first 65 536 rows
-    first, so data with distinct p pay almost nothing)."""
+def few_distinct(p: np.ndarray, ncell: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(each row's code, the rank of each code's p among the distinct p, the distinct p
+    ascending) when p takes few values (at most a quarter of the rows, and distinct p x cells at
+    most 2^24), found by hashing, without sorting the rows; None otherwise (decided on the first
+    65 536 rows first, so data with distinct p pay almost nothing)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -84,32 +85,53 @@ def few_distinct(p: np.ndarray, ncell: int) -> tuple[np.ndarray, np.ndarray] | N
     order = np.argsort(values)
     rank = np.empty(values.size, np.int64)
     rank[order] = np.arange(values.size)
-    return rank[enc.indices.to_numpy()], values[order]
+    return enc.indices.to_numpy().astype(np.int32, copy=False), rank, values[order]
 
 
-def run_sums(rank: np.ndarray, distinct: np.ndarray, ids: np.ndarray, ncell: int, y: np.ndarray,
-             w: np.ndarray | None) -> dict[str, np.ndarray]:
+def run_sums(codes: np.ndarray, rank: np.ndarray, distinct: np.ndarray, ids: np.ndarray, ncell: int,
+             y: np.ndarray, w: np.ndarray | None) -> dict[str, np.ndarray]:
     """Sums per (distinct p, cell) that occur, in ascending p: the cell, p, rows, sum w,
-    sum w^2, sum w y. p being constant in each, every other sum follows from these."""
-    key = rank * ncell
-    key += ids
+    sum w^2, sum w y. p being constant in each, every other sum follows from these. (The
+    compiled kernel, when built, adds them in the same order: the same bytes.)"""
     size = distinct.size * ncell
-    rows = np.bincount(key, minlength=size)
-    present = np.flatnonzero(rows)
-    rows = rows[present]
-    if w is None:
-        sw = sw2 = rows.astype(np.float64)
-        swy = np.bincount(key, y, size)[present]
+    kernel = segment_paths._kernel()
+    if kernel is not None and ids.dtype in (np.uint16, np.uint32):
+        rows, swy, sw, sw2 = np.zeros(size, np.int64), np.zeros(size), np.zeros(size), np.zeros(size)
+        codes, y = np.ascontiguousarray(codes, np.int32), np.ascontiguousarray(y, np.uint8)
+        wp = None if w is None else np.ascontiguousarray(w, np.float64)
+        ptr = segment_paths._ptr
+        kernel["run_sums"](ptr(codes), ptr(rank), ptr(ids), ids.dtype.itemsize, codes.size, ncell, ptr(y),
+                           None if wp is None else ptr(wp), ptr(rows), ptr(swy), ptr(sw), ptr(sw2))
+        present = np.flatnonzero(rows)
+        rows = rows[present]
+        if w is None:
+            sw = sw2 = rows.astype(np.float64)
+        else:
+            sw, sw2 = sw[present], sw2[present]
+        swy = swy[present]
     else:
-        sw = np.bincount(key, w, size)[present]
-        sw2 = np.bincount(key, w * w, size)[present]
-        swy = np.bincount(key, w * y, size)[present]
+        key = rank[codes] * ncell
+        key += ids
+        rows = np.bincount(key, minlength=size)
+        present = np.flatnonzero(rows)
+        rows = rows[present]
+        if w is None:
+            sw = sw2 = rows.astype(np.float64)
+            swy = np.bincount(key, y, size)[present]
+        else:
+            sw = np.bincount(key, w, size)[present]
+            sw2 = np.bincount(key, w * w, size)[present]
+            swy = np.bincount(key, w * y, size)[present]
     return {"cell": present % ncell, "p": distinct[present // ncell], "rows": rows, "w": sw, "w2": sw2, "wy": swy}
 
 
 def cell_sums(cells: np.ndarray, rows: np.ndarray, y: np.ndarray, p: np.ndarray, w: np.ndarray | None) -> dict[str, np.ndarray]:
-    """Per cell: rows, weight, sum w^2 p (1 - p), sum w p, sum w y."""
+    """Per cell: rows, weight, sum w^2 p (1 - p), sum w p, sum w y (the compiled kernel, when
+    built, adds them in the same order: the same bytes)."""
     ncell = rows.size
+    if segment_paths.has_kernel():
+        sw, v, wp, wy = segment_paths.kernel_cell_sums(cells, ncell, y, p, w)
+        return {"rows": rows, "w": rows.astype(np.float64) if w is None else sw, "v": v, "wp": wp, "wy": wy}
     q = p * (1.0 - p)
     if w is None:
         return {"rows": rows, "w": rows.astype(np.float64), "v": np.bincount(cells, q, ncell),
@@ -192,6 +214,8 @@ def ranges(levels: list[seg.Levels], cell_levels: np.ndarray, cells_sorted: np.n
     columns fit in a 64-bit key beside a row's position in its block (one group, unless
     there are some 20 columns or more)."""
     bounds = block_bounds(ps)
+    if segment_paths.has_kernel():
+        return segment_paths.kernel_ranges(d, ps, cells_sorted, [lut for _, lut, _ in combos], bounds)
     budget = 64 - position_bits(bounds)
     bits = [_bits(len(lv.labels)) for lv in levels]
     groups: list[list[int]] = []

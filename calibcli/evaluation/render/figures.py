@@ -38,15 +38,16 @@ FAINT = 0.15
 TITLE_CHARS = 56  # characters a title line holds per panel (5.2 inches at the suptitle's size)
 
 
-def figure_bytes(report, fmt: str, plt, plain) -> bytes:
-    """Every result of `report` as one figure encoded as `fmt` (png, svg, ...)."""
-    results = report.results
+def figure_bytes(report, fmt: str, plt, plain, results=None, suptitle: bool = True) -> bytes:
+    """Every result of `report` (or of `results`) as one figure encoded as `fmt` (png, svg, ...);
+    `suptitle` False leaves out the figure's title (the HTML report says it in text)."""
+    results = report.results if results is None else results
     n = max(len(results), 1)
     cols = min(n, PANELS_PER_ROW)
     rows = math.ceil(n / cols)
     fig = plt.figure(figsize=(5.2 * cols, 5.6 * rows + 0.6), layout="constrained")
     grid = fig.add_gridspec(2 * rows, cols, height_ratios=[3, 1] * rows)
-    diagram = "corp" if any(r.corp for r in results) else "smooth" if any(r.smooth for r in results) else "binned"
+    diagram = diagram_of(results)
     try:
         for i, r in enumerate(results):
             top = fig.add_subplot(grid[2 * (i // cols), i % cols])
@@ -65,13 +66,26 @@ def figure_bytes(report, fmt: str, plt, plain) -> bytes:
             _histogram(bottom, r)
         what = {"binned": f"bins of ECE ({report.ece_bins}, {report.ece_strategy})",
                 "smooth": "smooth reliability diagram (smECE kernel)", "corp": "CORP reliability diagram"}[diagram]
-        fig.suptitle(_wrapped(f"{plain(_file_name(report.input))}: {report.rows} rows, {what}", TITLE_CHARS * cols),
-                     fontsize="large")
+        if suptitle:
+            fig.suptitle(_wrapped(f"{plain(_file_name(report.input))}: {report.rows} rows, {what}",
+                                  TITLE_CHARS * cols), fontsize="large")
         buf = _io.BytesIO()
         fig.savefig(buf, format=fmt, dpi=100)
     finally:
         plt.close(fig)
     return buf.getvalue()
+
+
+def diagram_of(results) -> str:
+    """What the figure draws: corp, smooth or binned (from the data the results carry)."""
+    return "corp" if any(r.corp for r in results) else "smooth" if any(r.smooth for r in results) else "binned"
+
+
+DIAGRAM_WORDS = {"binned": "the bins of ECE: positive rate against mean p, with 95% Wilson bars and each bin's rows",
+                 "smooth": "the smooth reliability diagram (smECE's kernel), drawn lighter where p has few rows",
+                 "corp": "the CORP reliability diagram: the PAV recalibration of p (red) and its 90% consistency band "
+                         "under calibration (blue); where the red line leaves the band over rows of the histogram, "
+                         "the gap is more than noise"}
 
 
 def _corp(ax, r) -> None:

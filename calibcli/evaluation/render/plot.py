@@ -3,7 +3,7 @@
 Needs matplotlib, the optional extra `calibcli[plot]`; imported only when --plot names a
 file, on the Agg backend with a private config directory. What the figure draws is in
 `figures.py` (the CORP diagram by default, `--diagram binned` the bins of ECE), the HTML
-page in `html_report.py`. The image format follows the extension (.png, .svg, .pdf, ...);
+page in `html.py`. The image format follows the extension (.png, .svg, .pdf, ...);
 `.html` writes the self-contained page with the figure inline (SVG), for CI artefacts.
 Files are written atomically through `io.targets.write_bytes_atomic`.
 """
@@ -93,10 +93,15 @@ def figure_bytes(report, fmt: str) -> bytes:
 
 
 def html_report(report) -> bytes:
-    """The self-contained HTML report page (`html_report.py`) with the figure inline as SVG."""
+    """The self-contained HTML report page (`html.py`) with one figure per result inline as SVG
+    (so the page lays them side by side, or one under the other on a narrow screen)."""
+    from calibcli.evaluation.render import figures
     from calibcli.evaluation.render import html as page
 
-    return page.html_page(report, figure_bytes(report, "svg").decode("utf-8"))
+    plt = _pyplot()
+    svgs = [figures.figure_bytes(report, "svg", plt, plain, results=[r], suptitle=False).decode("utf-8")
+            for r in report.results]
+    return page.html_page(report, svgs)
 
 
 def save_reliability(report, path: str) -> None:

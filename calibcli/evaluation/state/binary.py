@@ -279,13 +279,23 @@ def compute_all(y: np.ndarray, p: np.ndarray, groups: Any = None, calbin_window:
     read by `EvalState.metrics`. `groups`: integer field codes (or a `(codes, names)` pair),
     for the field metrics; `order`: an argsort of p if known; `choice`: as `EvalState.metrics`. Degenerate input (no weight,
     one class) gives NaN for what is undefined, silently."""
+    with np.errstate(all="ignore"):
+        return state_of(y, p, groups, sample_weight, order).metrics(calbin_window, ece_bins, ece_strategy, choice)
+
+
+def state_of(y: np.ndarray, p: np.ndarray, groups: Any = None, sample_weight: Any = None,
+             order: np.ndarray | None = None) -> EvalState:
+    """The `EvalState` of rows in memory (`compute_all`'s): its metrics, and its distribution of p
+    for the verdict."""
     if groups is not None and not isinstance(groups, tuple):
         groups = np.asarray(groups, dtype=np.int64)
         groups = (groups, [str(k) for k in range(int(groups.max()) + 1 if groups.size else 0)])
     with np.errstate(all="ignore"):
         state = EvalState.from_arrays(y, p, groups, sample_weight, distribution=False)
-        state.p, state.n0, state.n1 = _metrics.distribution(np.asarray(y, dtype=np.float64).ravel(), np.asarray(p, dtype=np.float64).ravel(), sample_weight, order)
-        return state.metrics(calbin_window, ece_bins, ece_strategy, choice)
+        state.p, state.n0, state.n1 = _metrics.distribution(np.asarray(y, dtype=np.float64).ravel(),
+                                                            np.asarray(p, dtype=np.float64).ravel(), sample_weight,
+                                                            order)
+    return state
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -388,4 +398,4 @@ def merge_states(states: Sequence[EvalState] | Iterable[EvalState]) -> EvalState
         None if any(s.spiegel is None for s in parts) else sum(s.spiegel for s in parts))
 
 
-__all__ = ["EvalState", "compute_all", "merge_states"]
+__all__ = ["EvalState", "compute_all", "merge_states", "state_of"]
