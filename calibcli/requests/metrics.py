@@ -322,8 +322,30 @@ DEFINITIONS: dict[str, tuple[str, str]] = {
                           "of their ECE bin of p (the `--ece-bins`/`--ece-strategy` bins). A bin pools rows "
                           "with different intervals, so coverage is a proxy for validity: it falls when the "
                           "intervals are narrower than the spread of p inside a bin (more `--ece-bins` "
-                          "sharpen it) and when the map meets data unlike its calibration set.",
-                          "Vovk, Petej & Fedorova 2015"),
+                          "sharpen it) and when the map meets data unlike its calibration set. Venn-Abers "
+                          "promises no such coverage (its intervals are about 1/(calibration rows) wide), so a "
+                          "low value is no failure.", "Vovk, Petej & Fedorova 2015"),
+    "interval_label_ece": ("beside interval columns: the ECE (same bins) of each row's label-side end p_y, the "
+                           "high end for a positive and the low end for a negative: the probability a Venn "
+                           "predictor computes with the true label, perfectly calibrated when the calibration "
+                           "rows and these rows are exchangeable (what the Venn-Abers guarantee is about).",
+                           "Vovk & Petej 2014, Theorem 1; Vovk, Petej & Fedorova 2015"),
+    "interval_label_p": ("beside interval columns: the smallest Holm-adjusted p-value of the verdict's tests of "
+                         "the label-side end p_y. A small p says these intervals are not calibrated on these "
+                         "rows (a shift since calibration, or too few calibration rows), not that the theorem "
+                         "failed: every test row shares one calibration set's sampling errors.",
+                         "Vovk & Petej 2014; Vovk, Petej & Fedorova 2015"),
+    "multical": ("with `--segment-col`: multical σ times σ of all rows, on the probability scale; equal to "
+                 "MCGrad 0.1.5's `mce` to 1e-9.", "Guy et al. 2025; Tax et al. 2026 (MCGrad)"),
+    "multical_sigma": ("with `--segment-col`: for each segment S of the rows, the range of its cumulative path "
+                       "C_S(j) = Σ_{i∈S, i≤j} w_i(y_i − p_i) / Σ_S w in ascending p (ECCE, the Kuiper statistic "
+                       "on the segment) over its noise σ_S = √(Σ_S w²p(1 − p)) / Σ_S w; the largest ECCE/σ over "
+                       "the segments (above ~5 is significant). Equal to MCGrad 0.1.5's `mce_sigma` to 1e-9 "
+                       "([Multicalibration](../multicalibration.md), [segments](../how-to/segments.md)).",
+                       "Guy et al. 2025; Tax et al. 2026 (MCGrad)"),
+    "multical_p": ("with `--segment-col`: the smallest p-value of a segment, P(range of a Brownian motion ≥ "
+                   "ECCE/σ), **not** corrected for the number of segments; equal to MCGrad 0.1.5's `mce_pvalue` "
+                   "to 1e-9.", "Guy et al. 2025; Tax et al. 2026 (MCGrad)"),
 }
 
 # K-class predictions: y the true class, p_k the probability of class k (rows summing to 1).
