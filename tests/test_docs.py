@@ -1,6 +1,6 @@
 """The documentation site cannot rot (mkdocs.yml, docs/):
 
-- every `sh` and `python` block of every page in docs/ runs, in order per page, in a scratch
+- every `sh` and `python` block of README.md and of every page in docs/ runs, in order per page, in a scratch
   copy of `examples/data/` (a command is one line, backslash continuations joined; `# exits N`
   at its end is the exit code it must give, else 0; set-up lines such as `pip install` are
   skipped; a block right after `<!-- norun: why -->` is not run);
@@ -9,8 +9,8 @@
 - `mkdocs build --strict` passes (a broken link or anchor, or a page missing from the nav,
   fails it), and the built site opens in headless Chromium with no console error and no
   horizontal overflow on the home page and a tutorial, at 1280 and 390 pixels wide;
-- the README draft stays a front door: at most 150 lines, its links to pages that exist, its
-  quick start the README's.
+- README.md stays a front door: at most 150 lines, its links to files that exist, its quick
+  start exactly the two set-up commands.
 
 The mkdocs tests need the `docs` extra (`.ci/run` installs it) and are skipped without it;
 `CALIBCLI_DOCS_SITE` names an already built site to open instead of building one.
@@ -44,7 +44,7 @@ MKDOCS_ENV = {"NO_MKDOCS_2_WARNING": "1", "DISABLE_MKDOCS_2_WARNING": "true"}
 
 
 def _pages() -> list[Path]:
-    return sorted(p for p in DOCS.rglob("*.md") if p.name != "README.draft.md")
+    return sorted(DOCS.rglob("*.md"))
 
 
 def _blocks(text: str) -> list[tuple[str, str]]:
@@ -75,12 +75,13 @@ def _steps(path: Path) -> list[tuple[str, str, int]]:
 
 
 RUNNABLE = {str(p.relative_to(DOCS)): _steps(p) for p in _pages()}
+RUNNABLE["README.md"] = _steps(ROOT / "README.md")  # its heart runs like a page; set-up lines are skipped
 RUNNABLE = {page: steps for page, steps in RUNNABLE.items() if steps}
 
 
 def test_the_pages_have_runnable_examples():
     assert sum(len(s) for s in RUNNABLE.values()) >= 60, RUNNABLE
-    for page in ("tutorials/python.md", "tutorials/batch-ci.md", "tutorials/fields.md", "tutorials/reviewer.md"):
+    for page in ("README.md", "tutorials/python.md", "tutorials/batch-ci.md", "tutorials/fields.md", "tutorials/reviewer.md"):
         assert page in RUNNABLE, page
 
 
@@ -174,17 +175,24 @@ def test_the_layout_names_every_module():
     assert missing == []
 
 
-# ------------------------------------------------------------------ the README draft
+# ------------------------------------------------------------------ the README
 
-def test_readme_draft_is_a_front_door():
-    """docs/README.draft.md, or README.md once the draft has replaced it."""
-    draft = (DOCS / "README.draft.md" if (DOCS / "README.draft.md").exists() else ROOT / "README.md").read_text()
-    assert len(draft.splitlines()) <= 150
+QUICK_START = (
+    'python3 -m venv .venv && .venv/bin/pip install -e ".[dev]" && PATH="$PWD/.venv/bin:$PATH" sh examples/quickstart.sh',
+    ".venv/bin/python -m pytest -q -n auto --dist loadfile",
+)
+
+
+def test_readme_is_a_front_door():
+    """README.md: at most 150 lines, every relative link to a file that exists, and a quick start of
+    exactly two set-up commands (install and run the main job; run the tests)."""
     readme = (ROOT / "README.md").read_text()
-    quick = readme[readme.index("## Quick start"):readme.index("## Usage")] if "## Usage" in readme else readme
-    for m in FENCE.finditer(quick):
-        assert m.group(2).strip() in draft, m.group(2)
-    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", draft):
+    assert len(readme.splitlines()) <= 150
+    quick = readme[readme.index("## Quick start"):]
+    quick = quick[:quick.index("\n## ", 1)]
+    setup = [m.group(2).strip() for m in FENCE.finditer(quick) if m.group(2).strip().startswith(SETUP)]
+    assert tuple(setup) == QUICK_START, setup
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme):
         if not target.startswith(("http://", "https://")):
             assert (ROOT / target).exists(), target
 
