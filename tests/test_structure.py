@@ -86,7 +86,7 @@ CROSS_CUTTING = {
     "cli_habits": "global flags, one meaning per option, honest messages, across commands",
     "import_graph": "the package's imports",
     "structure": "the package's shape",
-    "readme": "the README's commands and examples",
+    "docs": "the documentation site: its examples run, its reference is generated, it builds and renders",
 }
 
 

@@ -1,5 +1,5 @@
 """Bounds of every option: declared for every numeric Param and CLI option, stated in the help
-and the README, enforced before any input is read; seeds are exact 64-bit integers."""
+and the generated Commands and options page, enforced before any input is read; seeds are exact 64-bit integers."""
 
 from __future__ import annotations
 
@@ -18,11 +18,9 @@ from calibcli.requests import bounds
 from calibcli.maps import envelope as maps
 from calibcli.calibrators import registry
 from calibcli.errors import ParamError, UsageError
-from repo import REPO
 
 NUMERIC = [(name, p) for name in registry.available() for p in registry.get(name).params
            if p.type in (int, float)]
-README = REPO / "README.md"
 
 
 def _calib(*args: str, cwd) -> subprocess.CompletedProcess:
@@ -129,10 +127,6 @@ def test_help_states_the_bounds(tmp_path):
     methods = _calib("methods", cwd=tmp_path).stdout
     for _, p in NUMERIC:
         assert p.range_text() in methods
-
-
-def test_readme_option_table_is_current():
-    assert bounds.markdown_table() in README.read_text()
 
 
 @pytest.mark.parametrize("seed", [0, 2**53 + 1, 2**63 - 1])
