@@ -88,14 +88,6 @@ def param_rows() -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def markdown_table() -> str:
-    """The README's option-bounds table: command-line options, then method options."""
-    lines = ["| option | range | why |", "|---|---|---|"]
-    lines += [f"| `{name}` | {b.describe()} | {b.why} |" for name, b in OPTIONS.items()]
-    lines += [f"| `-p {option}` ({method}) | {rng} | {kind} |" for method, option, kind, rng in param_rows()]
-    return "\n".join(lines)
-
-
 def step_option(step: float | None) -> float | None:
     """`--step` (summaries and evaluation): None, or a positive finite width."""
     check(step=step)
