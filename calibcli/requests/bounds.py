@@ -3,7 +3,7 @@
 Each bound keeps a run within minutes and a few GB on a small machine (2 cores, 24 GB)
 for data of about 1e5-1e6 rows, or is the range where the option means anything. Method
 options (`--param`) carry their bounds in their `Param` declarations; `param_rows` lists
-them for the README and `calib fit --help`.
+them for `calib fit --help` and the generated reference.
 
 The measurements behind the caps are in `benchmarks/results_option_costs.md`.
 """
