@@ -78,8 +78,9 @@ class _CallableModule(type(sys)):  # type: ignore[misc]
         return getattr(self.__dict__["_moved_to"], name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        api = importlib.import_module("calibcli.api")  # the package binds this module over its function
-        return getattr(api, self.__dict__["_function"])(*args, **kwargs)
+        # the package's own lazy look-up: the import bound this module over the function's name
+        function = vars(sys.modules["calibcli"])["__getattr__"](self.__dict__["_function"])
+        return function(*args, **kwargs)
 
 
 if not any(isinstance(f, _MovedModules) for f in sys.meta_path):
