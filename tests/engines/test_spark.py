@@ -178,7 +178,7 @@ def test_state_schema_lists_the_state_columns_in_order():
 
     names = [field.strip().split()[0] for field in _STATE_SCHEMA.split(",") if field.strip()[:1].isalpha()]
     state = EvalState.from_arrays(np.array([0.0, 1.0]), np.array([0.2, 0.7]))
-    assert names == [*state.to_arrow().column_names, "column", "bad"]
+    assert names == [*state.to_arrow().column_names, "column", "bad", "part", "segments"]
 
 
 @pytest.mark.parametrize("case", __import__("kclass_sql_cases").KCASES, ids=lambda c: c[0])
