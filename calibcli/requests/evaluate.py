@@ -205,9 +205,12 @@ def _kclass_checks(opts: EvaluateOptions) -> None:
     """K-class predictions: the options and metrics of one probability column refused."""
     refused = [("--field-col", opts.field_col), ("--step", opts.step), ("--interval-cols", opts.interval_cols),
                ("--by-field", opts.by_field_top), ("--pos-label", opts.pos_label)]
+    by_value = ("for K classes, --segment-col COL --segment-depth 1 --segment-top K shows the top label's "
+                "calibration in each of COL's K most frequent values, worst first, with its p-value")
     for flag, value in refused:
         if value is not None:
-            raise UsageError(f"{flag} applies to binary probabilities; K-class predictions do not take it")
+            raise UsageError(f"{flag} applies to binary probabilities; K-class predictions do not take it",
+                             hint=by_value if flag in ("--field-col", "--by-field") else None)
     hint = "K-class metrics: " + ", ".join(k.replace("_", "-") for k in KCLASS_METRICS)
     if opts.choice.binary_only:
         raise UsageError(f"--metrics {opts.choice.binary_only[0].replace('_', '-')}: a metric of binary "

@@ -239,3 +239,17 @@ def test_summary_is_written_when_the_input_stops_the_run(binary_file, tmp_path):
     _run(path, "--prob-col", "nosuch", "--summary", summary, code=2)
     text = summary.read_text()
     assert "**Exit 2**: the run stopped before a verdict" in text and "nosuch" in text
+
+
+def test_kclass_by_field_points_to_the_top_label_segments(kclass_file, tmp_path):
+    """K-class predictions have no --field-col/--by-field: the refusal names the command that
+    answers "where" for them, and that command gives each value's top-label gap with a p-value."""
+    res = _run(kclass_file, "--prob-cols", "q_*", "--field-col", "label", "--by-field", code=2)
+    assert "hint: for K classes, --segment-col COL --segment-depth 1 --segment-top K" in res.stderr
+    doc = json.loads(_run(kclass_file, "--prob-cols", "q_*", "--segment-col", "label", "--segment-depth", "1",
+                          "--segment-top", "3", "--json").stdout)
+    segments = doc["results"][0]["segments"]
+    assert {s["segment"] for s in segments} == {"all rows", "label=a", "label=b", "label=c"}
+    ranked = [s["ecce_sigma"] for s in segments]
+    assert ranked == sorted(ranked, reverse=True)
+    assert all(0 <= s["p"] <= 1 and s["predicted"] > s["observed"] for s in segments)  # q_* is over-confident
