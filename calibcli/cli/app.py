@@ -115,6 +115,9 @@ def main() -> None:
         sys.meta_path.insert(0, _NoPandas())
     targets.install_signal_cleanup()
     warnings.showwarning = _show_warning
+    if sys.stdout is None or sys.stderr is None:  # started with fd 1 or 2 closed (`>&-`): nobody reads it,
+        null = open(os.devnull, "w", encoding="utf-8")  # as after a broken pipe
+        sys.stdout, sys.stderr = sys.stdout or null, sys.stderr or null
     for stream in (sys.stdout, sys.stderr):  # an ASCII or Latin-1 terminal gets escapes, not a crash
         with contextlib.suppress(AttributeError, ValueError, OSError):  # a replaced or closed stream
             stream.reconfigure(errors="backslashreplace")

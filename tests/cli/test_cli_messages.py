@@ -119,3 +119,26 @@ def test_force_names_the_file_in_the_way(tmp_path, files):
         more = f" (and {len(content) - 1} more)" if len(content) > 1 else ""
         assert f"holds {first}{more} and no .calibcli-output marker" in res.stderr, res.stderr
         assert sorted(p.name for p in out.iterdir()) == sorted(c.rstrip("/") for c in content)  # nothing touched
+
+
+@pytest.mark.parametrize("closed", [1, 2])
+def test_a_closed_output_stream_is_nobody_reading_not_a_traceback(files, tmp_path, closed):
+    """`calib ... >&-` or `2>&-`: Python starts with sys.stdout/sys.stderr None; the command runs as
+    after a broken pipe (what it would have written goes nowhere), its exit code unchanged."""
+    import os
+    import subprocess
+    import sys
+
+    calib = [sys.executable, "-c", "from calibcli.cli.app import main; main()"]
+    other = tmp_path / "other.txt"
+    with open(other, "w") as sink:
+        def run(*args):
+            return subprocess.run([*calib, *args], stdin=subprocess.DEVNULL,
+                                  stdout=sink if closed == 2 else None, stderr=sink if closed == 1 else None,
+                                  preexec_fn=lambda: os.close(closed), timeout=120)
+
+        assert run("methods").returncode == 0
+        assert run("fit", str(files / "b.csv"), "-o", str(tmp_path / "m.json")).returncode == 0
+        assert (tmp_path / "m.json").is_file()
+        assert run("evaluate", str(files / "b.csv"), "--prob-col", "nope").returncode == 2
+    assert "Traceback" not in other.read_text()
