@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import importlib.util
-import os
 
 import numpy as np
+
+from calibcli.numeric import compiled
 
 _MIN_QUERIES = 4096  # below this, np.interp's setup-free search wins
 _MAX_PASSES = 4
@@ -89,23 +89,12 @@ def _table(xp: np.ndarray, fp: np.ndarray):
 
 @functools.cache
 def _kernel():
-    """`calib_interp` from the compiled `calibcli/numeric/_kernels.c`, or None: not built (no C
-    compiler at install), not loadable, or CALIBCLI_NO_KERNEL=1 set. Loaded with ctypes,
-    which releases the GIL during the call."""
-    if os.environ.get("CALIBCLI_NO_KERNEL", "") not in ("", "0"):
-        return None
-    spec = importlib.util.find_spec("calibcli.numeric._kernels")
-    if spec is None or not spec.origin:
-        return None
-    try:
-        function = ctypes.CDLL(spec.origin).calib_interp
-    except (OSError, AttributeError):
-        return None
+    """`calib_interp` from the compiled kernels, or None (`numeric.compiled`)."""
     double_p = ctypes.POINTER(ctypes.c_double)
-    function.argtypes = [double_p, ctypes.c_int64, double_p, double_p, double_p, double_p, ctypes.c_int64,
-                         ctypes.POINTER(ctypes.c_int64), ctypes.c_int64, ctypes.c_double, double_p]
-    function.restype = None
-    return function
+    found = compiled.functions({"interp": [double_p, ctypes.c_int64, double_p, double_p, double_p, double_p,
+                                           ctypes.c_int64, ctypes.POINTER(ctypes.c_int64), ctypes.c_int64,
+                                           ctypes.c_double, double_p]})
+    return None if found is None else found["interp"]
 
 
 def _double_p(a: np.ndarray):

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from calibcli.numeric import compiled
+
 BLOCK = 1 << 15
 
 
@@ -210,27 +212,11 @@ def path_extremes(d: np.ndarray, ps: np.ndarray, fields: np.ndarray, fbits: int,
 
 @functools.cache
 def _kernel():
-    """`calib_segment_ranges` from the compiled `calibcli/numeric/_kernels.c`, or None (not
-    built, not loadable, or CALIBCLI_NO_KERNEL=1), as `numeric.lookup` loads its kernel."""
+    """The `KERNELS` from the compiled `calibcli/numeric/_kernels.c`, or None (`numeric.compiled`)."""
     import ctypes
-    import importlib.util
-    import os
 
-    if os.environ.get("CALIBCLI_NO_KERNEL", "") not in ("", "0"):
-        return None
-    spec = importlib.util.find_spec("calibcli.numeric._kernels")
-    if spec is None or not spec.origin:
-        return None
-    try:
-        lib = ctypes.CDLL(spec.origin)
-        functions = {name: getattr(lib, "calib_" + name) for name in KERNELS}
-    except (OSError, AttributeError):
-        return None
     ptr, i64 = ctypes.c_void_p, ctypes.c_int64
-    for name, args in KERNELS.items():
-        functions[name].argtypes = [i64 if a == "i" else ptr for a in args]
-        functions[name].restype = None
-    return functions
+    return compiled.functions({name: [i64 if a == "i" else ptr for a in args] for name, args in KERNELS.items()})
 
 
 # The compiled functions (`calib_<name>`) and their arguments: p a pointer, i an int64.
