@@ -214,6 +214,16 @@ def methods_page() -> str:
 
 # ------------------------------------------------------------------ metrics
 
+def _metric_rows(metrics, defaults, prefix: str, direction) -> list[str]:
+    """The metric table's header and one row per metric, each name linking to its entry."""
+    rows = ["| metric | name (gates, --metrics) | JSON key | better | default |", "|---|---|---|---|---|"]
+    for key, (shown, how) in metrics.items():
+        name = key.replace("_", "-")
+        rows.append(f"| {cell(shown)} | [`{name}`](#{prefix}{anchor(name)}) | `{key}` | {direction(key, how)} | "
+                    f"{'default' if key in defaults else ''} |")
+    return rows
+
+
 def metrics_page() -> str:
     from calibcli.requests import metrics as defs
     from calibcli.requests import metrics as table
@@ -241,11 +251,7 @@ def metrics_page() -> str:
              "on finite data: [Metrics and their noise](../explanation/metrics.md).", "",
              "## Binary predictions", "",
              "p the probability, y the 0/1 label, N the rows (a weight w counts as w rows).", "",
-             "| metric | name (gates, --metrics) | JSON key | better | default |", "|---|---|---|---|---|"]
-    for key, (shown, how) in table.METRICS.items():
-        default = "default" if key in table.DEFAULT else ""
-        name = key.replace("_", "-")
-        lines.append(f"| {cell(shown)} | [`{name}`](#{anchor(name)}) | `{key}` | {direction(key, how)} | {default} |")
+             *_metric_rows(table.METRICS, table.DEFAULT, "", direction)]
     for key, (shown, how) in table.METRICS.items():
         definition, reference = defs.DEFINITIONS[key]
         lines += ["", f"### {key.replace('_', '-')}", "",
@@ -257,11 +263,7 @@ def metrics_page() -> str:
     lines += ["", "## K-class predictions", "",
               "y the true class, p_k the probability of class k (rows summing to 1 within 1e−6). The "
               "`top-label-` metrics are those of the binary table on the top label.", "",
-              "| metric | name (gates, --metrics) | JSON key | better | default |", "|---|---|---|---|---|"]
-    for key, (shown, how) in table.KCLASS_METRICS.items():
-        default = "default" if key in table.KCLASS_DEFAULT else ""
-        name = key.replace("_", "-")
-        lines.append(f"| {cell(shown)} | [`{name}`](#k-{anchor(name)}) | `{key}` | {direction(key, how)} | {default} |")
+              *_metric_rows(table.KCLASS_METRICS, table.KCLASS_DEFAULT, "k-", direction)]
     for key, (shown, how) in table.KCLASS_METRICS.items():
         if key in defs.KCLASS_DEFINITIONS:
             definition, reference = defs.KCLASS_DEFINITIONS[key]

@@ -189,9 +189,7 @@ def evaluate_kclass(df, kclass_cols=(), maps=(), *, label_col: str = "label", we
                                                       segment_top=segment_top, segment_depth=segment_depth,
                                                       segment_min_rows=segment_min_rows, segment_max=segment_max,
                                                       segments=segments))
-    segment_cols = options.segments.cols if options.segments else ()
-    keep = list(dict.fromkeys([label_col, *(c for k in preds for c in k.columns), *([weight_col] if weight_col else []),
-                               *segment_cols]))
+    keep, segment_cols = kclass.read_columns(preds, options, label_col, weight_col)
     frames = df[keep].to_delayed()
     parts = [dask.delayed(kclass.partition_states)(p, preds, label_col, weight_col) for p in frames]
     segmented = None

@@ -87,6 +87,14 @@ def plan(columns: Sequence[str], source: str, kclass_cols: Any, maps_: Any, *, c
     return out, options
 
 
+def read_columns(preds: list[Prediction], options: Any, label_col: str,
+                 weight_col: str | None) -> tuple[list[str], tuple[str, ...]]:
+    """(the columns a partition reads, once each, in order; the segment columns) of a `plan`."""
+    segment_cols = tuple(options.segments.cols) if options.segments else ()
+    keep = [label_col, *(c for k in preds for c in k.columns), *([weight_col] if weight_col else []), *segment_cols]
+    return list(dict.fromkeys(keep)), segment_cols
+
+
 def _resolve_map(m: Any):
     """(ClassMap, envelope) of a multiclass map given as a path, a `ClassMap` or an envelope."""
     cal, envelope = engines.resolve_map(m)

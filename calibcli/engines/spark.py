@@ -327,9 +327,7 @@ def evaluate_kclass(df: DataFrame, kclass_cols: Sequence[str] = (), maps: Sequen
                                                      segment_top=segment_top, segment_depth=segment_depth,
                                                      segment_min_rows=segment_min_rows, segment_max=segment_max,
                                                      segments=segments))
-    segment_cols = options.segments.cols if options.segments else ()
-    keep = list(dict.fromkeys([label_col, *(c for k in cols for c in k.columns), *([weight_col] if weight_col else []),
-                               *segment_cols]))
+    keep, segment_cols = kclass.read_columns(cols, options, label_col, weight_col)
     numeric = (T.FloatType, T.DoubleType, T.DecimalType)
     kinds = engines.segment_kinds(segment_cols, lambda c: isinstance(df.schema[c].dataType, numeric))
 
