@@ -118,7 +118,6 @@ def _option_row(param: Any) -> str:
 
 
 def cli_page() -> str:
-    import click
     import typer
 
     from calibcli.cli.app import app
@@ -136,7 +135,7 @@ def cli_page() -> str:
               "| option | meaning | default |", "|---|---|---|"]
     lines += [_option_row(p) for p in group.params if not getattr(p, "hidden", False)]
     for name, command in group.commands.items():
-        ctx = click.Context(command, info_name=name)
+        ctx = command.context_class(command, info_name=name)  # click's, or the copy typer ships
         usage = " ".join(command.collect_usage_pieces(ctx))
         lines += ["", f"## calib {name}", "", f"```\ncalib {name} {usage}\n```", "",
                   _help_blocks(command.help or ""), "",
